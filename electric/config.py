@@ -1,0 +1,172 @@
+"""Pretraining configuration: one typed dataclass, presets, and the rules that derive implied values.
+
+Precedence is defaults -> preset -> explicit overrides (CLI flags). Unknown keys are an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Objective = Literal["mlm", "electra", "electric"]
+Precision = Literal["fp32", "bf16"]
+OBJECTIVES: tuple[str, ...] = ("mlm", "electra", "electric")
+
+
+@dataclass
+class PretrainConfig:
+    # --- what to train
+    objective: Objective = "electric"  # mlm (BERT baseline), electra (RTD), electric (energy-based cloze)
+    preset: str = "small"  # name of the preset these values started from (informational)
+    # --- discriminator (or the MLM model for objective=mlm); ELECTRA-small defaults
+    hidden_size: int = 256  # transformer width
+    num_hidden_layers: int = 12  # depth (the generator has the same depth)
+    num_attention_heads: int = 4  # heads of the discriminator
+    intermediate_size: int = 1024  # FFN width of the discriminator
+    embedding_size: int = 128  # shared embedding width; each network projects to its hidden size
+    max_seq_length: int = 128  # tokens per packed sequence, [CLS] and [SEP] included
+    hidden_dropout_prob: float = 0.1  # dropout after embeddings / attention output / FFN
+    attention_probs_dropout_prob: float = 0.1  # dropout on attention weights
+    # --- generator (electra: masked LM; electric: two-tower cloze model)
+    generator_hidden_size: int = 0  # 0 = hidden_size // 4 (DESIGN §1); heads = max(1, h // 64), FFN = 4h
+    # --- objective hyper-parameters (paper names)
+    mask_prob: float = 0.15  # fraction of candidate tokens masked / replaced
+    gen_weight: float = 1.0  # weight of the generator (or cloze) likelihood loss
+    disc_weight: float = 50.0  # weight of the discriminator BCE loss (lambda)
+    temperature: float = 1.0  # sampling temperature for replacements
+    # --- optimisation
+    lr: float = 5e-4  # peak learning rate (AdamW)
+    batch_size: int = 128  # sequences per optimizer step, over all processes and micro-steps
+    grad_accum: int = 1  # micro-steps per optimizer step
+    weight_decay: float = 0.01  # not applied to LayerNorm weights or biases
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0  # gradient-norm clip
+    warmup_steps: int = 10_000  # linear warmup; capped at 10% of max_steps
+    max_steps: int = 1_000_000  # total optimizer steps (the schedule decays linearly to 0 here)
+    time_budget_minutes: float = 0.0  # > 0: stop after this wall time; the schedule is fitted to it
+    precision: Precision = "fp32"  # bf16 = autocast (CPU and CUDA); master weights stay fp32
+    compile: bool = False  # torch.compile the training step's modules
+    seed: int = 0  # seeds init, masking, sampling and data order
+    # --- data
+    num_proc: int = 0  # tokenisation processes (0 = number of CPUs)
+    val_sequences: int = 256  # sequences held out (fixed, seeded) for validation loss
+    # --- logging and checkpoints
+    log_every: int = 10  # optimizer steps between metrics.jsonl lines
+    eval_every: int = 200  # optimizer steps between validation passes
+    save_every: int = 500  # optimizer steps between resumable checkpoints
+    eval_batches: int = 8  # validation batches per evaluation
+    init_from: str = ""  # start from this run's (or ELECTRA directory's) weights
+    epochs: float = 0.0  # > 0: stop after this many passes over the training data
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # Values implied by others are derived here, and only here.
+    @property
+    def gen_hidden(self) -> int:
+        return self.generator_hidden_size or max(1, self.hidden_size // 4)
+
+    @property
+    def gen_heads(self) -> int:
+        return max(1, self.gen_hidden // 64)
+
+    @property
+    def gen_intermediate(self) -> int:
+        return 4 * self.gen_hidden
+
+    @property
+    def generator_kind(self) -> str:
+        """electric implies the two-tower cloze generator; electra a masked LM; mlm has none."""
+        return {"mlm": "none", "electra": "masked-lm", "electric": "two-tower"}[self.objective]
+
+    @property
+    def max_predictions(self) -> int:
+        return int((self.mask_prob + 0.005) * self.max_seq_length)
+
+    @property
+    def micro_batch_size(self) -> int:
+        return self.batch_size // self.grad_accum
+
+    def validate(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}"
+            )
+        if self.gen_hidden % self.gen_heads:
+            raise ValueError(f"generator hidden size {self.gen_hidden} is not divisible by {self.gen_heads} heads")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        if self.max_seq_length < 8:
+            raise ValueError(f"max_seq_length must be at least 8, got {self.max_seq_length}")
+        if self.batch_size < 1 or self.grad_accum < 1 or self.batch_size % self.grad_accum:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be a positive multiple of grad_accum ({self.grad_accum})"
+            )
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> PretrainConfig:
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown config keys: {sorted(unknown)}")
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: str | Path) -> PretrainConfig:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Trains in seconds on a CPU; used by tests and CI.
+    "debug": dict(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+        embedding_size=32, max_seq_length=64, lr=1e-3, batch_size=8, warmup_steps=10,
+        max_steps=50, log_every=5, eval_every=25, save_every=25, eval_batches=2, val_sequences=16,
+    ),
+    # A CPU-sized model (about 1.5M non-embedding parameters): minutes to learn something.
+    "tiny": dict(
+        hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512,
+        embedding_size=128, max_seq_length=128, lr=1e-3, batch_size=32, warmup_steps=500,
+        max_steps=100_000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        eval_every=100, save_every=250,
+    ),
+    # ELECTRA paper, table 6.
+    "small": dict(
+        hidden_size=256, num_hidden_layers=12, num_attention_heads=4, intermediate_size=1024,
+        embedding_size=128, lr=5e-4, batch_size=128, max_steps=1_000_000,
+    ),
+    "base": dict(
+        hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+        embedding_size=768, max_seq_length=512, lr=2e-4, batch_size=256, max_steps=766_000,
+    ),
+    "large": dict(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
+        embedding_size=1024, max_seq_length=512, lr=2e-4, batch_size=2048, max_steps=400_000,
+        mask_prob=0.25,
+    ),
+}
+
+
+def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None = None) -> PretrainConfig:
+    """defaults -> preset -> overrides. Overrides whose value is None are ignored (unset flags)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    values: dict[str, Any] = {"objective": objective, "preset": preset, **PRESETS[preset]}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return PretrainConfig.from_dict(values)

@@ -1,0 +1,534 @@
+"""Pretrain an ELECTRA, Electric or MLM encoder from raw text.
+
+    python -m training.pretrain --objective electric --preset tiny \\
+        --data ../shared/data/corpus/enwiki --tokenizer runs/tok --time-budget 20 --out runs/electric-tiny
+    torchrun --nproc_per_node=8 -m training.pretrain --objective electra --preset small --data ... --out ...
+
+Writes OUT/discriminator/ (ElectraForPreTraining), OUT/generator/ (ElectraForMaskedLM, or the
+two-tower ElectricForClozeLM; for --objective mlm the full-size masked LM), OUT/config.json,
+OUT/metrics.jsonl and OUT/state/ for --resume. Ctrl-C saves a checkpoint and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from tqdm.auto import tqdm
+
+from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer, require_local_dir
+from electric.config import OBJECTIVES, PRESETS, PretrainConfig, resolve_config
+from electric.data import DataError, build_datasets
+from electric.modeling import PretrainingModel, SpecialIds
+
+CALIBRATION_STEPS = 5  # steps timed before a --time-budget run fixes its schedule length
+
+
+# ---- setup ---------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m training.pretrain", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--objective", choices=OBJECTIVES, default="electric",
+                    help="mlm = BERT baseline; electra = replaced-token detection; electric = energy-based "
+                         "cloze model (NCE with a two-tower noise model). Default electric.")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny",
+                    help="model size and schedule: debug (seconds on CPU), tiny (hidden 128 x 4 layers), "
+                         "small/base/large (ELECTRA paper). Default tiny.")
+    ap.add_argument("--data", nargs="+", help="training text: files, directories or globs (plain text or "
+                                               "WikiExtractor <doc> files)")
+    ap.add_argument("--tokenizer", help="tokenizer directory (python -m training.tokenizer, or any local "
+                                        "BERT/ELECTRA vocab); default: the one saved with --init-from or --resume")
+    ap.add_argument("--out", required=True, help="run directory to write")
+    ap.add_argument("--max-steps", type=int, help="optimizer steps (the schedule decays to 0 here)")
+    ap.add_argument("--time-budget", type=float, dest="time_budget_minutes", metavar="MINUTES",
+                    help="stop after this many minutes; the schedule's length is fitted to it")
+    ap.add_argument("--epochs", type=float, help="stop after this many passes over the data")
+    ap.add_argument("--batch-size", type=int, help="sequences per optimizer step (global, all processes)")
+    ap.add_argument("--grad-accum", type=int, help="micro-steps per optimizer step")
+    ap.add_argument("--lr", type=float, help="peak learning rate")
+    ap.add_argument("--warmup-steps", type=int, help="linear warmup steps (capped at 10%% of the run)")
+    ap.add_argument("--max-seq-length", type=int, help="tokens per packed sequence")
+    ap.add_argument("--mask-prob", type=float, help="fraction of tokens masked/replaced (0.15; 0.25 for large)")
+    ap.add_argument("--disc-weight", type=float, help="discriminator loss weight (50)")
+    ap.add_argument("--gen-weight", type=float, help="generator/cloze loss weight (1)")
+    ap.add_argument("--temperature", type=float, help="sampling temperature (1.0)")
+    ap.add_argument("--generator-hidden-size", type=int, help="generator width (default hidden/4)")
+    ap.add_argument("--seed", type=int, help="seed for init, masking, sampling and data order")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), help="bf16 = autocast on CPU and CUDA")
+    ap.add_argument("--compile", action="store_true", default=None, help="torch.compile the models")
+    ap.add_argument("--num-proc", type=int, help="tokenisation processes (default: CPUs)")
+    ap.add_argument("--log-every", type=int, help="steps between metrics.jsonl lines")
+    ap.add_argument("--eval-every", type=int, help="steps between validation passes")
+    ap.add_argument("--save-every", type=int, help="steps between resumable checkpoints")
+    ap.add_argument("--init-from", help="start from the weights of a run directory or an ELECTRA discriminator "
+                                        "directory (continued pretraining)")
+    ap.add_argument("--cache-dir", help="datasets cache directory (default: datasets' own)")
+    ap.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    ap.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    ap.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    return ap.parse_args(argv)
+
+
+CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "grad_accum", "lr", "warmup_steps",
+                "max_seq_length", "mask_prob", "disc_weight", "gen_weight", "temperature",
+                "generator_hidden_size", "seed", "precision", "compile", "num_proc", "log_every", "eval_every",
+                "save_every", "init_from")
+
+
+class Dist:
+    """Rank, world size and device, from torchrun's environment (one process when absent)."""
+
+    def __init__(self, device: str | None):
+        self.rank = int(os.environ.get("RANK", 0))
+        self.world = int(os.environ.get("WORLD_SIZE", 1))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        if device is None:
+            device = f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        if self.world > 1:
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank if it is True on any rank."""
+        if self.world == 1:
+            return flag
+        t = torch.tensor([float(flag)], device=self.device if self.device.type == "cuda" else "cpu")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
+    def broadcast_int(self, value: int) -> int:
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.long, device=self.device if self.device.type == "cuda" else "cpu")
+        dist.broadcast(t, src=0)
+        return int(t.item())
+
+    def close(self) -> None:
+        if self.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
+    if resume:
+        if not (out / "state" / "trainer.pt").is_file():
+            raise CheckpointError(f"--resume: {str(out)!r} holds no checkpoint to resume (no state/trainer.pt)")
+        return
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"output directory {str(out)!r} already holds a run; pass --resume to continue it "
+                              "or --overwrite to replace it")
+
+
+def init_source(path: str) -> tuple[Path | None, Path | None, Path]:
+    """(discriminator dir, generator dir, tokenizer dir) of --init-from: a run directory or a model dir."""
+    d = require_local_dir(path, "--init-from")
+    if (d / "discriminator").is_dir() or (d / "generator").is_dir():
+        disc = d / "discriminator" if (d / "discriminator").is_dir() else None
+        gen = d / "generator" if (d / "generator").is_dir() else None
+        return disc, gen, (disc or gen)
+    if (d / "config.json").is_file():
+        return d, None, d
+    raise CheckpointError(f"--init-from {path!r} is neither a run directory nor a model directory (no config.json)")
+
+
+def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> PretrainingModel:
+    """A fresh model, or one whose weights (and architecture) come from --init-from."""
+    if not init_from:
+        return PretrainingModel(cfg, special)
+    from transformers import AutoModelForMaskedLM, ElectraForMaskedLM, ElectraForPreTraining
+
+    disc_dir, gen_dir, _ = init_source(init_from)
+    try:
+        if cfg.objective == "mlm":
+            if gen_dir is None and disc_dir is not None:
+                gen = ElectraForMaskedLM.from_pretrained(disc_dir)
+            else:
+                gen = AutoModelForMaskedLM.from_pretrained(gen_dir)
+            return PretrainingModel(cfg, special, generator=gen)
+        disc = ElectraForPreTraining.from_pretrained(disc_dir) if disc_dir else None
+        gen = AutoModelForMaskedLM.from_pretrained(gen_dir) if gen_dir else None
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"--init-from {init_from!r}: {e}") from e
+    expected = "ElectricForClozeLM" if cfg.objective == "electric" else "ElectraForMaskedLM"
+    if gen is not None and type(gen).__name__ != expected:
+        print(f"note: --init-from generator is {type(gen).__name__}, objective {cfg.objective} needs "
+              f"{expected}; starting a fresh generator", file=sys.stderr)
+        gen = None
+    if disc is not None and gen is None:  # fresh generator sized from the source discriminator
+        cfg.hidden_size, cfg.embedding_size = disc.config.hidden_size, disc.config.embedding_size
+    return PretrainingModel(cfg, special, discriminator=disc, generator=gen)
+
+
+def adopt_architecture(cfg: PretrainConfig, init_from: str) -> None:
+    """Continued pretraining keeps the source's architecture (its config.json decides the sizes)."""
+    disc_dir, gen_dir, _ = init_source(init_from)
+    src = json.loads(((disc_dir or gen_dir) / "config.json").read_text())
+    cfg.hidden_size = src["hidden_size"]
+    cfg.num_hidden_layers = src["num_hidden_layers"]
+    cfg.num_attention_heads = src["num_attention_heads"]
+    cfg.intermediate_size = src["intermediate_size"]
+    cfg.embedding_size = src.get("embedding_size", src["hidden_size"])
+    cfg.max_seq_length = min(cfg.max_seq_length, src.get("max_position_embeddings", 512))
+    if gen_dir is not None and cfg.objective != "mlm":
+        cfg.generator_hidden_size = json.loads((gen_dir / "config.json").read_text())["hidden_size"]
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices only (not LayerNorm weights, biases or embeddings' norms)."""
+    decay, no_decay = [], []
+    seen: set[int] = set()
+    for name, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        (no_decay if p.dim() < 2 or "LayerNorm" in name else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def lr_at(step: int, cfg: PretrainConfig, total_steps: int) -> float:
+    """Linear warmup (at most 10% of the run) then linear decay to 0 at total_steps."""
+    warmup = max(1, min(cfg.warmup_steps, total_steps // 10))
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    return cfg.lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+
+class Batches:
+    """Seeded per-epoch shuffles of the training set, sharded by rank; resumable by (epoch, index)."""
+
+    def __init__(self, ds, batch_size: int, pad_id: int, seed: int, rank: int, world: int):
+        n = len(ds) - len(ds) % world  # equal shards, so every rank takes the same number of steps
+        self.ds, self.batch_size, self.pad_id, self.seed = ds, batch_size, pad_id, seed
+        self.rank, self.world, self.per_rank = rank, world, n // world
+        if self.per_rank < batch_size:
+            raise DataError(f"only {len(ds)} training sequences for {world} process(es); need at least "
+                            f"{batch_size * world} for one micro-batch of {batch_size} each")
+        self.epoch, self.index = 0, 0
+
+    @property
+    def epoch_fraction(self) -> float:
+        return self.epoch + self.index / self.per_rank
+
+    def _order(self) -> torch.Tensor:
+        g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
+        return torch.randperm(len(self.ds), generator=g)[self.rank: self.per_rank * self.world: self.world]
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.index + self.batch_size > self.per_rank:
+            self.epoch, self.index = self.epoch + 1, 0
+        rows = self._order()[self.index: self.index + self.batch_size].tolist()
+        self.index += self.batch_size
+        return collate(self.ds[rows]["input_ids"], self.pad_id)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "index": self.index}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.epoch, self.index = s["epoch"], s["index"]
+
+
+def collate(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    T = max(len(r) for r in rows)
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
+    return ids, mask
+
+
+def step_rng(seed: int, step: int, micro: int, rank: int, device: torch.device) -> torch.Generator:
+    """Masking and sampling randomness of one micro-step: a pure function of (seed, step, micro, rank)."""
+    g = torch.Generator(device=device)
+    g.manual_seed((seed * 1_000_003 + step) * 10_007 + micro * 101 + rank)
+    return g
+
+
+# ---- checkpoints ---------------------------------------------------------------------------------
+
+def save_checkpoint(out: Path, model: PretrainingModel, tokenizer, optimizer, trainer: dict) -> None:
+    """Models first, then the resumable state; each directory is written aside and renamed into place."""
+    for name, m in (("discriminator", model.discriminator), ("generator", model.generator)):
+        if m is None:
+            continue
+        with atomic_dir(out / name) as tmp:
+            m.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    with atomic_dir(out / "state") as tmp:
+        torch.save(model.state_dict(), tmp / "model.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save({**trainer, "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+                   tmp / "trainer.pt")
+
+
+def load_checkpoint(out: Path, model: PretrainingModel, optimizer, device: torch.device) -> dict:
+    model.load_state_dict(torch.load(out / "state" / "model.pt", map_location=device))
+    model.share_embeddings()
+    optimizer.load_state_dict(torch.load(out / "state" / "optimizer.pt", map_location=device))
+    trainer = torch.load(out / "state" / "trainer.pt", map_location="cpu", weights_only=False)
+    torch.set_rng_state(trainer["torch_rng"])
+    if trainer.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(trainer["cuda_rng"])
+    return trainer
+
+
+def truncate_metrics(path: Path, after_step: int) -> None:
+    """On resume, drop logged lines from beyond the checkpoint so the log reads as one run."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line and json.loads(line).get("step", 0) <= after_step]
+    path.write_text("".join(f"{line}\n" for line in keep))
+
+
+# ---- the loop ------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, device, autocast) -> dict:
+    """Mean metrics over the fixed validation slice, with fixed masking seeds (comparable across steps)."""
+    if len(val_ds) == 0:
+        return {}
+    model.eval()
+    totals: dict[str, float] = {}
+    n = 0
+    bs = cfg.micro_batch_size
+    for b in range(min(cfg.eval_batches, math.ceil(len(val_ds) / bs))):
+        ids, mask = collate(val_ds[b * bs: (b + 1) * bs]["input_ids"], pad_id)
+        with autocast():
+            out = model(ids.to(device), mask.to(device), step_rng(cfg.seed + 7, 0, b, 0, device))
+        for k, v in out.items():
+            totals[k] = totals.get(k, 0.0) + float(v)
+        n += 1
+    model.train()
+    return {f"val_{k}": v / n for k, v in totals.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out)
+    try:
+        check_out_dir(out, args.resume, args.overwrite)
+        if args.resume:
+            cfg = PretrainConfig.load(out / "config.json")
+            overrides = {k: getattr(args, k) for k in ("max_steps", "time_budget_minutes", "epochs")}
+            for k, v in overrides.items():  # a resumed run may be extended, nothing else changes
+                if v is not None:
+                    setattr(cfg, k, v)
+        else:
+            overrides = {k: getattr(args, k) for k in CONFIG_FLAGS}
+            cfg = resolve_config(args.preset, args.objective, overrides)
+            if cfg.init_from:
+                adopt_architecture(cfg, cfg.init_from)
+        if not args.data:
+            raise DataError("no training data: pass --data FILE|DIR|GLOB ...")
+        tok_dir = args.tokenizer
+        if tok_dir is None and args.resume:
+            tok_dir = str(out / ("generator" if cfg.objective == "mlm" else "discriminator"))
+        if tok_dir is None and cfg.init_from:
+            tok_dir = str(init_source(cfg.init_from)[2])
+        if tok_dir is None:
+            raise CheckpointError("--tokenizer is required (train one with `python -m training.tokenizer`)")
+        tokenizer = load_tokenizer(tok_dir)
+    except (CheckpointError, DataError, FileExistsError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return train(cfg, args, tokenizer, out)
+
+
+def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -> int:
+    d = Dist(args.device)
+    per_rank_batch, rem = divmod(cfg.micro_batch_size, d.world)
+    if rem or per_rank_batch < 1:
+        print(f"error: micro-batch {cfg.micro_batch_size} (batch_size / grad_accum) is not divisible by "
+              f"{d.world} processes", file=sys.stderr)
+        return 2
+    torch.manual_seed(cfg.seed)
+    special = SpecialIds(tokenizer.pad_token_id, tokenizer.mask_token_id, tokenizer.cls_token_id,
+                         tokenizer.sep_token_id, len(tokenizer), tuple(tokenizer.all_special_ids))
+
+    # Rank 0 tokenises first and fills the cache; the others then read it.
+    if not d.main:
+        d.barrier()
+    try:
+        train_ds, val_ds = build_datasets(args.data, tokenizer, cfg.max_seq_length, cfg.val_sequences,
+                                          cfg.num_proc, args.cache_dir, rank0=d.main)
+        batches = Batches(train_ds, per_rank_batch, special.pad, cfg.seed, d.rank, d.world)
+        model = build_model(cfg, special, cfg.init_from if not args.resume else "")
+    except (DataError, CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        if d.main:
+            d.barrier()
+        d.close()
+        return 2
+    if d.main:
+        d.barrier()
+    model.to(d.device).train()
+    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr,
+                                  betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
+                                  fused=d.device.type == "cuda")
+    trainer = {"step": 0, "total_steps": cfg.max_steps, "elapsed": 0.0, "tokens": 0, "batches": None,
+               "calibrated": not cfg.time_budget_minutes}
+    metrics_path = out / "metrics.jsonl"
+    if args.resume:
+        trainer.update(load_checkpoint(out, model, optimizer, d.device))
+        batches.load_state_dict(trainer["batches"])
+        if args.max_steps is not None:
+            trainer["total_steps"] = cfg.max_steps
+        if d.main:
+            truncate_metrics(metrics_path, trainer["step"])
+    elif d.main:
+        if args.overwrite and out.exists():
+            import shutil
+
+            shutil.rmtree(out)
+        out.mkdir(parents=True, exist_ok=True)
+        metrics_path.write_text("")
+    if d.main:
+        cfg.save(out / "config.json")
+
+    step_model: torch.nn.Module = model
+    if d.world > 1:
+        step_model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[d.device.index] if d.device.type == "cuda" else None, find_unused_parameters=False)
+    if cfg.compile:
+        step_model = torch.compile(step_model)
+    dtype_ctx = (lambda: torch.autocast(d.device.type, dtype=torch.bfloat16)) if cfg.precision == "bf16" \
+        else contextlib.nullcontext
+
+    stop = {"signal": None}
+
+    def on_signal(signum, _frame):
+        stop["signal"] = signal.Signals(signum).name
+
+    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    budget_s = cfg.time_budget_minutes * 60
+    start_time, start_elapsed, start_step = time.time(), trainer["elapsed"], trainer["step"]
+    bar = tqdm(total=trainer["total_steps"], initial=trainer["step"], disable=not d.main, dynamic_ncols=True,
+               desc=f"{cfg.objective}-{cfg.preset}", unit="step")
+    window = {"t": time.time(), "tokens": 0}
+    last = {}
+    reason = "max steps"
+    try:
+        while trainer["step"] < trainer["total_steps"]:
+            step = trainer["step"]
+            lr = lr_at(step, cfg, trainer["total_steps"])
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            sums: dict[str, float] = {}
+            step_tokens = 0
+            for micro in range(cfg.grad_accum):
+                ids, mask = batches.next()
+                ids, mask = ids.to(d.device, non_blocking=True), mask.to(d.device, non_blocking=True)
+                last_micro = micro == cfg.grad_accum - 1
+                # Gradients are all-reduced once per optimizer step, on the last micro-step.
+                no_sync = contextlib.nullcontext if last_micro or d.world == 1 else step_model.no_sync
+                with no_sync(), dtype_ctx():
+                    res = step_model(ids, mask, step_rng(cfg.seed, step, micro, d.rank, d.device))
+                (res["loss"] / cfg.grad_accum).backward()
+                for k, v in res.items():
+                    sums[k] = sums.get(k, 0.0) + float(v) / cfg.grad_accum
+                step_tokens += int(mask.sum()) * d.world
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            trainer["step"] = step = step + 1
+            trainer["tokens"] += step_tokens
+            window["tokens"] += step_tokens
+            elapsed = start_elapsed + time.time() - start_time
+            trainer["elapsed"] = elapsed
+            bar.update(1)
+
+            if not trainer["calibrated"] and step - start_step >= CALIBRATION_STEPS:
+                # Fit the schedule's length to the time budget, once, from the steps timed so far.
+                per_step = (time.time() - start_time) / (step - start_step)
+                fitted = min(cfg.max_steps, step + int(max(0.0, budget_s - elapsed) / per_step))
+                trainer["total_steps"] = d.broadcast_int(max(fitted, step + 1))
+                trainer["calibrated"] = True
+                bar.total = trainer["total_steps"]
+                bar.refresh()
+
+            if step % cfg.log_every == 0 or step == 1:
+                dt = time.time() - window["t"]
+                tok_s = window["tokens"] / dt if dt > 0 else 0.0
+                last = {"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer["tokens"],
+                        "tokens_per_s": round(tok_s, 1), "epoch": round(batches.epoch_fraction, 4),
+                        "elapsed_s": round(elapsed, 1), **{k: round(v, 5) for k, v in sums.items()}}
+                window = {"t": time.time(), "tokens": 0}
+                bar.set_postfix(loss=f"{sums['loss']:.3f}", tok_s=f"{tok_s:,.0f}")
+                if d.main:
+                    with metrics_path.open("a") as f:
+                        f.write(json.dumps(last) + "\n")
+            if step % cfg.eval_every == 0 and d.main:
+                val = evaluate(model, val_ds, cfg, special.pad, d.device, dtype_ctx)
+                if val:
+                    with metrics_path.open("a") as f:
+                        f.write(json.dumps({"step": step, **{k: round(v, 5) for k, v in val.items()}}) + "\n")
+                    last.update(val)
+            time_up = bool(budget_s) and elapsed >= budget_s
+            epochs_done = bool(cfg.epochs) and batches.epoch_fraction >= cfg.epochs
+            if d.any(stop["signal"] is not None or time_up or epochs_done):
+                reason = stop["signal"] or ("time budget" if time_up else "epochs" if epochs_done else "another rank")
+                break
+            if step % cfg.save_every == 0:
+                trainer["batches"] = batches.state_dict()
+                if d.main:
+                    save_checkpoint(out, model, tokenizer, optimizer, trainer)
+                d.barrier()
+    finally:
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        bar.close()
+
+    trainer["batches"] = batches.state_dict()
+    if d.main:
+        val = evaluate(model, val_ds, cfg, special.pad, d.device, dtype_ctx)
+        if val:
+            with metrics_path.open("a") as f:
+                f.write(json.dumps({"step": trainer["step"], **{k: round(v, 5) for k, v in val.items()}}) + "\n")
+            last.update(val)
+        save_checkpoint(out, model, tokenizer, optimizer, trainer)
+        print_summary(out, cfg, trainer, last, reason)
+    d.barrier()
+    d.close()
+    return 0
+
+
+def print_summary(out: Path, cfg: PretrainConfig, trainer: dict, last: dict, reason: str) -> None:
+    el = trainer["elapsed"]
+    lines = [
+        f"stopped after {trainer['step']} steps ({reason}); {trainer['tokens']:,} tokens in {el / 60:.1f} min "
+        f"({trainer['tokens'] / max(el, 1e-9):,.0f} tokens/s)",
+    ]
+    keys = [k for k in ("loss", "gen_loss", "disc_loss", "disc_acc", "val_loss", "val_gen_loss",
+                        "val_disc_loss", "val_disc_acc") if k in last]
+    if keys:
+        lines.append("final: " + ", ".join(f"{k} {last[k]:.4f}" for k in keys))
+    for name in ("discriminator", "generator"):
+        if (out / name).is_dir():
+            lines.append(f"{name}: {out / name}")
+    if reason in ("SIGINT", "SIGTERM"):
+        lines.append(f"checkpoint saved; continue with: python -m training.pretrain --resume --out {out} --data ...")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
