@@ -1,0 +1,99 @@
+"""Inference backends: one interface over a PyTorch model or an ONNX Runtime session.
+
+A backend takes padded token ids and returns the head's raw output as a NumPy array:
+- kind "discriminator": (B, T) logits s_t (Electric energies / ELECTRA replaced logits);
+- kind "classifier":    (B, C) logits (C = 1 for regression);
+- kind "tagger":        (B, T, C) logits.
+Scoring, export parity checks and the server all call `run`, so every path computes the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+import torch
+
+from electric.checkpoint import CheckpointError, load_tokenizer, require_local_dir
+
+Kind = Literal["discriminator", "classifier", "tagger"]
+MANIFEST = "electric.json"  # written by `electric export` beside the ONNX file(s)
+
+ARCHITECTURE_KINDS: dict[str, Kind] = {
+    "ElectraForPreTraining": "discriminator",
+    "ElectraForSequenceClassification": "classifier",
+    "ElectraForTokenClassification": "tagger",
+}
+
+
+class Backend(Protocol):
+    kind: Kind
+    max_length: int  # longest input in tokens, [CLS]/[SEP] included
+    providers: list[str]  # e.g. ["torch:cpu"] or ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    config: dict  # the model's config.json (label names: config["id2label"])
+    tokenizer: object
+
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+            token_type_ids: np.ndarray | None = None) -> np.ndarray: ...
+
+
+def model_kind(config: dict, where: str) -> Kind:
+    for arch in config.get("architectures") or []:
+        if arch in ARCHITECTURE_KINDS:
+            return ARCHITECTURE_KINDS[arch]
+    raise CheckpointError(
+        f"{where}: architectures {config.get('architectures')} is not a supported head "
+        f"(expected one of {sorted(ARCHITECTURE_KINDS)})"
+    )
+
+
+class TorchBackend:
+    """A transformers ELECTRA model on torch (CPU or CUDA): the development and reference path."""
+
+    def __init__(self, model_dir: str | Path, device: str | None = None, dtype: torch.dtype = torch.float32):
+        import transformers
+
+        d = require_local_dir(model_dir, "model")
+        cfg_path = d / "config.json"
+        if not cfg_path.is_file():
+            raise CheckpointError(f"model directory {str(d)!r} has no config.json (not a transformers checkpoint)")
+        self.config = json.loads(cfg_path.read_text())
+        if self.config.get("model_type") != "electra":
+            raise CheckpointError(f"{str(d)!r} holds a {self.config.get('model_type')!r} model, not ELECTRA")
+        self.kind = model_kind(self.config, str(d))
+        cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        try:
+            self.model = cls.from_pretrained(d, dtype=dtype).to(self.device).eval()
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"could not load {str(d)!r}: {e}") from e
+        self.tokenizer = load_tokenizer(d)
+        self.max_length = int(self.config.get("max_position_embeddings", 512))
+        self.providers = [f"torch:{self.device.type}"]
+        self.model_dir = d
+
+    @torch.inference_mode()
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+            token_type_ids: np.ndarray | None = None) -> np.ndarray:
+        kw = {}
+        if token_type_ids is not None:
+            kw["token_type_ids"] = torch.as_tensor(token_type_ids, device=self.device)
+        out = self.model(input_ids=torch.as_tensor(input_ids, device=self.device),
+                         attention_mask=torch.as_tensor(attention_mask, device=self.device), **kw)
+        return out.logits.float().cpu().numpy()
+
+
+def load_backend(model_dir: str | Path, backend: str = "auto", **kwargs) -> Backend:
+    """`onnx` for an `electric export` directory (has electric.json), `torch` for a transformers one."""
+    d = require_local_dir(model_dir, "model")
+    if backend == "auto":
+        backend = "onnx" if (d / MANIFEST).is_file() else "torch"
+    if backend == "torch":
+        return TorchBackend(d, **kwargs)
+    if backend == "onnx":
+        from electric.runtime import OnnxBackend  # noqa: PLC0415 - optional dependency
+
+        return OnnxBackend(d, **kwargs)
+    raise ValueError(f"unknown backend {backend!r} (auto, torch or onnx)")

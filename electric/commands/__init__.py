@@ -1,0 +1,1 @@
+"""Subcommands of the `electric` CLI (see electric/cli.py)."""

@@ -1,0 +1,99 @@
+"""Shared fixtures: real text from ../shared/data and tiny models built here (never downloaded)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("ELECTRIC_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def require_shared(rel: str) -> Path:
+    p = SHARED_DATA / rel
+    if not p.exists():
+        pytest.skip(f"{p} is not available (set ELECTRIC_SHARED_DATA)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    return require_shared("")
+
+
+@pytest.fixture(scope="session")
+def wiki_sample(tmp_path_factory) -> Path:
+    """The first ~3,000 lines of one enwiki WikiExtractor file (a few dozen articles)."""
+    src = require_shared("corpus/enwiki/wiki_00")
+    dst = tmp_path_factory.mktemp("wiki") / "wiki_sample"
+    with open(src, encoding="utf-8") as f:
+        lines = [next(f) for _ in range(3000)]
+    # end on a closed document
+    while not lines[-1].startswith("</doc>"):
+        lines.pop()
+    dst.write_text("".join(lines), encoding="utf-8")
+    return dst
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(wiki_sample, tmp_path_factory) -> Path:
+    """A 2,000-piece lower-cased WordPiece tokenizer trained on wiki_sample."""
+    from training.tokenizer import train_tokenizer
+
+    out = tmp_path_factory.mktemp("tok") / "tok"
+    train_tokenizer([str(wiki_sample)], vocab_size=2000, out=out)
+    return out
+
+
+def _tiny_electra_config(vocab_size: int, pad_id: int, hidden: int = 64, **kw):
+    from transformers import ElectraConfig
+
+    return ElectraConfig(vocab_size=vocab_size, embedding_size=32, hidden_size=hidden, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=128,
+                         pad_token_id=pad_id, **kw)
+
+
+@pytest.fixture(scope="session")
+def disc_dir(tokenizer_dir, tmp_path_factory) -> Path:
+    """A random-weight ElectraForPreTraining (hidden 64, 2 layers) saved with the tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, ElectraForPreTraining
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    out = tmp_path_factory.mktemp("disc") / "discriminator"
+    ElectraForPreTraining(_tiny_electra_config(len(tok), tok.pad_token_id)).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def mlm_dir(tokenizer_dir, tmp_path_factory) -> Path:
+    """A random-weight ElectraForMaskedLM (hidden 64, 2 layers) saved with the tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, ElectraForMaskedLM
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    out = tmp_path_factory.mktemp("mlm") / "generator"
+    ElectraForMaskedLM(_tiny_electra_config(len(tok), tok.pad_token_id)).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def trained_run(wiki_sample, tokenizer_dir, tmp_path_factory) -> Path:
+    """A real (debug-preset, 30-step) Electric pretraining run: OUT/discriminator, OUT/generator, ..."""
+    from training.pretrain import main
+
+    out = tmp_path_factory.mktemp("run") / "electric-debug"
+    rc = main(["--objective", "electric", "--preset", "debug", "--data", str(wiki_sample), "--tokenizer",
+               str(tokenizer_dir), "--out", str(out), "--max-steps", "30", "--num-proc", "1"])
+    assert rc == 0
+    return out
