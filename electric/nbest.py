@@ -1,0 +1,676 @@
+"""n-best lists: formats, score combination, weight tuning and error rates (DESIGN §1 "Reranking", §2).
+
+Formats, read into one `NBestList(utt_id, hyps, first_pass_scores, ref, extra)` and written back:
+- `hyporadise`: a JSON list `[{"input": [hyps], "output": ref, "score"|"am_score": [...]?, ...}]`;
+- `espnet` (also mlm-scoring): a JSON object `{utt: {"hyp_1": {"score": s, "text": "..."}, ..., "ref": "..."}}`;
+- `text`: one hypothesis a line, a blank line between utterances (no scores, no references).
+Unknown fields are kept in `extra` (and `hyp_extra`) so that a file round-trips.
+
+Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h), where a(h) is the first-pass
+score when the list has one, else -beta * rank(h) (rank 0 = the recogniser's best). `rerank_lists` applies
+given weights (the server's /v1/rerank calls it); `tune_weights` grid-searches them on a dev split to
+minimise WER/CER (jiwer, corpus-level) or maximise BLEU/chrF (sacrebleu).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+FORMATS = ("hyporadise", "espnet", "text")
+SCORE_KEYS = ("score", "am_score")  # HyPoradise first-pass score fields, in order of preference
+METRICS = ("wer", "cer", "bleu", "chrf")
+
+
+class NBestError(ValueError):
+    """A malformed n-best file; the message names the file and the utterance."""
+
+    def __init__(self, path: str | Path | None, message: str, utt: str | None = None):
+        self.path, self.utt = path, utt
+        where = str(path) if path is not None else "n-best input"
+        super().__init__(f"{where}: {'utterance ' + utt + ': ' if utt is not None else ''}{message}")
+
+
+@dataclass
+class NBestList:
+    utt_id: str
+    hyps: list[str]
+    first_pass_scores: list[float] | None = None  # higher = better, one per hypothesis
+    ref: str | None = None
+    extra: dict = field(default_factory=dict)  # unknown utterance-level fields, kept on round trip
+    hyp_extra: list[dict] | None = None  # unknown per-hypothesis fields (ESPnet), kept on round trip
+    score_key: str | None = None  # the field the first-pass scores came from ("score" or "am_score")
+
+    def __post_init__(self):
+        if self.first_pass_scores is not None and len(self.first_pass_scores) != len(self.hyps):
+            raise NBestError(None, f"{len(self.first_pass_scores)} first-pass scores for {len(self.hyps)} "
+                                   "hypotheses", self.utt_id)
+
+    def reordered(self, order: Sequence[int]) -> NBestList:
+        """The same list with hypotheses (and their scores and fields) in `order`."""
+        return replace(
+            self,
+            hyps=[self.hyps[i] for i in order],
+            first_pass_scores=None if self.first_pass_scores is None else [self.first_pass_scores[i] for i in order],
+            hyp_extra=None if self.hyp_extra is None else [self.hyp_extra[i] for i in order],
+            extra=dict(self.extra),
+        )
+
+
+def _utt_name(utt_id: str, index: int) -> str:
+    return f"{utt_id!r}" if utt_id == str(index) else f"{utt_id!r} (item {index})"
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# ---- reading -----------------------------------------------------------------------------------------
+
+
+def detect_format(path: str | Path) -> str:
+    """`hyporadise` for a file starting with '[', `espnet` for '{', otherwise `text`."""
+    with open(path, encoding="utf-8") as f:
+        while True:
+            chunk = f.read(4096)
+            if not chunk:
+                raise NBestError(path, "the file is empty (no utterances)")
+            stripped = chunk.lstrip()
+            if stripped:
+                return {"[": "hyporadise", "{": "espnet"}.get(stripped[0], "text")
+
+
+def _load_json(path: str | Path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise NBestError(path, f"not valid JSON ({e}); for plain text n-best lists use --format text") from e
+    except UnicodeDecodeError as e:
+        raise NBestError(path, f"not UTF-8 text ({e})") from e
+
+
+def parse_hyporadise(data, path: str | Path | None = None) -> list[NBestList]:
+    if not isinstance(data, list):
+        raise NBestError(path, f"expected a JSON list of {{\"input\": [...], \"output\": ...}} objects (HyPoradise), "
+                               f"got a JSON {type(data).__name__}")
+    if not data:
+        raise NBestError(path, "the list holds no utterances")
+    out = []
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise NBestError(path, f"expected an object with \"input\", got a JSON {type(item).__name__}", str(i))
+        utt_id = str(item["id"]) if isinstance(item.get("id"), (str, int)) else str(i)
+        name = _utt_name(utt_id, i)
+        hyps = item.get("input")
+        if not isinstance(hyps, list) or not all(isinstance(h, str) for h in hyps):
+            raise NBestError(path, "\"input\" must be a list of hypothesis strings", name)
+        if not hyps:
+            raise NBestError(path, "\"input\" is an empty list (no hypotheses)", name)
+        ref = item.get("output")
+        if ref is not None and not isinstance(ref, str):
+            raise NBestError(path, f"\"output\" (the reference) must be a string, got {type(ref).__name__}", name)
+        score_key = next((k for k in SCORE_KEYS if k in item), None)
+        scores = None
+        if score_key is not None:
+            scores = item[score_key]
+            if not isinstance(scores, list) or not all(_is_number(s) for s in scores):
+                raise NBestError(path, f"\"{score_key}\" must be a list of finite numbers", name)
+            if len(scores) != len(hyps):
+                raise NBestError(path, f"\"{score_key}\" has {len(scores)} values for {len(hyps)} hypotheses", name)
+            scores = [float(s) for s in scores]
+        extra = {k: v for k, v in item.items() if k not in ("input", "output", score_key)}
+        out.append(NBestList(utt_id, list(hyps), scores, ref, extra, None, score_key))
+    return out
+
+
+def _hyp_number(key: str) -> int | None:
+    if key.startswith("hyp_") and key[4:].isdigit():
+        return int(key[4:])
+    return None
+
+
+def parse_espnet(data, path: str | Path | None = None) -> list[NBestList]:
+    if not isinstance(data, dict):
+        raise NBestError(path, f"expected a JSON object {{utt: {{\"hyp_1\": {{\"score\": s, \"text\": ...}}, ..., "
+                               f"\"ref\": ...}}}} (ESPnet/mlm-scoring), got a JSON {type(data).__name__}")
+    if not data:
+        raise NBestError(path, "the object holds no utterances")
+    out = []
+    for utt_id, item in data.items():
+        name = repr(utt_id)
+        if not isinstance(item, dict):
+            raise NBestError(path, f"expected an object of \"hyp_N\" entries, got a JSON {type(item).__name__}", name)
+        keys = sorted((n, k) for k in item if (n := _hyp_number(k)) is not None)
+        if not keys:
+            raise NBestError(path, "no \"hyp_N\" entries (empty n-best list)", name)
+        hyps, scores, hyp_extra = [], [], []
+        for _, k in keys:
+            h = item[k]
+            if isinstance(h, str):  # tolerate {"hyp_1": "text"}
+                h = {"text": h}
+            if not isinstance(h, dict) or not isinstance(h.get("text"), str):
+                raise NBestError(path, f"\"{k}\" must be an object with a string \"text\"", name)
+            if "score" in h and not _is_number(h["score"]):
+                raise NBestError(path, f"\"{k}\".\"score\" must be a finite number, got {h['score']!r}", name)
+            hyps.append(h["text"])
+            scores.append(float(h["score"]) if "score" in h else None)
+            hyp_extra.append({kk: v for kk, v in h.items() if kk not in ("text", "score")})
+        if any(s is None for s in scores) and not all(s is None for s in scores):
+            missing = [k for (_, k), s in zip(keys, scores, strict=True) if s is None]
+            raise NBestError(path, f"some hypotheses have a \"score\" and some do not (missing: {missing})", name)
+        ref = item.get("ref")
+        if ref is not None and not isinstance(ref, str):
+            raise NBestError(path, f"\"ref\" must be a string, got {type(ref).__name__}", name)
+        extra = {k: v for k, v in item.items() if k != "ref" and _hyp_number(k) is None}
+        has_scores = scores[0] is not None
+        out.append(NBestList(str(utt_id), hyps, scores if has_scores else None, ref, extra,
+                             hyp_extra, "score" if has_scores else None))
+    return out
+
+
+def iter_text_nbest(path: str | Path) -> Iterator[NBestList]:
+    """Plain text, read lazily: one hypothesis a line, blank lines between utterances."""
+    hyps: list[str] = []
+    i = 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\r\n")
+            if line.strip():
+                hyps.append(line)
+            elif hyps:
+                yield NBestList(str(i), hyps)
+                i, hyps = i + 1, []
+    if hyps:
+        yield NBestList(str(i), hyps)
+
+
+def read_nbest(path: str | Path, format: str = "auto", refs: str | Path | None = None) -> tuple[list[NBestList], str]:
+    """(lists, format) of an n-best file; `refs`: a file with one reference a line, one per utterance."""
+    path = Path(path)
+    if not path.is_file():
+        raise NBestError(path, "no such file" if not path.exists() else "not a file")
+    if format == "auto":
+        format = detect_format(path)
+    if format == "hyporadise":
+        lists = parse_hyporadise(_load_json(path), path)
+    elif format == "espnet":
+        lists = parse_espnet(_load_json(path), path)
+    elif format == "text":
+        lists = list(iter_text_nbest(path))
+        if not lists:
+            raise NBestError(path, "no hypotheses (the file is empty or blank)")
+    else:
+        raise ValueError(f"unknown n-best format {format!r} (auto, {', '.join(FORMATS)})")
+    if refs is not None:
+        lists = attach_refs(lists, refs)
+    return lists, format
+
+
+def attach_refs(lists: list[NBestList], refs_path: str | Path) -> list[NBestList]:
+    with open(refs_path, encoding="utf-8") as f:
+        refs = [line.rstrip("\r\n") for line in f]
+    if len(refs) != len(lists):
+        raise NBestError(refs_path, f"{len(refs)} reference lines for {len(lists)} utterances (one a line expected)")
+    return [replace(nb, ref=r) for nb, r in zip(lists, refs, strict=True)]
+
+
+# ---- writing -----------------------------------------------------------------------------------------
+
+
+def to_hyporadise(lists: Sequence[NBestList]) -> list[dict]:
+    out = []
+    for nb in lists:
+        item = {"input": list(nb.hyps)}
+        if nb.ref is not None:
+            item["output"] = nb.ref
+        if nb.first_pass_scores is not None:
+            item[nb.score_key or "score"] = list(nb.first_pass_scores)
+        item.update(nb.extra)
+        out.append(item)
+    return out
+
+
+def to_espnet(lists: Sequence[NBestList]) -> dict:
+    out = {}
+    for nb in lists:
+        item: dict = {}
+        for k, h in enumerate(nb.hyps):
+            entry: dict = {}
+            if nb.first_pass_scores is not None:
+                entry["score"] = nb.first_pass_scores[k]
+            entry["text"] = h
+            if nb.hyp_extra is not None:
+                entry.update(nb.hyp_extra[k])
+            item[f"hyp_{k + 1}"] = entry
+        if nb.ref is not None:
+            item["ref"] = nb.ref
+        item.update(nb.extra)
+        if nb.utt_id in out:
+            raise NBestError(None, "appears twice; ESPnet JSON needs unique utterance ids", repr(nb.utt_id))
+        out[nb.utt_id] = item
+    return out
+
+
+def to_text(lists: Sequence[NBestList]) -> str:
+    blocks = []
+    for nb in lists:
+        for k, h in enumerate(nb.hyps):
+            if not h.strip() or "\n" in h:
+                raise NBestError(None, f"hypothesis {k + 1} is {'empty' if not h.strip() else 'multi-line'}, which "
+                                       "plain text cannot hold; write JSON (--format hyporadise or espnet)",
+                                 repr(nb.utt_id))
+        blocks.append("".join(h + "\n" for h in nb.hyps))
+    return "\n".join(blocks)
+
+
+def write_nbest(lists: Sequence[NBestList], path: str | Path, format: str) -> None:
+    """Write `lists` in `format` (text goes to a temporary file renamed into place)."""
+    if format == "hyporadise":
+        text = json.dumps(to_hyporadise(lists), ensure_ascii=False, indent=1) + "\n"
+    elif format == "espnet":
+        text = json.dumps(to_espnet(lists), ensure_ascii=False, indent=1) + "\n"
+    elif format == "text":
+        text = to_text(lists)
+    else:
+        raise ValueError(f"unknown n-best format {format!r} ({', '.join(FORMATS)})")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+# ---- combination ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Weights:
+    lm: float = 0.0  # lambda_lm: weight of the LM score
+    length: float = 0.0  # lambda_len: bonus per word
+    beta: float = 1.0  # rank prior -beta * rank, only for lists without first-pass scores
+
+    def to_dict(self) -> dict:
+        return {"lm": self.lm, "length": self.length, "beta": self.beta}
+
+
+def num_words(text: str) -> int:
+    return len(text.split())
+
+
+def prior_scores(nb: NBestList, beta: float) -> np.ndarray:
+    """a(h): the first-pass scores, or -beta * rank when the list has none."""
+    if nb.first_pass_scores is not None:
+        return np.asarray(nb.first_pass_scores, dtype=np.float64)
+    return -beta * np.arange(len(nb.hyps), dtype=np.float64)
+
+
+def combine(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> np.ndarray:
+    """total(h) = a(h) + lm * lm(h) + length * words(h), one value per hypothesis."""
+    lm = np.asarray(lm_scores, dtype=np.float64)
+    if lm.shape != (len(nb.hyps),):
+        raise NBestError(None, f"{lm.shape[0] if lm.ndim == 1 else lm.shape} LM scores for {len(nb.hyps)} "
+                               "hypotheses", repr(nb.utt_id))
+    words = np.array([num_words(h) for h in nb.hyps], dtype=np.float64)
+    return prior_scores(nb, weights.beta) + weights.lm * lm + weights.length * words
+
+
+@dataclass
+class RerankedList:
+    utt_id: str
+    order: list[int]  # original indices, best first
+    hyps: list[str]  # reordered
+    total: list[float]  # combined score, in the new order
+    prior: list[float]  # a(h)
+    lm: list[float]
+    words: list[int]
+
+    def to_dict(self) -> dict:
+        return {"utt_id": self.utt_id, "best": self.hyps[0], "order": self.order, "hyps": [
+            {"text": h, "rank": r, "total": t, "prior": a, "lm": s, "words": w}
+            for h, r, t, a, s, w in zip(self.hyps, self.order, self.total, self.prior, self.lm, self.words,
+                                        strict=True)]}
+
+
+def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> RerankedList:
+    total = combine(nb, lm_scores, weights)
+    order = sorted(range(len(total)), key=lambda i: -total[i])  # stable: ties keep the list's order
+    prior = prior_scores(nb, weights.beta)
+    return RerankedList(nb.utt_id, order, [nb.hyps[i] for i in order], [float(total[i]) for i in order],
+                        [float(prior[i]) for i in order], [float(lm_scores[i]) for i in order],
+                        [num_words(nb.hyps[i]) for i in order])
+
+
+def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]],
+                 weights: Weights) -> list[RerankedList]:
+    """Reorder every list by total(h) with the given weights and precomputed LM scores."""
+    if len(lists) != len(lm_scores):
+        raise ValueError(f"{len(lm_scores)} LM score lists for {len(lists)} n-best lists")
+    return [rerank_one(nb, s, weights) for nb, s in zip(lists, lm_scores, strict=True)]
+
+
+def reranked_nbest(nb: NBestList, r: RerankedList) -> NBestList:
+    """`nb` reordered as `r`, with the LM and combined scores added as fields (per hypothesis for ESPnet)."""
+    out = nb.reordered(r.order)
+    if out.hyp_extra is not None:
+        out.hyp_extra = [{**e, "lm_score": s, "total_score": t} for e, s, t in zip(out.hyp_extra, r.lm, r.total,
+                                                                                  strict=True)]
+    else:
+        out.extra.update(lm_score=r.lm, total_score=r.total)
+    return out
+
+
+def score_nbest(lists: Sequence[NBestList], score_fn: Callable[[list[str]], Sequence[float]], *,
+                chunk_size: int = 2048, progress: bool = False) -> list[np.ndarray]:
+    """LM scores of every hypothesis; each distinct text is scored once, `chunk_size` texts at a time."""
+    index: dict[str, int] = {}
+    for nb in lists:
+        for h in nb.hyps:
+            index.setdefault(h, len(index))
+    texts = list(index)
+    scores = np.empty(len(texts), dtype=np.float64)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(texts), unit="hyp", desc="scoring", leave=False, dynamic_ncols=True)
+    for lo in range(0, len(texts), chunk_size):
+        chunk = texts[lo: lo + chunk_size]
+        scores[lo: lo + len(chunk)] = np.asarray(score_fn(chunk), dtype=np.float64)
+        if bar is not None:
+            bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    return [scores[[index[h] for h in nb.hyps]] for nb in lists]
+
+
+# ---- metrics -------------------------------------------------------------------------------------------
+
+
+class Metric:
+    """A corpus metric from additive sufficient statistics, so that any selection of hypotheses is scored
+    by summing per-hypothesis statistics (corpus WER = sum of edits / sum of reference words)."""
+
+    name = ""
+    higher_is_better = False
+
+    def stats(self, ref: str, hyps: Sequence[str]) -> np.ndarray:  # (len(hyps), K)
+        raise NotImplementedError
+
+    def score(self, total: np.ndarray) -> float:  # (K,) -> metric
+        raise NotImplementedError
+
+
+class ErrorRate(Metric):
+    def __init__(self, unit: str = "word"):
+        import jiwer
+
+        self.name = "wer" if unit == "word" else "cer"
+        self._process = jiwer.process_words if unit == "word" else jiwer.process_characters
+
+    def stats(self, ref, hyps):
+        out = np.zeros((len(hyps), 2))
+        for k, h in enumerate(hyps):
+            o = self._process(ref, h)
+            out[k] = (o.substitutions + o.deletions + o.insertions, o.substitutions + o.deletions + o.hits)
+        return out
+
+    def score(self, total):
+        if total[1] == 0:
+            raise ValueError(f"{self.name.upper()} is undefined: the references hold no "
+                             f"{'words' if self.name == 'wer' else 'characters'}")
+        return 100.0 * total[0] / total[1]
+
+
+class SacreMetric(Metric):
+    higher_is_better = True
+
+    def __init__(self, name: str):
+        from sacrebleu.metrics import BLEU, CHRF
+
+        self.name = name
+        self._m = BLEU() if name == "bleu" else CHRF()
+
+    def stats(self, ref, hyps):
+        return np.asarray(self._m._extract_corpus_statistics(list(hyps), [[ref] * len(hyps)]), dtype=np.float64)
+
+    def score(self, total):
+        return float(self._m._compute_score_from_stats([float(x) if self.name == "chrf" else int(round(x))
+                                                        for x in total]).score)
+
+
+def make_metric(name: str) -> Metric:
+    if name in ("wer", "cer"):
+        return ErrorRate("word" if name == "wer" else "char")
+    if name in ("bleu", "chrf"):
+        return SacreMetric(name)
+    raise ValueError(f"unknown metric {name!r} ({', '.join(METRICS)})")
+
+
+class Evaluator:
+    """Per-hypothesis statistics of a set of lists, for fast corpus scores of any selection."""
+
+    def __init__(self, lists: Sequence[NBestList], metric: Metric, path: str | Path | None = None):
+        missing = [nb.utt_id for nb in lists if nb.ref is None]
+        if missing:
+            raise NBestError(path, f"no reference (an error rate needs one for every utterance; {len(missing)} of "
+                                   f"{len(lists)} lack one)", repr(missing[0]))
+        if not lists:
+            raise ValueError("no utterances to evaluate")
+        self.lists, self.metric = list(lists), metric
+        n_max = max(len(nb.hyps) for nb in lists)
+        stats0 = metric.stats(lists[0].ref, lists[0].hyps[:1])
+        self.stats = np.zeros((len(lists), n_max, stats0.shape[1]))  # (U, N, K)
+        self.valid = np.zeros((len(lists), n_max), dtype=bool)  # (U, N)
+        for u, nb in enumerate(lists):
+            uniq = list(dict.fromkeys(nb.hyps))
+            st = dict(zip(uniq, metric.stats(nb.ref, uniq), strict=True))
+            for k, h in enumerate(nb.hyps):
+                self.stats[u, k] = st[h]
+            self.valid[u, : len(nb.hyps)] = True
+
+    def subset(self, idx: Sequence[int]) -> Evaluator:
+        """The evaluator of lists[idx] (statistics are sliced, not recomputed)."""
+        sub = object.__new__(Evaluator)
+        sub.lists, sub.metric = [self.lists[i] for i in idx], self.metric
+        sub.stats, sub.valid = self.stats[list(idx)], self.valid[list(idx)]
+        if not sub.lists:
+            raise ValueError("no utterances to evaluate")
+        return sub
+
+    def score_selection(self, sel: np.ndarray) -> float:
+        """Corpus metric of choosing hypothesis sel[u] for utterance u."""
+        return self.metric.score(self.stats[np.arange(len(sel)), sel].sum(0))
+
+    def first(self) -> float:
+        return self.score_selection(np.zeros(len(self.lists), dtype=np.int64))
+
+    def oracle(self) -> float:
+        """Per-utterance best hypothesis: fewest edits for WER/CER; best sentence-level score for BLEU/chrF."""
+        if isinstance(self.metric, ErrorRate):
+            edits = np.where(self.valid, self.stats[..., 0], np.inf)
+            return self.score_selection(np.argmin(edits, axis=1))
+        sel = []
+        for u, nb in enumerate(self.lists):
+            per = [self.metric.score(self.stats[u, k]) for k in range(len(nb.hyps))]
+            sel.append(int(np.argmax(per)))
+        return self.score_selection(np.array(sel))
+
+    def select(self, totals: np.ndarray) -> np.ndarray:
+        """(U, N) combined scores -> best index per utterance (first of ties)."""
+        return np.argmax(np.where(self.valid, totals, -np.inf), axis=1)
+
+    def better(self, a: float, b: float) -> bool:
+        return a > b if self.metric.higher_is_better else a < b
+
+
+def _pad(rows: Sequence[np.ndarray], n_max: int) -> np.ndarray:
+    out = np.zeros((len(rows), n_max))
+    for u, r in enumerate(rows):
+        out[u, : len(r)] = r
+    return out
+
+
+@dataclass
+class Components:
+    """(U, N) arrays of a(h) (first-pass, or -rank), lm(h) and words(h) of a set of lists."""
+
+    first_pass: np.ndarray  # first-pass scores where present (0 elsewhere)
+    has_first_pass: np.ndarray  # (U,) bool
+    rank: np.ndarray
+    lm: np.ndarray
+    words: np.ndarray
+
+    @classmethod
+    def of(cls, lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]]) -> Components:
+        n_max = max(len(nb.hyps) for nb in lists)
+        fp = _pad([np.asarray(nb.first_pass_scores if nb.first_pass_scores is not None else [0.0] * len(nb.hyps))
+                   for nb in lists], n_max)
+        return cls(fp, np.array([nb.first_pass_scores is not None for nb in lists]),
+                   _pad([np.arange(len(nb.hyps), dtype=np.float64) for nb in lists], n_max),
+                   _pad([np.asarray(s, dtype=np.float64) for s in lm_scores], n_max),
+                   _pad([np.array([num_words(h) for h in nb.hyps], dtype=np.float64) for nb in lists], n_max))
+
+    def totals(self, w: Weights) -> np.ndarray:
+        a = np.where(self.has_first_pass[:, None], self.first_pass, -w.beta * self.rank)
+        return a + w.lm * self.lm + w.length * self.words
+
+
+# ---- tuning --------------------------------------------------------------------------------------------
+
+DEFAULT_LM_GRID = (0.0, *[float(f"{10 ** (e / 4):.4g}") for e in range(-16, 13)])  # 0 and 1e-4 .. 1e3
+DEFAULT_LENGTH_GRID = tuple(float(g) for g in range(-4, 17))  # word bonus in LM-score units: -4 .. 16
+
+
+@dataclass
+class TuneResult:
+    weights: Weights
+    dev_score: float
+    length_per_lm: float  # the chosen word bonus in LM units (length = lm * length_per_lm)
+    on_edge: list[str]  # grid ends where the optimum lies (widen the grid)
+    evaluated: int
+
+
+def tune_weights(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[float] = DEFAULT_LM_GRID,
+                 length_grid: Sequence[float] = DEFAULT_LENGTH_GRID, beta: float = 1.0) -> TuneResult:
+    """Grid search on dev: lm in `lm_grid`, length = lm * g for g in `length_grid` (a word bonus in LM-score
+    units, so that its scale follows the LM weight). The rank prior is fixed at `beta` (only the ratios of
+    the weights matter). Ties keep the smaller LM weight and the smaller |g|."""
+    lm_grid = sorted(set(float(x) for x in lm_grid))
+    length_grid = sorted(set(float(x) for x in length_grid), key=lambda g: (abs(g), g))
+    if any(x < 0 for x in lm_grid):
+        raise ValueError("LM weights must be >= 0")
+    best: tuple[float, Weights, float] | None = None
+    n = 0
+    for lm in lm_grid:
+        for g in (length_grid if lm > 0 else [0.0]):
+            w = Weights(lm=lm, length=lm * g, beta=beta)
+            s = evaluator.score_selection(evaluator.select(comps.totals(w)))
+            n += 1
+            if best is None or evaluator.better(s, best[0]):
+                best = (s, w, g)
+    assert best is not None
+    s, w, g = best
+    on_edge = []
+    positive = [x for x in lm_grid if x > 0]
+    if positive and w.lm == max(positive) and len(positive) > 1:
+        on_edge.append(f"lm weight at the grid's maximum ({w.lm:g})")
+    if positive and w.lm == min(positive) and len(positive) > 1:
+        on_edge.append(f"lm weight at the grid's smallest non-zero value ({w.lm:g})")
+    if w.lm > 0 and len(length_grid) > 1 and g in (min(length_grid), max(length_grid)):
+        on_edge.append(f"length bonus at the grid's {'maximum' if g == max(length_grid) else 'minimum'} "
+                       f"({g:g} per word, in LM units)")
+    return TuneResult(w, s, g, on_edge, n)
+
+
+def split_dev(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
+    """(dev indices, test indices): a seeded random `fraction` of the utterances for dev, in file order."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"--dev-fraction must be between 0 and 1 (exclusive), got {fraction}")
+    idx = list(range(len(lists)))
+    random.Random(seed).shuffle(idx)
+    n_dev = round(fraction * len(lists))
+    if n_dev == 0 or n_dev == len(lists):
+        raise ValueError(f"--dev-fraction {fraction} of {len(lists)} utterances leaves an empty dev or test split")
+    return sorted(idx[:n_dev]), sorted(idx[n_dev:])
+
+
+def evaluate_split(ev: Evaluator, lm_scores: Sequence[np.ndarray], weights: Weights | None = None) -> dict:
+    """first-hypothesis, oracle, LM-only and (with weights) reranked scores of one split."""
+    lists = ev.lists
+    comps = Components.of(lists, lm_scores)
+    out = {"num_utterances": len(lists), "first": ev.first(), "oracle": ev.oracle(),
+           "lm_only": ev.score_selection(ev.select(comps.lm))}
+    if weights is not None:
+        out["reranked"] = ev.score_selection(ev.select(comps.totals(weights)))
+    return out
+
+
+def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *, metric: str = "wer",
+                  dev: tuple[Sequence[NBestList], Sequence[np.ndarray]] | None = None,
+                  dev_fraction: float | None = 0.5, seed: int = 0, weights: Weights | None = None,
+                  lm_grid: Sequence[float] = DEFAULT_LM_GRID, length_grid: Sequence[float] = DEFAULT_LENGTH_GRID,
+                  beta: float = 1.0, path: str | Path | None = None, dev_path: str | Path | None = None,
+                  need_refs: bool = True) -> tuple[Weights, dict]:
+    """Tune (unless `weights` is given) and evaluate. Dev is `dev` (lists, scores) when given, else a seeded
+    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file).
+    Returns (weights, report)."""
+    m = make_metric(metric)
+    report: dict = {"metric": m.name, "higher_is_better": m.higher_is_better, "num_utterances": len(lists)}
+    if weights is not None:
+        report["weights"] = weights.to_dict()
+        report["tuned"] = False
+        if need_refs or all(nb.ref is not None for nb in lists):
+            report["test"] = {**evaluate_split(Evaluator(lists, m, path), lm_scores, weights),
+                              "ids": [nb.utt_id for nb in lists]}
+        return weights, report
+    ev_all = Evaluator(lists, m, path)
+    if dev is not None:
+        ev_dev, dev_scores = Evaluator(list(dev[0]), m, dev_path), list(dev[1])
+        ev_test, test_scores = ev_all, list(lm_scores)
+        report["dev_source"] = {"file": str(dev_path) if dev_path is not None else None}
+    else:
+        if dev_fraction is None:
+            raise ValueError("tuning needs a dev file or a dev fraction")
+        dev_idx, test_idx = split_dev(lists, dev_fraction, seed)
+        ev_dev, dev_scores = ev_all.subset(dev_idx), [lm_scores[i] for i in dev_idx]
+        ev_test, test_scores = ev_all.subset(test_idx), [lm_scores[i] for i in test_idx]
+        report["dev_source"] = {"fraction": dev_fraction, "seed": seed}
+    res = tune_weights(ev_dev, Components.of(ev_dev.lists, dev_scores), lm_grid=lm_grid, length_grid=length_grid,
+                       beta=beta)
+    report.update(
+        tuned=True,
+        weights=res.weights.to_dict(),
+        grid={"lm": list(lm_grid), "length_per_lm": list(length_grid), "beta": beta, "evaluated": res.evaluated,
+              "chosen_length_per_lm": res.length_per_lm, "on_edge": res.on_edge},
+        dev={**evaluate_split(ev_dev, dev_scores, res.weights), "ids": [nb.utt_id for nb in ev_dev.lists]},
+        test={**evaluate_split(ev_test, test_scores, res.weights), "ids": [nb.utt_id for nb in ev_test.lists]},
+    )
+    if dev is None:
+        report["all"] = evaluate_split(ev_all, lm_scores)  # first and oracle; reranked only on held-out test
+    return res.weights, report
+
+
+def format_report(report: dict) -> str:
+    """A short human-readable summary of `rerank_report` (without the id lists)."""
+    name = report["metric"].upper()
+    unit = "%" if report["metric"] in ("wer", "cer") else ""
+    lines = []
+    w = report["weights"]
+    lines.append(f"weights: lm {w['lm']:g}, length {w['length']:g}/word, beta {w['beta']:g} (rank prior, lists "
+                 f"without first-pass scores){'' if report.get('tuned') else ' (given, not tuned)'}")
+    for edge in report.get("grid", {}).get("on_edge", []):
+        lines.append(f"warning: optimum on the grid's edge: {edge}; widen the grid")
+    for split in ("dev", "test", "all"):
+        r = report.get(split)
+        if not r:
+            continue
+        parts = [f"{k} {r[k]:.2f}{unit}" for k in ("first", "oracle", "lm_only", "reranked") if k in r]
+        lines.append(f"{split:>4} ({r['num_utterances']} utterances) {name}: " + ", ".join(parts))
+    return "\n".join(lines)
