@@ -1,0 +1,478 @@
+"""Fine-tune a pretrained ELECTRA-family encoder for classification, sentence pairs, regression or tagging.
+
+    python -m training.finetune --task sst2 --model runs/electric-tiny --data ../shared/data/glue/sst2 \\
+        --out runs/ft/sst2
+    python -m training.finetune --task-type classification --train my/train.csv --dev my/dev.csv \\
+        --text-column text --label-column label --model runs/electric-tiny --out runs/ft/mine
+
+--model is a pretraining run directory (its discriminator/, else generator/ for an MLM run) or any ELECTRA
+model directory with its tokenizer. Heads: ElectraForSequenceClassification (classification, pairs,
+regression) and ElectraForTokenClassification (each word's label on its first piece). Optimisation follows
+ELECTRA (DESIGN §1): AdamW (eps 1e-6, weight decay 0.01 off LayerNorm/bias), layer-wise lr decay 0.8
+(0.9 for 24-layer models), linear warmup over 10% of the steps then linear decay, 3 epochs (10 for RTE
+and STS-B). The dev set is scored after each epoch; the best epoch's weights are kept and training stops
+after --patience epochs without improvement.
+
+Writes OUT/ (atomically: nothing is left half-written): a transformers model directory with label names
+in config.json (id2label / label2id, problem_type "regression" for regression), the tokenizer,
+eval.json (dev metrics of the kept epoch, test metrics where the task has a labelled test file, and the
+per-epoch history) and finetune_config.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer, require_local_dir
+from electric.tasks import (
+    FORMATS,
+    IGNORE_INDEX,
+    TASK_TYPES,
+    TASKS,
+    Example,
+    Task,
+    TaskData,
+    TaskDataError,
+    align_word_labels,
+    generic_task,
+    load_task_data,
+    pieces_to_words,
+    task_metrics,
+)
+
+LONG_TASKS = ("rte", "stsb")  # ELECTRA fine-tunes these small datasets for 10 epochs
+
+
+@dataclass
+class FinetuneConfig:
+    # --- what to fine-tune
+    task: str  # registry name (sst2, cola, ...) or "custom" for a user's files
+    task_type: str  # classification | pair-classification | regression | tagging
+    model: str  # the encoder directory fine-tuning started from (resolved from --model)
+    random_init: bool = False  # ignore the pretrained weights (a no-pretraining baseline of the same shape)
+    # --- optimisation (ELECTRA fine-tuning defaults; 0 = derived from the task or the model's size)
+    lr: float = 0.0  # peak lr of the head; 0 = 3e-4 (hidden <= 256), 1e-4 (<= 768), 5e-5 above
+    layer_decay: float = 0.0  # lr multiplier per layer below the head; 0 = 0.8, or 0.9 for 24+ layers
+    epochs: int = 0  # passes over the training data; 0 = 3, or 10 for RTE and STS-B
+    batch_size: int = 32  # examples per optimizer step
+    warmup_fraction: float = 0.1  # share of the steps with linear warmup
+    weight_decay: float = 0.01  # AdamW decoupled weight decay, not on LayerNorm weights or biases
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0  # gradient-norm clip
+    dropout: float = 0.1  # hidden and attention dropout while fine-tuning (the tiny preset pretrains without)
+    patience: int = 3  # stop after this many epochs without a better dev score; 0 = never stop early
+    # --- data
+    max_seq_length: int = 128  # tokens per example, [CLS]/[SEP] included; longer inputs are truncated
+    max_train_examples: int | None = None  # a fixed seeded sample of the training set
+    max_eval_examples: int | None = None  # the first N dev (and test) examples
+    # --- run
+    seed: int = 0  # seeds the head's init, dropout and the data order
+    precision: str = "fp32"  # fp32 | bf16 (autocast on CPU and CUDA)
+    eval_batch_size: int = 64  # examples per forward pass when predicting
+
+    def resolve(self, num_hidden_layers: int, hidden_size: int) -> None:
+        """Values implied by the task and the model are set here, and only here."""
+        if not self.epochs:
+            self.epochs = 10 if self.task in LONG_TASKS else 3
+        if not self.layer_decay:
+            self.layer_decay = 0.9 if num_hidden_layers >= 24 else 0.8
+        if not self.lr:
+            self.lr = 3e-4 if hidden_size <= 256 else 1e-4 if hidden_size <= 768 else 5e-5
+        self.validate()
+
+    def validate(self) -> None:
+        if self.task_type not in TASK_TYPES:
+            raise ValueError(f"task_type must be one of {TASK_TYPES}, got {self.task_type!r}")
+        if self.epochs < 1 or self.batch_size < 1 or self.eval_batch_size < 1:
+            raise ValueError(f"epochs ({self.epochs}), batch size ({self.batch_size}) and eval batch size "
+                             f"({self.eval_batch_size}) must be positive")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(f"warmup fraction must be in [0, 1), got {self.warmup_fraction}")
+        if not 0.0 < self.layer_decay <= 1.0:
+            raise ValueError(f"layer decay must be in (0, 1], got {self.layer_decay}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.max_seq_length < 8:
+            raise ValueError(f"max seq length must be at least 8, got {self.max_seq_length}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
+
+
+# ---- setup ---------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m training.finetune", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = ap.add_argument_group("task (one of --task or --task-type)")
+    what.add_argument("--task", choices=sorted(TASKS), help="a benchmark task read from --data DIR")
+    what.add_argument("--task-type", choices=TASK_TYPES, help="a task over your own files (--train, --dev)")
+    what.add_argument("--data", help="the task's folder, e.g. ../shared/data/glue/sst2 (default file names)")
+    what.add_argument("--train", help="training file (CSV, TSV, JSONL, or CoNLL columns for tagging)")
+    what.add_argument("--dev", help="dev file; default: the task's, or a fixed seeded 10%% of --train")
+    what.add_argument("--test", help="a labelled test file scored once with the kept model")
+    what.add_argument("--text-column", help="column (header name, JSON key, or 0-based index) of the text; "
+                                            "tagging: the words (whitespace-separated, or a JSON list)")
+    what.add_argument("--text-pair-column", help="column of the second text of a pair")
+    what.add_argument("--label-column", help="column of the label (tagging: the tags, one per word)")
+    what.add_argument("--format", choices=FORMATS, help="file format (default: from the extension)")
+    what.add_argument("--no-header", action="store_true", help="CSV/TSV files have no header row; "
+                                                               "columns are 0-based indices")
+    ap.add_argument("--model", required=True, help="pretraining run directory or ELECTRA model directory")
+    ap.add_argument("--out", required=True, help="directory to write the fine-tuned model and eval.json to")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    ap.add_argument("--random-init", action="store_true",
+                    help="same architecture and tokenizer as --model but random weights (no-pretraining baseline)")
+    ap.add_argument("--epochs", type=int, help="passes over the training data (3; 10 for RTE and STS-B)")
+    ap.add_argument("--lr", type=float, help="peak learning rate of the head (3e-4 small, 1e-4 base, 5e-5 large)")
+    ap.add_argument("--layer-decay", type=float, help="layer-wise lr decay (0.8; 0.9 for 24+ layers)")
+    ap.add_argument("--batch-size", type=int, help="examples per step (32)")
+    ap.add_argument("--warmup-fraction", type=float, help="share of steps with linear warmup (0.1)")
+    ap.add_argument("--weight-decay", type=float, help="AdamW weight decay (0.01)")
+    ap.add_argument("--dropout", type=float, help="hidden and attention dropout while fine-tuning (0.1)")
+    ap.add_argument("--patience", type=int, help="epochs without dev improvement before stopping (3; 0 = off)")
+    ap.add_argument("--max-seq-length", type=int, help="tokens per example (128)")
+    ap.add_argument("--max-train-examples", type=int, help="train on a fixed seeded sample of this size")
+    ap.add_argument("--max-eval-examples", type=int, help="score only the first N dev/test examples")
+    ap.add_argument("--seed", type=int, help="seed for the head's init, dropout and data order (0)")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), help="bf16 = autocast (CPU and CUDA)")
+    ap.add_argument("--eval-batch-size", type=int, help="examples per forward pass when predicting (64)")
+    ap.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is faster on a "
+                                                "machine whose cores are busy with other work)")
+    return ap.parse_args(argv)
+
+
+CONFIG_FLAGS = ("random_init", "lr", "layer_decay", "epochs", "batch_size", "warmup_fraction", "weight_decay",
+                "dropout", "patience", "max_seq_length", "max_train_examples", "max_eval_examples", "seed",
+                "precision", "eval_batch_size")
+
+
+def resolve_model_dir(path: str) -> Path:
+    """The encoder directory behind --model: a run's discriminator/ (else generator/), or the dir itself."""
+    d = require_local_dir(path, "--model")
+    for candidate in (d / "discriminator", d / "generator", d):
+        cfg_file = candidate / "config.json"
+        if not cfg_file.is_file():
+            continue
+        cfg = json.loads(cfg_file.read_text())
+        if cfg.get("model_type") != "electra":
+            raise CheckpointError(
+                f"--model {str(candidate)!r} holds a {cfg.get('model_type')!r} model ({cfg.get('architectures')}), "
+                "not an ELECTRA encoder" + (" — the two-tower cloze generator of an Electric run cannot be "
+                                            "fine-tuned; use the run's discriminator" if
+                                            cfg.get("model_type") == "electric-cloze" else ""))
+        return candidate
+    raise CheckpointError(f"--model {path!r} is neither a pretraining run (no discriminator/ or generator/) nor "
+                          "a model directory (no config.json)")
+
+
+def build_task(args: argparse.Namespace) -> tuple[Task, TaskData]:
+    if (args.task is None) == (args.task_type is None):
+        raise ValueError("pass either --task NAME (a benchmark task) or --task-type TYPE (your own files)")
+    common = dict(max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples)
+    if args.task is not None:
+        task = TASKS[args.task]
+        if args.data is None and args.train is None:
+            raise ValueError(f"--task {args.task} needs --data DIR (the task's folder, holding {task.train})")
+        return task, load_task_data(task, args.data, train=args.train, dev=args.dev, test=args.test, **common)
+    if args.train is None:
+        raise ValueError("--task-type needs --train FILE (and usually --dev FILE)")
+    task = generic_task(args.task_type, text_column=args.text_column, label_column=args.label_column,
+                        text_pair_column=args.text_pair_column, fmt=args.format, header=not args.no_header,
+                        train_file=args.train)
+    return task, load_task_data(task, None, train=args.train, dev=args.dev, test=args.test, **common)
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"--out {str(out)!r} is a file")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"--out {str(out)!r} already exists and is not empty; pass --overwrite to replace it")
+
+
+def build_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> torch.nn.Module:
+    """The task head on the pretrained encoder, label names in its config."""
+    import transformers
+    from transformers import AutoConfig, ElectraForSequenceClassification, ElectraForTokenClassification
+
+    cls = ElectraForTokenClassification if cfg.task_type == "tagging" else ElectraForSequenceClassification
+    names = labels if cfg.task_type != "regression" else ["score"]
+    overrides = dict(num_labels=len(names), id2label=dict(enumerate(names)),
+                     label2id={n: i for i, n in enumerate(names)}, hidden_dropout_prob=cfg.dropout,
+                     attention_probs_dropout_prob=cfg.dropout, classifier_dropout=None,
+                     problem_type="regression" if cfg.task_type == "regression" else
+                     None if cfg.task_type == "tagging" else "single_label_classification")
+    torch.manual_seed(cfg.seed)  # the new head's init depends on --seed
+    if cfg.random_init:
+        config = AutoConfig.from_pretrained(model_dir, **overrides)
+        config.architectures = [cls.__name__]
+        return cls(config)
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # we report what was (not) loaded ourselves
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        model, info = cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, output_loading_info=True,
+                                          **overrides)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"could not load {str(model_dir)!r}: {e}") from e
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    missing_encoder = sorted(k for k in info["missing_keys"] if k.startswith("electra."))
+    if missing_encoder:
+        raise CheckpointError(f"{str(model_dir)!r} lacks ELECTRA encoder weights ({len(missing_encoder)} missing, "
+                              f"e.g. {missing_encoder[0]}); is it an encoder checkpoint?")
+    return model
+
+
+def param_groups(model: torch.nn.Module, cfg: FinetuneConfig) -> list[dict]:
+    """Layer-wise lr decay as in ELECTRA's _get_layer_lrs: depth 0 = embeddings, i+1 = encoder layer i,
+    n+2 = the task head; lr = cfg.lr * layer_decay ** (n + 2 - depth). No weight decay on LayerNorm/bias."""
+    n = model.config.num_hidden_layers
+    groups: dict[tuple[int, bool], dict] = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if name.startswith("electra.embeddings"):  # embeddings and embeddings_project
+            depth = 0
+        elif m := re.match(r"electra\.encoder\.layer\.(\d+)\.", name):
+            depth = int(m.group(1)) + 1
+        else:
+            depth = n + 2
+        decay = not (p.dim() < 2 or "LayerNorm" in name or name.endswith("bias"))
+        g = groups.setdefault((depth, decay), {"params": [], "weight_decay": cfg.weight_decay if decay else 0.0,
+                                               "lr_scale": cfg.layer_decay ** (n + 2 - depth)})
+        g["params"].append(p)
+    return list(groups.values())
+
+
+# ---- tokenising ----------------------------------------------------------------------------------
+
+@dataclass
+class Encoded:
+    """One split, tokenised. labels: class ids, floats, or per-piece tag ids (IGNORE_INDEX off first pieces)."""
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]]
+    labels: list
+    word_ids: list[list[int | None]] | None = None  # tagging: piece -> word index
+    n_words: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def encode(examples: list[Example], tokenizer, task_type: str, label2id: dict[str, int], max_len: int) -> Encoded:
+    if task_type == "tagging":
+        enc = tokenizer([e.text for e in examples], is_split_into_words=True, truncation=True, max_length=max_len)
+        word_ids = [enc.word_ids(i) for i in range(len(examples))]
+        labels = [align_word_labels(w, [label2id[t] for t in e.label]) for w, e in zip(word_ids, examples, strict=True)]
+        return Encoded(enc["input_ids"], enc["token_type_ids"], labels, word_ids, [len(e.text) for e in examples])
+    pairs = [e.text_pair for e in examples] if any(e.text_pair is not None for e in examples) else None
+    enc = tokenizer([e.text for e in examples], pairs, truncation=True, max_length=max_len)
+    labels = [float(e.label) if task_type == "regression" else label2id[e.label] for e in examples]
+    return Encoded(enc["input_ids"], enc["token_type_ids"], labels)
+
+
+def collate(enc: Encoded, rows: list[int], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+    T = max(len(enc.input_ids[i]) for i in rows)
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    types = torch.zeros((len(rows), T), dtype=torch.long)
+    mask = torch.zeros((len(rows), T), dtype=torch.long)
+    tagging = enc.word_ids is not None
+    labels = torch.full((len(rows), T), IGNORE_INDEX, dtype=torch.long) if tagging else \
+        torch.tensor([enc.labels[i] for i in rows])
+    for b, i in enumerate(rows):
+        n = len(enc.input_ids[i])
+        ids[b, :n] = torch.tensor(enc.input_ids[i])
+        types[b, :n] = torch.tensor(enc.token_type_ids[i])
+        mask[b, :n] = 1
+        if tagging:
+            labels[b, :n] = torch.tensor(enc.labels[i])
+    batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": labels}
+    return {k: v.to(device) for k, v in batch.items()}  # ids (B, T); labels (B,) or (B, T)
+
+
+# ---- predicting and scoring ----------------------------------------------------------------------
+
+@torch.no_grad()
+def predict(model, enc: Encoded, cfg: FinetuneConfig, pad_id: int, device, autocast, fallback: int = 0
+            ) -> tuple[list, int]:
+    """Per-example predictions (class id, float, or one tag id per word) and the number of words that got
+    no prediction because truncation cut them (they are given `fallback`)."""
+    model.eval()
+    order = sorted(range(len(enc)), key=lambda i: len(enc.input_ids[i]))  # similar lengths batch together
+    preds: list = [None] * len(enc)
+    cut = 0
+    for s in range(0, len(order), cfg.eval_batch_size):
+        rows = order[s: s + cfg.eval_batch_size]
+        batch = collate(enc, rows, pad_id, device)
+        with autocast():
+            logits = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                           attention_mask=batch["attention_mask"]).logits.float()  # (B, C) or (B, T, C)
+        if cfg.task_type == "regression":
+            values = logits[:, 0].tolist()
+        else:
+            values = logits.argmax(-1).tolist()
+        for b, i in enumerate(rows):
+            if enc.word_ids is None:
+                preds[i] = values[b]
+                continue
+            words = pieces_to_words(enc.word_ids[i], values[b], enc.n_words[i], reduce="first")
+            cut += sum(w is None for w in words)
+            preds[i] = [fallback if w is None else w for w in words]
+    model.train()
+    return preds, cut
+
+
+def score(task: Task, examples: list[Example], preds: list, labels: list[str]) -> dict[str, float]:
+    if task.task_type == "regression":
+        return task_metrics(task, [float(e.label) for e in examples], preds)
+    if task.task_type == "tagging":
+        return task_metrics(task, [e.label for e in examples], [[labels[t] for t in p] for p in preds])
+    return task_metrics(task, [e.label for e in examples], [labels[p] for p in preds])
+
+
+# ---- the loop ------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        check_out_dir(out, args.overwrite)
+        task, data = build_task(args)
+        model_dir = resolve_model_dir(args.model)
+        tokenizer = load_tokenizer(model_dir)
+        if task.task_type == "tagging" and not getattr(tokenizer, "is_fast", False):
+            raise CheckpointError(f"tagging needs a fast tokenizer (tokenizer.json) in {str(model_dir)!r}")
+        overrides = {k: getattr(args, k) for k in CONFIG_FLAGS if getattr(args, k) is not None}
+        cfg = FinetuneConfig(task=task.name, task_type=task.task_type, model=str(model_dir), **overrides)
+        enc_cfg = json.loads((model_dir / "config.json").read_text())
+        cfg.resolve(enc_cfg["num_hidden_layers"], enc_cfg["hidden_size"])
+        max_pos = int(enc_cfg.get("max_position_embeddings", 512))
+        if cfg.max_seq_length > max_pos:
+            raise ValueError(f"--max-seq-length {cfg.max_seq_length} exceeds the model's {max_pos} positions")
+        model = build_model(cfg, model_dir, data.labels)
+    except (CheckpointError, TaskDataError, FileExistsError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return train(cfg, data, model, tokenizer, out, args.device)
+
+
+def train(cfg: FinetuneConfig, data: TaskData, model, tokenizer, out: Path, device: str | None = None) -> int:
+    task, labels = data.task, data.labels
+    label2id = {n: i for i, n in enumerate(labels)}
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    pad_id = tokenizer.pad_token_id
+    train_enc = encode(data.train, tokenizer, cfg.task_type, label2id, cfg.max_seq_length)
+    dev_enc = encode(data.dev, tokenizer, cfg.task_type, label2id, cfg.max_seq_length)
+    # tagging: a word cut off by truncation is predicted as O (or the most frequent training tag)
+    fallback = 0
+    if cfg.task_type == "tagging":
+        counts = Counter(t for e in data.train for t in e.label)
+        fallback = label2id["O"] if "O" in label2id else label2id[counts.most_common(1)[0][0]]
+
+    model.to(device).train()
+    groups = param_groups(model, cfg)
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
+    steps_per_epoch = math.ceil(len(train_enc) / cfg.batch_size)
+    total_steps = cfg.epochs * steps_per_epoch
+    warmup = int(cfg.warmup_fraction * total_steps)
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if cfg.precision == "bf16" \
+        else contextlib.nullcontext
+    primary = task.metrics[0]
+    print(f"{task.name}: {len(data.train)} train / {len(data.dev)} dev examples, {len(labels) or 'regression'} "
+          f"labels, {total_steps} steps ({cfg.epochs} epochs x {steps_per_epoch}), lr {cfg.lr:g}, layer decay "
+          f"{cfg.layer_decay}, selecting on dev {primary}", file=sys.stderr)
+
+    generator = torch.Generator().manual_seed(cfg.seed)
+    best = {"score": -math.inf, "epoch": 0, "state": None, "dev": {}}
+    history: list[dict] = []
+    start = time.time()
+    step = 0
+    bar = tqdm(total=total_steps, desc=task.name, unit="step", dynamic_ncols=True)
+    try:
+        for epoch in range(1, cfg.epochs + 1):
+            order = torch.randperm(len(train_enc), generator=generator).tolist()
+            loss_sum = 0.0
+            for s in range(0, len(order), cfg.batch_size):
+                # linear warmup, then linear decay to 0 at total_steps; each group keeps its layer's scale
+                lr = cfg.lr * (min(1.0, (step + 1) / warmup) if step < warmup else
+                               max(0.0, (total_steps - step) / max(1, total_steps - warmup)))
+                for g in optimizer.param_groups:
+                    g["lr"] = lr * g["lr_scale"]
+                batch = collate(train_enc, order[s: s + cfg.batch_size], pad_id, device)
+                with autocast():
+                    loss = model(**batch).loss
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                loss_sum += float(loss.detach())
+                bar.update(1)
+                bar.set_postfix(epoch=epoch, loss=f"{float(loss.detach()):.4f}")
+
+            preds, cut = predict(model, dev_enc, cfg, pad_id, device, autocast, fallback)
+            dev = score(task, data.dev, preds, labels)
+            n_batches = math.ceil(len(order) / cfg.batch_size)
+            history.append({"epoch": epoch, "step": step, "train_loss": round(loss_sum / n_batches, 5),
+                            "dev": {k: round(v, 5) for k, v in dev.items()}})
+            improved = dev[primary] > best["score"]
+            bar.write(f"epoch {epoch}: train loss {loss_sum / n_batches:.4f}, dev "
+                      + ", ".join(f"{k} {v:.4f}" for k, v in dev.items()) + (" *" if improved else ""))
+            if improved:
+                best = {"score": dev[primary], "epoch": epoch, "dev": dev, "cut": cut,
+                        "state": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}}
+            elif cfg.patience and epoch - best["epoch"] >= cfg.patience:
+                bar.write(f"no dev improvement for {cfg.patience} epochs; stopping (keeping epoch {best['epoch']})")
+                break
+    finally:
+        bar.close()
+
+    model.load_state_dict(best["state"])
+    result = {"task": task.name, "task_type": cfg.task_type, "model": cfg.model, "random_init": cfg.random_init,
+              "labels": labels, "metric": primary, "best_epoch": best["epoch"], "epochs_run": len(history),
+              "train_examples": len(data.train), "dev_examples": len(data.dev), "files": data.files,
+              "dev": {k: round(v, 5) for k, v in best["dev"].items()}, "history": history}
+    if cfg.task_type == "tagging":
+        result["dev_words_truncated"] = best["cut"]
+    if data.test is not None:
+        test_enc = encode(data.test, tokenizer, cfg.task_type, label2id, cfg.max_seq_length)
+        preds, cut = predict(model, test_enc, cfg, pad_id, device, autocast, fallback)
+        result["test"] = {k: round(v, 5) for k, v in score(task, data.test, preds, labels).items()}
+        result["test_examples"] = len(data.test)
+        if cfg.task_type == "tagging":
+            result["test_words_truncated"] = cut
+    result["elapsed_s"] = round(time.time() - start, 1)
+
+    model.config.architectures = [type(model).__name__]
+    model.config.finetuning_task = task.name
+    with atomic_dir(out) as tmp:
+        model.to("cpu").save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+        (tmp / "finetune_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+    print(f"kept epoch {best['epoch']}: dev " + ", ".join(f"{k} {v:.4f}" for k, v in best["dev"].items())
+          + (("; test " + ", ".join(f"{k} {v:.4f}" for k, v in result["test"].items())) if "test" in result else "")
+          + f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
