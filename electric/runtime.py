@@ -1,0 +1,278 @@
+"""ONNX Runtime inference: the backend the server and `--backend onnx` use for `electric export` dirs.
+
+    backend = OnnxBackend("runs/electric-tiny/onnx")      # CUDA if onnxruntime-gpu sees a GPU, else CPU
+    logits = backend.run(input_ids, attention_mask)        # (B, T) for a discriminator, as TorchBackend
+
+Choices made here, each overridable:
+- providers: CUDA (then CPU) when onnxruntime offers CUDAExecutionProvider, else CPU. Providers that
+  this onnxruntime build lacks are dropped with a warning; `backend.providers` is what the session
+  really uses (onnxruntime itself may also drop CUDA, e.g. without a driver).
+- precision: the export directory may hold fp32, int8 and fp16 graphs (manifest `files`). CUDA runs
+  fp16 when there is one, CPU runs int8 when there is one, otherwise fp32.
+- threads: intra-op threads = physical cores available to this process (hyper-threads do not help
+  GEMM-bound inference); inter-op 1 (the graph is a chain).
+- length buckets: the batch is padded up to the next bucket length (a multiple of 8 on CPU, a few
+  fixed lengths on CUDA, where fewer distinct shapes mean fewer allocations) and the output is cut
+  back to the caller's length. Padding is masked out, so the result does not depend on the bucket.
+- IOBinding: on CUDA, inputs are copied to the device once and the output is bound on the device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from electric.backend import MANIFEST, Kind
+from electric.checkpoint import CheckpointError, load_tokenizer, require_local_dir
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")  # the graph's inputs, in order
+OUTPUT_NAME = "logits"
+CPU_BUCKET_STEP = 8  # CPU: round T up to a multiple of 8 (cheap, and keeps GEMM rows aligned)
+CUDA_BUCKETS = (16, 32, 64, 128, 192, 256, 384, 512)  # CUDA: a few fixed lengths
+
+
+def physical_cores() -> int:
+    """Physical cores among the CPUs this process may run on (Linux /proc/cpuinfo; else os.cpu_count)."""
+    try:
+        allowed = os.sched_getaffinity(0)
+    except AttributeError:  # not Linux
+        allowed = set(range(os.cpu_count() or 1))
+    cores, proc, phys = set(), None, "0"
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "processor":
+                    proc, phys = int(value), "0"
+                elif key == "physical id":
+                    phys = value
+                elif key == "core id" and proc in allowed:
+                    cores.add((phys, value))
+    except (OSError, ValueError):
+        cores = set()
+    return max(1, min(len(cores) or len(allowed), len(allowed)))
+
+
+def select_providers(requested: Sequence[str] | None = None, available: Sequence[str] | None = None) -> list[str]:
+    """The providers to ask onnxruntime for: `requested` (default: CUDA if available, then CPU) minus
+    those this build lacks, always ending with CPU as the fallback."""
+    import onnxruntime as ort
+
+    available = list(ort.get_available_providers() if available is None else available)
+    if requested is None:
+        requested = [CUDA, CPU] if CUDA in available else [CPU]
+    missing = [p for p in requested if p not in available]
+    if missing:
+        warnings.warn(f"execution providers {missing} are not available in this onnxruntime build "
+                      f"(available: {available}); falling back", RuntimeWarning, stacklevel=3)
+    chosen = [p for p in requested if p in available]
+    if CPU not in chosen:
+        chosen.append(CPU)
+    return chosen
+
+
+def make_session(path: str | Path, providers: Sequence[str] | None = None, threads: int | None = None):
+    """An onnxruntime InferenceSession with our thread and provider choices; returns (session, threads)."""
+    import onnxruntime as ort
+
+    threads = int(threads) if threads else physical_cores()
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3  # errors only: CUDA-less fallbacks are reported by us, once
+    chosen = select_providers(providers)
+    try:
+        session = ort.InferenceSession(str(path), sess_options=so, providers=chosen)
+    except Exception as e:  # noqa: BLE001 - e.g. onnxruntime-gpu without a usable CUDA: retry on CPU
+        if chosen == [CPU]:
+            raise
+        warnings.warn(f"could not start {chosen} ({e}); falling back to {CPU}", RuntimeWarning, stacklevel=2)
+        session = ort.InferenceSession(str(path), sess_options=so, providers=[CPU])
+    if providers and providers[0] != session.get_providers()[0]:
+        warnings.warn(f"asked for {list(providers)}, running on {session.get_providers()}", RuntimeWarning,
+                      stacklevel=2)
+    return session, threads
+
+
+def bucket_length(length: int, max_length: int, on_cuda: bool) -> int:
+    """The padded length for a batch whose longest row has `length` tokens (never above max_length)."""
+    if on_cuda:
+        bucket = next((b for b in CUDA_BUCKETS if b >= length), length)
+    else:
+        bucket = -(-length // CPU_BUCKET_STEP) * CPU_BUCKET_STEP
+    return max(length, min(bucket, max_length))
+
+
+class OnnxRunner:
+    """One ONNX graph in an onnxruntime session: validates, pads to a bucket, runs, cuts back."""
+
+    def __init__(self, path: str | Path, *, max_length: int, pad_token_id: int = 0,
+                 providers: Sequence[str] | None = None, threads: int | None = None,
+                 buckets: bool = True, io_binding: bool | None = None):
+        self.path = Path(path)
+        self.session, self.threads = make_session(self.path, providers, threads)
+        self.providers: list[str] = self.session.get_providers()
+        self.on_cuda = self.providers[0] == CUDA
+        self.max_length = int(max_length)
+        self.pad_token_id = int(pad_token_id)
+        self.buckets = buckets
+        # IOBinding pays off on a device; forcing it on CPU runs the same code (the tests do this)
+        self.io_binding = self.on_cuda if io_binding is None else bool(io_binding)
+        self.device = "cuda" if self.on_cuda else "cpu"
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        output = self.session.get_outputs()[0]
+        self.output_name = output.name
+        # (B, T) or (B, T, C) outputs have a symbolic axis 1; a classifier's (B, C) has a number there
+        self.per_token = len(output.shape) == 3 or (len(output.shape) == 2 and not isinstance(output.shape[1], int))
+        unknown = set(self.input_names) - set(INPUT_NAMES)
+        if unknown:
+            raise CheckpointError(f"{str(self.path)!r} has unexpected inputs {sorted(unknown)} "
+                                  f"(expected a subset of {list(INPUT_NAMES)})")
+
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+            token_type_ids: np.ndarray | None = None) -> np.ndarray:
+        input_ids = np.asarray(input_ids)
+        attention_mask = np.asarray(attention_mask)
+        if input_ids.ndim != 2 or input_ids.shape != attention_mask.shape:
+            raise ValueError(f"input_ids {input_ids.shape} and attention_mask {attention_mask.shape} "
+                             "must both be (B, T)")
+        if token_type_ids is None:
+            token_type_ids = np.zeros_like(input_ids)
+        token_type_ids = np.asarray(token_type_ids)
+        if token_type_ids.shape != input_ids.shape:
+            raise ValueError(f"token_type_ids {token_type_ids.shape} must match input_ids {input_ids.shape}")
+        length = input_ids.shape[1]
+        if input_ids.size == 0:
+            raise ValueError(f"empty batch: input_ids has shape {input_ids.shape}")
+        if length > self.max_length:
+            raise ValueError(f"sequence length {length} is above the model's max_length {self.max_length}")
+        padded = bucket_length(length, self.max_length, self.on_cuda) if self.buckets else length
+        feeds = {
+            "input_ids": _pad(input_ids, padded, self.pad_token_id),  # (B, T')
+            "attention_mask": _pad(attention_mask, padded, 0),  # (B, T')
+            "token_type_ids": _pad(token_type_ids, padded, 0),  # (B, T')
+        }
+        feeds = {k: v for k, v in feeds.items() if k in self.input_names}
+        out = self._run_bound(feeds) if self.io_binding else self.session.run([self.output_name], feeds)[0]
+        if self.per_token and padded != length:  # (B, T'[, C]) -> (B, T[, C])
+            out = out[:, :length]
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+    def _run_bound(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        import onnxruntime as ort
+
+        binding = self.session.io_binding()
+        for name, value in feeds.items():
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, self.device, 0))
+        binding.bind_output(self.output_name, self.device, 0)
+        self.session.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()[0]
+
+
+def _pad(a: np.ndarray, length: int, value: int) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.shape[1] == length:
+        return a
+    out = np.full((a.shape[0], length), value, dtype=np.int64)
+    out[:, : a.shape[1]] = a
+    return out
+
+
+def read_manifest(model_dir: str | Path) -> dict:
+    d = require_local_dir(model_dir, "model")
+    path = d / MANIFEST
+    if not path.is_file():
+        raise CheckpointError(f"{str(d)!r} has no {MANIFEST}: it is not an `electric export` directory "
+                              "(export it with `electric export --model DIR --out DIR`)")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{str(path)!r} is not valid JSON: {e}") from e
+    for key in ("kind", "files", "max_length"):
+        if key not in manifest:
+            raise CheckpointError(f"{str(path)!r} lacks {key!r}")
+    return manifest
+
+
+def choose_precision(manifest: dict, on_cuda: bool, precision: str | None = None) -> str:
+    """fp16 on CUDA and int8 on CPU when the export has them, else fp32; or the one asked for."""
+    files = manifest["files"]
+    if precision is not None:
+        if precision not in files:
+            raise CheckpointError(f"this export has no {precision} model (it has {sorted(files)}); "
+                                  f"re-export with {'--fp16' if precision == 'fp16' else '--quantize int8'}")
+        return precision
+    preferred = ("fp16", "fp32") if on_cuda else ("int8", "fp32")
+    return next((p for p in preferred if p in files), next(iter(files)))
+
+
+class OnnxBackend:
+    """An `electric export` directory on ONNX Runtime; implements electric.backend.Backend.
+
+    providers: onnxruntime provider names in order of preference (default: CUDA if available, CPU);
+    device: "cpu" or "cuda" as a shorthand for providers (TorchBackend's argument);
+    threads: intra-op threads (default: physical cores); precision: "fp32" | "int8" | "fp16"
+    (default: fp16 on CUDA, int8 on CPU, when exported); buckets: pad T up to a length bucket;
+    io_binding: bind inputs/outputs on the device (default: on CUDA).
+    """
+
+    def __init__(self, model_dir: str | Path, providers: Sequence[str] | None = None, threads: int | None = None,
+                 precision: str | None = None, device: str | None = None, buckets: bool = True,
+                 io_binding: bool | None = None):
+        d = require_local_dir(model_dir, "model")
+        self.manifest = read_manifest(d)
+        self.model_dir = d
+        self.kind: Kind = self.manifest["kind"]
+        self.max_length = int(self.manifest["max_length"])
+        self.config = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
+        self.tokenizer = load_tokenizer(d)
+        if providers is None and device is not None:
+            if device.startswith("cuda"):
+                providers = [CUDA, CPU]
+            elif device == "cpu":
+                providers = [CPU]
+            else:
+                raise ValueError(f"device {device!r}: expected 'cpu' or 'cuda'")
+        requested = select_providers(providers)
+        self.precision = choose_precision(self.manifest, requested[0] == CUDA, precision)
+        path = d / self.manifest["files"][self.precision]
+        if not path.is_file():
+            raise CheckpointError(f"{str(path)!r} named in {MANIFEST} is missing")
+        self.runner = OnnxRunner(path, max_length=self.max_length, pad_token_id=self.tokenizer.pad_token_id,
+                                 providers=requested, threads=threads, buckets=buckets, io_binding=io_binding)
+        self.providers: list[str] = self.runner.providers
+        self.threads = self.runner.threads
+        if self.precision == "fp16" and not self.runner.on_cuda:
+            warnings.warn("running the fp16 model on the CPU provider is slow; pass precision='fp32' or 'int8'",
+                          RuntimeWarning, stacklevel=2)
+
+    @property
+    def labels(self) -> list[str] | None:
+        return self.manifest.get("labels")
+
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+            token_type_ids: np.ndarray | None = None) -> np.ndarray:
+        return self.runner.run(input_ids, attention_mask, token_type_ids)
+
+    def warmup(self, lengths: Sequence[int] = (16, 64), batch_size: int = 8) -> None:
+        """Run dummy batches once, so the first real request does not pay for allocations."""
+        for length in lengths:
+            T = min(int(length), self.max_length)
+            ids = np.full((batch_size, T), self.tokenizer.pad_token_id, dtype=np.int64)
+            self.run(ids, np.ones_like(ids))
+
+    def __repr__(self) -> str:
+        return (f"OnnxBackend({str(self.model_dir)!r}, kind={self.kind}, precision={self.precision}, "
+                f"providers={self.providers}, threads={self.threads})")
