@@ -1,0 +1,216 @@
+"""The app factory and the process runner: one event loop running uvicorn (FastAPI) and grpc.aio, both
+calling one `Engine`.
+
+    app = create_app(Settings(model="runs/scorer-onnx"))      # tests: their own settings, a tiny model
+    asyncio.run(serve(settings))                              # `electric serve` / `python -m server`
+
+Startup: uvicorn runs the lifespan, which starts the gRPC server and the engine's loading task and
+returns at once, so /health answers while the models load; /ready (and gRPC health) turn SERVING after
+warm-up. Shutdown (SIGTERM/SIGINT): the engine refuses new requests (503 / UNAVAILABLE), uvicorn waits
+for in-flight HTTP requests, then the lifespan stops gRPC with a grace period and waits for the engine's
+queue to empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from electric import __version__
+from server.engine import Engine
+from server.http import ObservabilityMiddleware, add_error_handlers, add_routes
+from server.metrics import Metrics
+from server.settings import Settings
+
+log = logging.getLogger("electric.server")
+
+DESCRIPTION = """Electric pseudo-log-likelihood scores, n-best reranking, ELECTRA replaced-token detection and
+fine-tuned classifiers, batched across requests. The same calls are served over gRPC (`electric.v1`).
+Errors have the body `{"error": ..., "error_type": ...}`."""
+
+
+def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) -> FastAPI:
+    """A FastAPI app for `settings`. `loader(path, backend)` replaces `electric.backend.load_backend`
+    (tests use it to wrap a backend). Nothing is loaded until the app's lifespan starts."""
+    metrics = Metrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        engine = Engine(settings, metrics, loader)
+        app.state.engine = engine
+        grpc_server = None
+        if settings.grpc_port >= 0:
+            from server.grpc_service import GrpcServer  # noqa: PLC0415 - grpc only when enabled
+
+            grpc_server = GrpcServer(engine, settings)
+            await grpc_server.start()
+            app.state.grpc_port = grpc_server.port
+        app.state.grpc_server = grpc_server
+
+        async def start() -> None:
+            try:
+                await engine.start()
+            except Exception:  # noqa: BLE001 - engine.failed holds it; stop the process
+                on_fatal = getattr(app.state, "on_fatal", None)
+                if on_fatal is not None:
+                    on_fatal()
+                return
+            if grpc_server is not None and engine.ready:
+                await grpc_server.set_serving(True)
+            log.info("ready")
+
+        startup = asyncio.create_task(start(), name="engine-start")
+        try:
+            yield
+        finally:
+            engine.begin_shutdown()
+            if not startup.done():
+                startup.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await startup
+            if grpc_server is not None:
+                await grpc_server.stop(settings.shutdown_grace_s)
+            await engine.close(settings.shutdown_grace_s)
+            log.info("stopped")
+
+    app = FastAPI(title="Electric", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.engine = None
+    add_routes(app)
+    add_error_handlers(app)
+    app.add_middleware(ObservabilityMiddleware, settings=settings, metrics=metrics)
+    return app
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn.Server that tells the engine to refuse new work the moment a shutdown signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]):
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig, frame) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
+
+
+def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None) -> tuple[_Uvicorn, FastAPI]:
+    app = create_app(settings, loader=loader)
+
+    def on_exit() -> None:
+        if app.state.engine is not None:
+            app.state.engine.begin_shutdown()
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None, access_log=False,
+                            lifespan="on", timeout_graceful_shutdown=settings.shutdown_grace_s,
+                            server_header=False, log_level=settings.log_level)
+    server = _Uvicorn(config, on_exit)
+
+    def on_fatal() -> None:
+        server.should_exit = True
+
+    app.state.on_fatal = on_fatal
+    return server, app
+
+
+async def serve(settings: Settings, *, loader: Callable[..., Any] | None = None) -> int:
+    """Run until SIGTERM/SIGINT; 0 on a clean stop, 1 if the models could not be loaded."""
+    server, app = build_server(settings, loader=loader)
+    await server.serve()
+    engine = app.state.engine
+    return 1 if engine is None or engine.failed is not None else 0
+
+
+def http_port(server: uvicorn.Server) -> int:
+    """The bound HTTP port (useful with http_port=0)."""
+    for s in server.servers:
+        for sock in s.sockets:
+            return sock.getsockname()[1]
+    raise RuntimeError("the HTTP server is not listening")
+
+
+class BackgroundServer:
+    """The whole server in a thread with its own event loop (tests, notebooks). Ports 0 pick free ones.
+
+        with BackgroundServer(Settings(model=d, http_port=0, grpc_port=0)) as s:
+            httpx.post(f"{s.url}/v1/score", json={"texts": ["hello"]})
+    """
+
+    def __init__(self, settings: Settings, *, loader: Callable[..., Any] | None = None, wait_ready: bool = True,
+                 timeout: float = 120.0):
+        self.settings, self.loader, self.wait_ready, self.timeout = settings, loader, wait_ready, timeout
+        self.server: _Uvicorn | None = None
+        self.app: FastAPI | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        try:
+            self.loop.run_until_complete(self.server.serve())
+        except BaseException as e:  # noqa: BLE001 - reported by start()
+            self.error = e
+        finally:
+            self.loop.close()
+
+    def start(self) -> BackgroundServer:
+        import time
+
+        self.server, self.app = build_server(self.settings, loader=self.loader)
+        self._thread = threading.Thread(target=self._run, name="electric-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.timeout
+        while not self.server.started:
+            if self.error is not None or not self._thread.is_alive():
+                raise RuntimeError(f"the server did not start: {self.error}")
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server did not start in time")
+            time.sleep(0.02)
+        while self.wait_ready and not self.engine.ready:
+            if self.engine.failed is not None:
+                raise RuntimeError(f"the models did not load: {self.engine.failed}")
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server did not get ready in time")
+            time.sleep(0.02)
+        return self
+
+    @property
+    def engine(self) -> Engine:
+        return self.app.state.engine
+
+    @property
+    def port(self) -> int:
+        return http_port(self.server)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.settings.host}:{self.port}"
+
+    @property
+    def grpc_target(self) -> str:
+        return f"{self.settings.host}:{self.app.state.grpc_port}"
+
+    def call(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` on the server's event loop."""
+        self.loop.call_soon_threadsafe(fn)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Like SIGTERM: refuse new work, drain in-flight requests, stop."""
+        if self.server is not None and self._thread is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.server.handle_exit, None, None)
+            self._thread.join(timeout)
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,528 @@
+"""The engine: one per process, shared by the HTTP and gRPC transports.
+
+    transports ──▶ Engine.score/detect/rerank/classify ──▶ per-model queue ──▶ worker thread ──▶ backend.run
+
+- Admission control: at most `max_concurrent_requests` requests in flight; the next one fails at once
+  with `Overloaded` (429 / RESOURCE_EXHAUSTED) instead of queueing without bound.
+- Validation: input count, empty or non-text inputs, token limits (the index and length of the first
+  input that is too long) - in one place, so both transports answer the same.
+- Batching: every input of every request goes into its model's queue. When the worker is free, the
+  batcher takes the oldest input, then more from the same length bucket (powers of two) and then from
+  shorter buckets, while the batch stays within `max_batch_tokens` padded tokens and `max_batch_size`
+  inputs. Inputs that arrive while a batch runs are batched together next (continuous batching);
+  `max_wait_ms` > 0 also lets an idle worker wait that long for company.
+- Cancellation: when a client goes away (HTTP disconnect, gRPC cancel, timeout) its queued inputs are
+  dropped before they reach the model.
+- Inference (padding, forward pass and per-input post-processing) runs in one worker thread, off the
+  event loop; large requests are tokenised in another thread.
+- Lifecycle: `start()` loads and warms every model, then `ready` turns true; `begin_shutdown()` refuses
+  new requests; `close()` waits for the queued inputs of admitted requests, then stops the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from electric import __version__
+from electric.backend import load_backend
+from electric.scoring import InputTooLongError, electra_detect, electric_score, pad_rows, resolve_model_dir
+from server import pipelines
+from server.errors import (
+    BackendError,
+    NotReady,
+    Overloaded,
+    PayloadTooLarge,
+    ServerError,
+    Timeout,
+    ValidationError,
+)
+from server.metrics import Metrics
+from server.settings import Settings
+
+log = logging.getLogger("electric.server")
+
+SCORER = "scorer"  # name of the --model in /info and in responses
+INLINE_TOKENIZE_CHARS = 4096  # requests with more characters are tokenised in a thread
+WARMUP_TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
+
+
+@dataclass
+class Timing:
+    """Where one request's time went (seconds); sent back as x-*-time headers / metadata."""
+
+    tokenize: float = 0.0
+    queue: float = 0.0  # from enqueue until its first batch started
+    inference: float = 0.0  # summed duration of the batches that carried its inputs
+    batches: int = 0
+    inputs: int = 0
+    tokens: int = 0
+
+
+@dataclass
+class Answer:
+    model: str
+    results: list[Any]
+    timing: Timing
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Request:
+    __slots__ = ("future", "results", "remaining", "timing", "t_enqueued", "last_batch", "started")
+
+    def __init__(self, n: int, loop: asyncio.AbstractEventLoop, timing: Timing):
+        self.future: asyncio.Future = loop.create_future()
+        self.results: list[Any] = [None] * n
+        self.remaining = n
+        self.timing = timing
+        self.t_enqueued = time.perf_counter()
+        self.last_batch = -1
+        self.started = False
+
+
+class _Item:
+    __slots__ = ("request", "index", "ids", "token_type_ids", "post", "length", "bucket")
+
+    def __init__(self, request: _Request, index: int, ids: np.ndarray, token_type_ids: np.ndarray | None,
+                 post: Callable[[np.ndarray], Any]):
+        self.request, self.index, self.ids, self.token_type_ids, self.post = request, index, ids, token_type_ids, post
+        self.length = int(ids.shape[0])
+        self.bucket = max(4, math.ceil(math.log2(max(self.length, 1))))  # lengths <= 16 share one bucket
+
+
+class ModelSlot:
+    """One loaded model, its queue and its batching loop."""
+
+    def __init__(self, name: str, path: Path, backend, settings: Settings):
+        self.name, self.path, self.backend = name, path, backend
+        self.kind: str = backend.kind
+        self.tokenizer = backend.tokenizer
+        self.pad_id = int(self.tokenizer.pad_token_id or 0)
+        limit = settings.max_tokens_per_input or int(backend.max_length)
+        self.max_tokens = min(limit, int(backend.max_length), settings.max_batch_tokens)
+        self.labels = pipelines.label_names(backend.config) if self.kind != "discriminator" else []
+        num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
+        self.regression = self.kind == "classifier" and pipelines.is_regression(backend.config, num_outputs)
+        self.pending: list[_Item] = []
+        self.wakeup = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    def info(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "path": str(self.path),
+                "backend": "onnx" if type(self.backend).__name__.lower().startswith("onnx") else "torch",
+                "max_length": self.max_tokens, "providers": list(self.backend.providers),
+                "labels": self.labels, "regression": self.regression}
+
+
+class Engine:
+    def __init__(self, settings: Settings, metrics: Metrics | None = None,
+                 loader: Callable[[Path, str], Any] | None = None):
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self._loader = loader or (lambda path, backend: load_backend(path, backend, **self._backend_kwargs()))
+        self.models: dict[str, ModelSlot] = {}
+        self.ready = False
+        self.draining = False
+        self.failed: BaseException | None = None
+        self.in_flight = 0
+        self._batch_id = 0
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="electric-infer")
+        self._tokenizer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="electric-tokenize")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def _backend_kwargs(self) -> dict:
+        return {"providers": self.settings.providers} if self.settings.providers else {}
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load every model (in a thread), start its batcher, warm it up, then turn ready."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            specs: list[tuple[str, Path, tuple[str, ...]]] = []
+            if self.settings.model is not None:
+                specs.append((SCORER, resolve_model_dir(self.settings.model, "electric"), ("discriminator",)))
+            specs += [(n, Path(p), ("classifier", "tagger")) for n, p in self.settings.classifiers.items()]
+            for name, path, kinds in specs:
+                t0 = time.perf_counter()
+                backend = await self._loop.run_in_executor(self._worker, self._loader, path, self.settings.backend)
+                if backend.kind not in kinds:
+                    what = "--model" if name == SCORER else f"--classifier {name}"
+                    raise ValueError(f"{what}: {str(path)!r} holds a {backend.kind} model; expected "
+                                     f"{' or '.join(kinds)}")
+                slot = ModelSlot(name, path, backend, self.settings)
+                self.models[name] = slot
+                slot.task = asyncio.create_task(self._batch_loop(slot), name=f"batcher-{name}")
+                log.info("loaded %s (%s, %s) from %s in %.1f s", name, slot.kind, ",".join(backend.providers), path,
+                         time.perf_counter() - t0)
+            if self.settings.warmup:
+                await self._warmup()
+        except Exception as e:  # noqa: BLE001 - reported by /health and the process exit code
+            self.failed = e
+            log.error("could not start: %s", e)
+            raise
+        self.ready = not self.draining
+        self.metrics.ready.set(1 if self.ready else 0)
+
+    async def _warmup(self) -> None:
+        t0 = time.perf_counter()
+        for slot in self.models.values():
+            n = max(1, min(self.settings.max_batch_size, self.settings.max_batch_tokens // 64, 32))
+            for batch in ([WARMUP_TEXT[:20]], [WARMUP_TEXT] * n):
+                if slot.kind == "discriminator":
+                    await self.score(batch, _internal=True)
+                    await self.detect(batch, _internal=True)
+                else:
+                    await self.classify(slot.name, texts=batch, _internal=True)
+        log.info("warmed up in %.2f s", time.perf_counter() - t0)
+
+    def begin_shutdown(self) -> None:
+        """Refuse new requests (503); admitted ones still finish."""
+        if not self.draining:
+            log.info("shutting down: refusing new requests, finishing %d in flight", self.in_flight)
+        self.draining = True
+        self.ready = False
+        self.metrics.ready.set(0)
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Wait (up to `timeout`) for admitted requests to finish, then stop the batchers and threads."""
+        self.begin_shutdown()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        for slot in self.models.values():
+            if slot.task is not None:
+                slot.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await slot.task
+        self._worker.shutdown(wait=True, cancel_futures=True)
+        self._tokenizer_pool.shutdown(wait=False, cancel_futures=True)
+
+    # ---- admission and validation ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _admitted(self, internal: bool = False):
+        if not internal:
+            if not self.ready:
+                raise NotReady("the server is shutting down" if self.draining else
+                               "the models are still loading" if self.failed is None else
+                               f"the models failed to load: {self.failed}")
+            if self.in_flight >= self.settings.max_concurrent_requests:
+                raise Overloaded(f"{self.in_flight} requests in flight, the limit is "
+                                 f"{self.settings.max_concurrent_requests}; retry later")
+        self.in_flight += 1
+        self._idle.clear()
+        self.metrics.in_flight.set(self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            self.metrics.in_flight.set(self.in_flight)
+            if self.in_flight == 0:
+                self._idle.set()
+
+    def _slot(self, name: str | None, kinds: tuple[str, ...]) -> ModelSlot:
+        if name is None:  # the scorer
+            slot = self.models.get(SCORER)
+            if slot is None:
+                raise ValidationError("this server has no scoring model (start it with --model DIR)")
+            return slot
+        classifiers = [n for n, s in self.models.items() if s.kind in kinds]
+        if not name:
+            if len(classifiers) == 1:
+                return self.models[classifiers[0]]
+            raise ValidationError(f"say which classifier with \"model\": one of {classifiers}" if classifiers
+                                  else "this server has no classifier (start it with --classifier NAME=DIR)")
+        if name not in classifiers:
+            raise ValidationError(f"unknown classifier {name!r}; this server has {classifiers or 'none'}")
+        return self.models[name]
+
+    def _check_count(self, n: int, what: str) -> None:
+        if n == 0:
+            raise ValidationError(f"no {what} given")
+        if n > self.settings.max_inputs_per_request:
+            raise PayloadTooLarge(f"{n} {what} in one request, the limit is {self.settings.max_inputs_per_request}")
+
+    @staticmethod
+    def _check_text(text: object, name: str) -> None:
+        if not isinstance(text, str):
+            raise ValidationError(f"{name} is a {type(text).__name__}, expected a string")
+        if not text.strip():
+            raise ValidationError(f"{name} is empty")
+
+    async def _encode(self, slot: ModelSlot, fn: Callable, inputs: list, truncate: bool,
+                      names: Callable[[int], str], timing: Timing) -> list:
+        t0 = time.perf_counter()
+        chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1]) for x in inputs)
+        try:
+            if chars <= INLINE_TOKENIZE_CHARS or self._loop is None:
+                encoded = fn(slot.tokenizer, inputs, slot.max_tokens, truncate)
+            else:
+                encoded = await self._loop.run_in_executor(self._tokenizer_pool, fn, slot.tokenizer, inputs,
+                                                           slot.max_tokens, truncate)
+        except InputTooLongError as e:
+            raise ValidationError(f"{names(e.index)} has {e.num_tokens} tokens ([CLS] and [SEP] included), more than "
+                                  f"the limit of {e.max_length}; shorten it or send \"truncate\": true") from None
+        timing.tokenize += time.perf_counter() - t0
+        timing.inputs += len(encoded)
+        timing.tokens += sum(e.length for e in encoded)
+        self.metrics.input_tokens.labels(slot.name).inc(sum(e.length for e in encoded))
+        return encoded
+
+    # ---- the four calls ----------------------------------------------------------------------------
+
+    async def score(self, texts: Sequence[str], *, per_token: bool = False, truncate: bool = False,
+                    _internal: bool = False) -> Answer:
+        """Electric PLL of each text (electric.scoring.electric_score)."""
+        with self._admitted(_internal):
+            slot = self._slot(None, ("discriminator",))
+            texts = self._texts(texts, "texts")
+            timing = Timing()
+            enc = await self._encode(slot, pipelines.encode_texts, texts, truncate, lambda i: f"input {i}", timing)
+            results = await self._submit(slot, [(e.input_ids, None, _post_score(e, per_token)) for e in enc], timing)
+            return Answer(slot.name, results, timing)
+
+    async def detect(self, texts: Sequence[str], *, truncate: bool = False, _internal: bool = False) -> Answer:
+        """ELECTRA replaced-token probabilities (electric.scoring.electra_detect)."""
+        with self._admitted(_internal):
+            slot = self._slot(None, ("discriminator",))
+            texts = self._texts(texts, "texts")
+            timing = Timing()
+            enc = await self._encode(slot, pipelines.encode_texts, texts, truncate, lambda i: f"input {i}", timing)
+            results = await self._submit(slot, [(e.input_ids, None, _post_detect(e)) for e in enc], timing)
+            return Answer(slot.name, results, timing)
+
+    async def rerank(self, lists: Sequence[tuple[Sequence[str], Sequence[float] | None]], *,
+                     lm_weight: float | None = None, length_weight: float | None = None,
+                     rank_weight: float | None = None, truncate: bool = False) -> Answer:
+        """Score every hypothesis of every list in one submission, then reorder each list (electric.nbest)."""
+        with self._admitted():
+            slot = self._slot(None, ("discriminator",))
+            if not lists:
+                raise ValidationError("no n-best lists given")
+            flat, where = [], []
+            for i, (hyps, scores) in enumerate(lists):
+                if not hyps:
+                    raise ValidationError(f"lists[{i}] has no hypotheses")
+                if scores is not None and len(scores) != len(hyps):
+                    raise ValidationError(f"lists[{i}] has {len(hyps)} hypotheses but {len(scores)} scores")
+                if scores is not None and not all(math.isfinite(s) for s in scores):
+                    raise ValidationError(f"lists[{i}].scores has a value that is not a finite number")
+                for j, h in enumerate(hyps):
+                    self._check_text(h, f"lists[{i}].hypotheses[{j}]")
+                    flat.append(h)
+                    where.append((i, j))
+            self._check_count(len(flat), "hypotheses")
+            weights = {"lm": self.settings.lm_weight if lm_weight is None else lm_weight,
+                       "length": self.settings.length_weight if length_weight is None else length_weight,
+                       "rank": self.settings.rank_weight if rank_weight is None else rank_weight}
+            timing = Timing()
+            enc = await self._encode(slot, pipelines.encode_texts, flat, truncate,
+                                     lambda k: "lists[{}].hypotheses[{}]".format(*where[k]), timing)
+            scored = await self._submit(slot, [(e.input_ids, None, _post_score(e, False)) for e in enc], timing)
+            lm: list[list[float]] = [[0.0] * len(h) for h, _ in lists]
+            for (i, j), s in zip(where, scored, strict=True):
+                lm[i][j] = s.score
+            results = [pipelines.rerank_list(list(h), None if s is None else list(s), lm[i], **weights)
+                       for i, (h, s) in enumerate(lists)]
+            return Answer(slot.name, results, timing, {"weights": weights})
+
+    async def classify(self, model: str | None, *, texts: Sequence[str] | None = None,
+                       pairs: Sequence[tuple[str, str]] | None = None, truncate: bool = False,
+                       _internal: bool = False) -> Answer:
+        """Label probabilities (or a regression value, or per-token labels) from the classifier `model`."""
+        with self._admitted(_internal):
+            slot = self._slot(model or "", ("classifier", "tagger"))
+            if (texts is None) == (pairs is None) or (texts is not None and pairs is not None):
+                raise ValidationError("give either \"texts\" or \"pairs\"")
+            timing = Timing()
+            if texts is not None:
+                texts = self._texts(texts, "texts")
+                enc = await self._encode(slot, pipelines.encode_texts, texts, truncate, lambda i: f"input {i}",
+                                         timing)
+                items = [(e.input_ids, None, _post_classify(slot, e)) for e in enc]
+            else:
+                if slot.kind == "tagger":
+                    raise ValidationError(f"classifier {slot.name!r} tags tokens of single texts; send \"texts\"")
+                self._check_count(len(pairs), "pairs")
+                for i, p in enumerate(pairs):
+                    if not isinstance(p, (list, tuple)) or len(p) != 2:
+                        raise ValidationError(f"pairs[{i}] is not a pair of two texts")
+                    self._check_text(p[0], f"pairs[{i}][0]")
+                    self._check_text(p[1], f"pairs[{i}][1]")
+                enc = await self._encode(slot, pipelines.encode_pairs, [tuple(p) for p in pairs], truncate,
+                                         lambda i: f"pairs[{i}]", timing)
+                items = [(e.input_ids, e.token_type_ids, _post_pair(slot, e)) for e in enc]
+            results = await self._submit(slot, items, timing)
+            return Answer(slot.name, results, timing)
+
+    def _texts(self, texts: Sequence[str], what: str) -> list[str]:
+        texts = list(texts)
+        self._check_count(len(texts), what)
+        for i, t in enumerate(texts):
+            self._check_text(t, f"input {i}")
+        return texts
+
+    def info(self) -> dict:
+        s = self.settings
+        return {"version": __version__, "ready": self.ready, "models": [m.info() for m in self.models.values()],
+                "limits": {"max_inputs_per_request": s.max_inputs_per_request,
+                           "max_tokens_per_input": min((m.max_tokens for m in self.models.values()),
+                                                       default=s.max_tokens_per_input),
+                           "max_batch_tokens": s.max_batch_tokens, "max_batch_size": s.max_batch_size,
+                           "max_concurrent_requests": s.max_concurrent_requests, "max_body_bytes": s.max_body_bytes,
+                           "max_wait_ms": s.max_wait_ms, "request_timeout_s": s.request_timeout_s},
+                "rerank_defaults": {"lm": s.lm_weight, "length": s.length_weight, "rank": s.rank_weight}}
+
+    # ---- queue and batches ---------------------------------------------------------------------------
+
+    async def _submit(self, slot: ModelSlot, items: list[tuple], timing: Timing) -> list[Any]:
+        """Queue one request's inputs; wait for all their results (or the client going away)."""
+        req = _Request(len(items), asyncio.get_running_loop(), timing)
+        slot.pending.extend(_Item(req, i, ids, tt, post) for i, (ids, tt, post) in enumerate(items))
+        self.metrics.queued.labels(slot.name).set(len(slot.pending))
+        slot.wakeup.set()
+        try:
+            return await asyncio.wait_for(req.future, self.settings.request_timeout_s)
+        except asyncio.TimeoutError:
+            raise Timeout(f"no answer within {self.settings.request_timeout_s:g} s") from None
+        finally:
+            if not req.future.done():
+                req.future.cancel()  # the client went away or timed out: drop its queued inputs
+
+    async def _batch_loop(self, slot: ModelSlot) -> None:
+        max_wait = self.settings.max_wait_ms / 1000.0
+        while True:
+            if not slot.pending:
+                slot.wakeup.clear()
+                await slot.wakeup.wait()
+                continue
+            if max_wait:
+                waited = time.perf_counter() - slot.pending[0].request.t_enqueued
+                if waited < max_wait and not self._full(slot):
+                    await asyncio.sleep(max_wait - waited)
+            batch = self._take_batch(slot)
+            if batch:
+                await self._run_batch(slot, batch)
+
+    def _full(self, slot: ModelSlot) -> bool:
+        n, longest = len(slot.pending), max(it.length for it in slot.pending)
+        return n >= self.settings.max_batch_size or n * longest >= self.settings.max_batch_tokens
+
+    def _take_batch(self, slot: ModelSlot) -> list[_Item]:
+        """The oldest live input, then more of its length bucket (oldest first), then shorter ones,
+        within max_batch_size inputs and max_batch_tokens padded tokens."""
+        live = [it for it in slot.pending if not it.request.future.done()]
+        dropped = len(slot.pending) - len(live)
+        if dropped:
+            self.metrics.dropped.labels(slot.name).inc(dropped)
+        if not live:
+            slot.pending = []
+            self.metrics.queued.labels(slot.name).set(0)
+            return []
+        s = self.settings
+        anchor = live[0].bucket
+        order = [it for it in live if it.bucket == anchor] + [it for it in live if it.bucket < anchor]
+        batch, longest = [], 0
+        for it in order:
+            new_longest = max(longest, it.length)
+            if batch and (len(batch) + 1 > s.max_batch_size or (len(batch) + 1) * new_longest > s.max_batch_tokens):
+                continue  # a shorter one may still fit
+            batch.append(it)
+            longest = new_longest
+        taken = set(map(id, batch))
+        slot.pending = [it for it in live if id(it) not in taken]
+        self.metrics.queued.labels(slot.name).set(len(slot.pending))
+        return batch
+
+    async def _run_batch(self, slot: ModelSlot, batch: list[_Item]) -> None:
+        self._batch_id += 1
+        batch_id = self._batch_id
+        t0 = time.perf_counter()
+        for it in batch:
+            req = it.request
+            if not req.started:
+                req.started = True
+                req.timing.queue = t0 - req.t_enqueued
+                self.metrics.queue_seconds.labels(slot.name).observe(req.timing.queue)
+        try:
+            outputs = await asyncio.get_running_loop().run_in_executor(self._worker, _forward, slot, batch)
+        except Exception as e:  # noqa: BLE001 - a backend failure fails this batch's requests, not the server
+            log.exception("batch of %d on %s failed", len(batch), slot.name)
+            err = BackendError(f"the model {slot.name!r} failed on a batch of {len(batch)} "
+                               f"({type(e).__name__})")
+            for it in batch:
+                if not it.request.future.done():
+                    it.request.future.set_exception(err)
+            return
+        dt = time.perf_counter() - t0
+        m = self.metrics
+        m.inference_seconds.labels(slot.name).observe(dt)
+        m.batch_size.labels(slot.name).observe(len(batch))
+        m.batch_tokens.labels(slot.name).observe(len(batch) * max(it.length for it in batch))
+        for it, out in zip(batch, outputs, strict=True):
+            req = it.request
+            if req.future.done():
+                continue
+            if req.last_batch != batch_id:
+                req.last_batch = batch_id
+                req.timing.inference += dt
+                req.timing.batches += 1
+            if isinstance(out, ServerError):
+                req.future.set_exception(out)
+                continue
+            req.results[it.index] = out
+            req.remaining -= 1
+            if req.remaining == 0:
+                req.future.set_result(req.results)
+
+
+def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
+    """Worker thread: pad, run the model once, post-process each input's row."""
+    ids, mask = pad_rows([it.ids for it in batch], slot.pad_id)  # (B, T)
+    tt = None
+    if any(it.token_type_ids is not None for it in batch):
+        tt = np.zeros_like(ids)
+        for b, it in enumerate(batch):
+            if it.token_type_ids is not None:
+                tt[b, : it.length] = it.token_type_ids
+    logits = np.asarray(slot.backend.run(ids, mask, tt))
+    if logits.shape[0] != len(batch):
+        raise ValueError(f"backend returned {logits.shape[0]} rows for a batch of {len(batch)}")
+    out = []
+    for b, it in enumerate(batch):
+        try:
+            out.append(it.post(logits[b]))
+        except Exception as e:  # noqa: BLE001 - one input's post-processing failure fails its request only
+            log.exception("post-processing failed on %s", slot.name)
+            out.append(BackendError(f"post-processing failed ({type(e).__name__})"))
+    return out
+
+
+def _post_score(enc, per_token: bool) -> Callable[[np.ndarray], Any]:
+    return lambda row: electric_score(enc, row, per_token)
+
+
+def _post_detect(enc) -> Callable[[np.ndarray], Any]:
+    return lambda row: electra_detect(enc, row)
+
+
+def _post_classify(slot: ModelSlot, enc) -> Callable[[np.ndarray], Any]:
+    if slot.kind == "tagger":
+        return lambda row: pipelines.tag_row(slot.labels, enc, row)
+    return lambda row: pipelines.classify_row(slot.labels, slot.regression, row, enc.truncated)
+
+
+def _post_pair(slot: ModelSlot, enc) -> Callable[[np.ndarray], Any]:
+    return lambda row: pipelines.classify_row(slot.labels, slot.regression, row, enc.truncated)

@@ -1,0 +1,242 @@
+"""gRPC transport (grpc.aio, same event loop as HTTP): converts protobuf to engine calls and back.
+
+Errors are mapped here, once: `ServerError.grpc_status` with the message as details and the
+`error-type` trailing metadata; anything unexpected -> INTERNAL without a traceback. Engine timing goes
+back as trailing metadata (`x-queue-time`, `x-inference-time`, ... in ms), as the HTTP headers do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import secrets
+import time
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from server.engine import Answer, Engine
+from server.errors import ServerError, Unauthorized
+from server.grpc_gen.electric.v1 import electric_pb2 as pb
+from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
+from server.http import log_request
+from server.metrics import Metrics
+from server.settings import Settings
+
+log = logging.getLogger("electric.server")
+
+SERVICES = tuple(pb.DESCRIPTOR.services_by_name[n].full_name for n in ("Scoring", "Detection", "Classification",
+                                                                       "Info"))
+OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")  # no API key needed
+
+
+def _metadata(a: Answer) -> tuple[tuple[str, str], ...]:
+    t = a.timing
+    return (("x-tokenization-time", f"{t.tokenize * 1e3:.3f}"), ("x-queue-time", f"{t.queue * 1e3:.3f}"),
+            ("x-inference-time", f"{t.inference * 1e3:.3f}"), ("x-batches", str(t.batches)))
+
+
+def rpc(route: str):
+    """Wrap a servicer method returning (Answer | None, response): error mapping, metrics, access log."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        async def wrapper(self, request, context: grpc.aio.ServicerContext):
+            t0 = time.perf_counter()
+            status, error_type, timing = "OK", None, None
+            m: Metrics = self.metrics
+            try:
+                answer, response = await fn(self, request, context)
+                if answer is not None:
+                    timing = answer.timing
+                    context.set_trailing_metadata(_metadata(answer)
+                                                  + (("x-total-time", f"{(time.perf_counter() - t0) * 1e3:.3f}"),))
+                return response
+            except ServerError as e:
+                status, error_type = e.grpc_status.name, e.error_type
+                await context.abort(e.grpc_status, e.message, trailing_metadata=(("error-type", e.error_type),))
+            except asyncio.CancelledError:
+                status, error_type = "CANCELLED", "client_closed"
+                raise
+            except Exception as e:  # noqa: BLE001 - never a traceback to the client
+                if isinstance(e, grpc.aio.AbortError):
+                    raise
+                log.error("unexpected error on %s: %s", route, e, exc_info=e)
+                status, error_type = "INTERNAL", "backend_error"
+                await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(e).__name__})",
+                                    trailing_metadata=(("error-type", "backend_error"),))
+            finally:
+                seconds = time.perf_counter() - t0
+                m.requests.labels(route, "grpc").inc()
+                m.request_seconds.labels(route, "grpc").observe(seconds)
+                if error_type:
+                    m.failures.labels(route, "grpc", error_type).inc()
+                if self.settings.access_log:
+                    log_request("grpc", route, status, error_type, seconds, timing, client=context.peer())
+
+        return wrapper
+
+    return deco
+
+
+class _Base:
+    def __init__(self, engine: Engine):
+        self.engine, self.metrics, self.settings = engine, engine.metrics, engine.settings
+
+
+# ---- conversions -----------------------------------------------------------------------------------
+
+def _text_score(r) -> pb.TextScore:
+    msg = pb.TextScore(text=r.text, score=r.score, mean=r.mean, num_tokens=r.num_tokens, method=r.method,
+                       truncated=r.truncated)
+    if r.tokens:
+        msg.tokens.extend(pb.TokenScore(token=t.token, start=t.start, end=t.end, score=t.score) for t in r.tokens)
+    return msg
+
+
+def _detection(d, totals_only: bool) -> pb.TextDetection:
+    msg = pb.TextDetection(text=d.text, score=d.score, mean=d.mean, num_tokens=d.num_tokens, truncated=d.truncated)
+    if not totals_only:
+        msg.tokens.extend(pb.TokenDetection(token=t.token, start=t.start, end=t.end, prob=t.prob, logit=t.logit)
+                          for t in d.tokens)
+        msg.words.extend(pb.WordDetection(word=w.word, start=w.start, end=w.end, max_prob=w.max_prob,
+                                          mean_prob=w.mean_prob, num_pieces=w.num_pieces) for w in d.words)
+    return msg
+
+
+def _token_labels(xs) -> list[pb.TokenLabel]:
+    return [pb.TokenLabel(token=x.token, start=x.start, end=x.end, label=x.label, probability=x.probability)
+            for x in xs or ()]
+
+
+def _classification(c) -> pb.TextClassification:
+    msg = pb.TextClassification(truncated=c.truncated)
+    if c.label is not None:
+        msg.label = c.label
+    if c.value is not None:
+        msg.value = c.value
+    msg.probabilities.extend(pb.LabelProbability(label=k, probability=v) for k, v in c.probabilities.items())
+    msg.tokens.extend(_token_labels(c.tokens))
+    msg.words.extend(_token_labels(c.words))
+    return msg
+
+
+def _optional(msg, field: str) -> float | None:
+    return getattr(msg, field) if msg.HasField(field) else None
+
+
+# ---- services --------------------------------------------------------------------------------------
+
+class ScoringService(_Base, pb_grpc.ScoringServicer):
+    @rpc("/electric.v1.Scoring/Score")
+    async def Score(self, request: pb.ScoreRequest, context) -> tuple[Answer, pb.ScoreResponse]:
+        a = await self.engine.score(list(request.texts), per_token=request.per_token, truncate=request.truncate)
+        return a, pb.ScoreResponse(model=a.model, results=[_text_score(r) for r in a.results])
+
+    @rpc("/electric.v1.Scoring/Rerank")
+    async def Rerank(self, request: pb.RerankRequest, context) -> tuple[Answer, pb.RerankResponse]:
+        w = request.weights
+        lists = [(list(x.hypotheses), list(x.scores) if len(x.scores) else None) for x in request.lists]
+        a = await self.engine.rerank(lists, lm_weight=_optional(w, "lm"), length_weight=_optional(w, "length"),
+                                     rank_weight=_optional(w, "rank"), truncate=request.truncate)
+        results = [pb.RerankResult(best=ranked[0].text, hypotheses=[
+            pb.RankedHypothesis(index=h.index, text=h.text, total=h.total, first_pass=h.first_pass, lm=h.lm,
+                                words=h.words) for h in ranked]) for ranked in a.results]
+        return a, pb.RerankResponse(model=a.model, results=results, weights=pb.RerankWeights(**a.extra["weights"]))
+
+
+class DetectionService(_Base, pb_grpc.DetectionServicer):
+    @rpc("/electric.v1.Detection/Detect")
+    async def Detect(self, request: pb.DetectRequest, context) -> tuple[Answer, pb.DetectResponse]:
+        a = await self.engine.detect(list(request.texts), truncate=request.truncate)
+        return a, pb.DetectResponse(model=a.model, results=[_detection(d, request.totals_only) for d in a.results])
+
+
+class ClassificationService(_Base, pb_grpc.ClassificationServicer):
+    @rpc("/electric.v1.Classification/Classify")
+    async def Classify(self, request: pb.ClassifyRequest, context) -> tuple[Answer, pb.ClassifyResponse]:
+        texts = list(request.texts) if len(request.texts) else None
+        pairs = [(p.text, p.text_pair) for p in request.pairs] if len(request.pairs) else None
+        if texts is None and pairs is None:
+            texts = []  # the engine says "no texts given"
+        a = await self.engine.classify(request.model, texts=texts, pairs=pairs, truncate=request.truncate)
+        return a, pb.ClassifyResponse(model=a.model, results=[_classification(c) for c in a.results])
+
+
+class InfoService(_Base, pb_grpc.InfoServicer):
+    @rpc("/electric.v1.Info/GetInfo")
+    async def GetInfo(self, request: pb.InfoRequest, context) -> tuple[None, pb.InfoResponse]:
+        i = self.engine.info()
+        return None, pb.InfoResponse(version=i["version"], ready=i["ready"],
+                                     models=[pb.ModelInfo(**m) for m in i["models"]], limits=pb.Limits(**i["limits"]),
+                                     rerank_defaults=pb.RerankWeights(**i["rerank_defaults"]))
+
+
+class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
+    """Require `authorization: Bearer KEY` metadata, except on health checks and reflection."""
+
+    def __init__(self, key: str, metrics: Metrics):
+        self._key = key.encode()
+        self._metrics = metrics
+
+        async def deny(request, context):
+            err = Unauthorized("missing or wrong API key: send metadata \"authorization: Bearer KEY\"")
+            await context.abort(err.grpc_status, err.message, trailing_metadata=(("error-type", err.error_type),))
+
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+
+    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+        if details.method.startswith(OPEN_METHOD_PREFIXES):
+            return await continuation(details)
+        given = next((v for k, v in details.invocation_metadata or () if k == "authorization"), "")
+        scheme, _, token = (given if isinstance(given, str) else given.decode()).partition(" ")
+        if scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), self._key):
+            return await continuation(details)
+        self._metrics.requests.labels(details.method, "grpc").inc()
+        self._metrics.failures.labels(details.method, "grpc", "unauthorized").inc()
+        return self._deny
+
+
+class GrpcServer:
+    """The grpc.aio server with our services, health and reflection; started inside the running loop."""
+
+    def __init__(self, engine: Engine, settings: Settings):
+        interceptors = []
+        if settings.api_key is not None:
+            interceptors.append(ApiKeyInterceptor(settings.api_key.get_secret_value(), engine.metrics))
+        self.server = grpc.aio.server(interceptors=interceptors, options=[
+            ("grpc.max_receive_message_length", settings.max_body_bytes),
+            ("grpc.so_reuseport", 0),
+        ])
+        pb_grpc.add_ScoringServicer_to_server(ScoringService(engine), self.server)
+        pb_grpc.add_DetectionServicer_to_server(DetectionService(engine), self.server)
+        pb_grpc.add_ClassificationServicer_to_server(ClassificationService(engine), self.server)
+        pb_grpc.add_InfoServicer_to_server(InfoService(engine), self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(SERVICES + (health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+        self.host = settings.host
+        self.port = self.server.add_insecure_port(f"{_host(settings.host)}:{settings.grpc_port}")
+        if self.port == 0:
+            raise OSError(f"could not bind the gRPC port {settings.host}:{settings.grpc_port}")
+
+    async def start(self) -> None:
+        await self.set_serving(False)
+        await self.server.start()
+        log.info("gRPC listening on %s:%d", self.host, self.port)
+
+    async def set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("",) + SERVICES:
+            await self.health.set(name, status)
+
+    async def stop(self, grace: float) -> None:
+        """Refuse new RPCs, let in-flight ones finish (up to `grace` seconds)."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,285 @@
+"""HTTP transport (FastAPI): converts JSON to engine calls and engine answers to JSON. Nothing else.
+
+Errors are mapped here, once: `ServerError` subclasses -> their status and `{error, error_type}`;
+FastAPI's request validation -> 422 naming the field; unknown routes -> 404; anything unexpected ->
+500 `backend_error` without a traceback (it is logged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from server import schemas
+from server.engine import Answer, Engine
+from server.errors import PayloadTooLarge, ServerError, Unauthorized
+from server.metrics import Metrics
+from server.settings import Settings
+
+log = logging.getLogger("electric.server")
+access_log = logging.getLogger("electric.access")
+
+OPEN_PATHS = ("/health", "/metrics")  # never need the API key
+QUIET_PATHS = ("/health", "/ready", "/metrics")  # probes: counted, not logged
+
+
+class ClientGone(Exception):
+    """The HTTP client disconnected before its answer was ready (logged as status 499)."""
+
+
+def _engine(request: Request) -> Engine:
+    return request.app.state.engine
+
+
+def _json(data: object, status: int = 200, headers: dict | None = None) -> Response:
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def _error(request: Request, err: ServerError) -> Response:
+    request.state.error_type = err.error_type
+    return _json(err.body(), err.http_status)
+
+
+def _timing_headers(a: Answer) -> dict[str, str]:
+    t = a.timing
+    return {"x-tokenization-time": f"{t.tokenize * 1e3:.3f}", "x-queue-time": f"{t.queue * 1e3:.3f}",
+            "x-inference-time": f"{t.inference * 1e3:.3f}", "x-batches": str(t.batches),
+            "x-inputs": str(t.inputs), "x-tokens": str(t.tokens)}
+
+
+async def _until_disconnect(request: Request) -> None:
+    """Returns when the client closes the connection (the body has been read already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _call(request: Request, coro) -> Answer:
+    """Await an engine call, cancelling it (and dropping its queued inputs) if the client goes away."""
+    work = asyncio.ensure_future(coro)
+    watch = asyncio.ensure_future(_until_disconnect(request))
+    try:
+        await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not work.done():
+        work.cancel()
+        raise ClientGone()
+    answer = work.result()
+    request.state.timing = answer.timing
+    return answer
+
+
+def require_api_key(request: Request) -> None:
+    key = request.app.state.settings.api_key
+    if key is None:
+        return
+    given = request.headers.get("authorization", "")
+    scheme, _, token = given.partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(),
+                                                                key.get_secret_value().encode()):
+        raise Unauthorized("missing or wrong API key: send \"Authorization: Bearer KEY\"")
+
+
+def add_routes(app: FastAPI) -> None:
+    auth = [Depends(require_api_key)]
+
+    @app.post("/v1/score", response_model=schemas.ScoreResponse, responses=schemas.ERROR_RESPONSES,
+              dependencies=auth, tags=["scoring"], summary="Electric pseudo-log-likelihood of each text")
+    async def score(body: schemas.ScoreRequest, request: Request) -> Response:
+        a = await _call(request, _engine(request).score(body.texts, per_token=body.per_token,
+                                                        truncate=body.truncate))
+        return _json({"model": a.model, "results": [r.to_dict() for r in a.results]}, headers=_timing_headers(a))
+
+    @app.post("/v1/rerank", response_model=schemas.RerankResponse, responses=schemas.ERROR_RESPONSES,
+              dependencies=auth, tags=["scoring"],
+              summary="Reorder n-best lists: first-pass score (or rank prior) + lm * PLL + length * words")
+    async def rerank(body: schemas.RerankRequest, request: Request) -> Response:
+        w = body.weights or schemas.RerankWeights()
+        a = await _call(request, _engine(request).rerank(body.as_lists(), lm_weight=w.lm, length_weight=w.length,
+                                                         rank_weight=w.rank, truncate=body.truncate))
+        results = [{"best": ranked[0].text, "hypotheses": [vars(h) for h in ranked]} for ranked in a.results]
+        return _json({"model": a.model, "weights": a.extra["weights"], "results": results},
+                     headers=_timing_headers(a))
+
+    @app.post("/v1/detect", response_model=schemas.DetectResponse, responses=schemas.ERROR_RESPONSES,
+              dependencies=auth, tags=["detection"], summary="ELECTRA replaced-token probability per token and word")
+    async def detect(body: schemas.DetectRequest, request: Request) -> Response:
+        a = await _call(request, _engine(request).detect(body.texts, truncate=body.truncate))
+        return _json({"model": a.model, "results": [r.to_dict(per_token=body.per_token) for r in a.results]},
+                     headers=_timing_headers(a))
+
+    @app.post("/v1/classify", response_model=schemas.ClassifyResponse, responses=schemas.ERROR_RESPONSES,
+              dependencies=auth, tags=["classification"],
+              summary="Label probabilities, a regression value or token labels from a fine-tuned model")
+    async def classify(body: schemas.ClassifyRequest, request: Request) -> Response:
+        a = await _call(request, _engine(request).classify(
+            body.model, texts=body.texts, pairs=None if body.pairs is None else [tuple(p) for p in body.pairs],
+            truncate=body.truncate))
+        return _json({"model": a.model, "results": [r.to_dict() for r in a.results]}, headers=_timing_headers(a))
+
+    @app.get("/health", response_model=schemas.Status, tags=["operations"], summary="The process is alive")
+    async def health(request: Request) -> Response:
+        engine = _engine(request)
+        if engine.failed is not None:
+            return _json({"status": "failed", "error": str(engine.failed)}, 503)
+        return _json({"status": "ok"})
+
+    @app.get("/ready", response_model=schemas.Status, responses={503: {"model": schemas.ErrorResponse}},
+             tags=["operations"], summary="Models loaded and warmed up (503 while loading or shutting down)")
+    async def ready(request: Request) -> Response:
+        engine = _engine(request)
+        if engine.ready:
+            return _json({"status": "ok"})
+        status = "shutting_down" if engine.draining else "failed" if engine.failed else "loading"
+        request.state.error_type = "not_ready"
+        return _json({"error": f"not ready: {status}", "error_type": "not_ready", "status": status}, 503)
+
+    @app.get("/info", response_model=schemas.InfoResponse, dependencies=auth, tags=["operations"],
+             summary="Models, limits, execution providers and version")
+    async def info(request: Request) -> Response:
+        return _json(_engine(request).info())
+
+    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics", response_class=Response)
+    async def metrics(request: Request) -> Response:
+        return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ServerError)
+    async def server_error(request: Request, exc: ServerError) -> Response:
+        return _error(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        request.state.error_type = "validation_error"
+        message = _describe(exc.errors())
+        ctype = request.headers.get("content-type", "")
+        if request.method == "POST" and not ctype.startswith("application/json"):
+            message = f"send the body as JSON with \"Content-Type: application/json\" (got {ctype or 'none'!r}); {message}"
+        return _json({"error": message, "error_type": "validation_error"}, 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if isinstance(exc.__cause__, ServerError):  # e.g. PayloadTooLarge raised while FastAPI read the body
+            return _error(request, exc.__cause__)
+        kind = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code,
+                                                                                        "http_error")
+        request.state.error_type = kind
+        return _json({"error": str(exc.detail), "error_type": kind}, exc.status_code)
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, exc: ClientGone) -> Response:
+        request.state.error_type = "client_closed"
+        return Response(status_code=499)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.error("unexpected error on %s: %s", request.url.path, exc, exc_info=exc)
+        request.state.error_type = "backend_error"
+        return JSONResponse({"error": f"internal error ({type(exc).__name__})", "error_type": "backend_error"}, 500)
+
+
+def _describe(errors: list[dict]) -> str:
+    """FastAPI's error list -> one sentence: `texts[2]: Input should be a valid string; ...`."""
+    parts = []
+    for e in errors[:5]:
+        loc = [str(x) for x in e.get("loc", ()) if x != "body"]
+        where = "".join(f"[{x}]" if x.isdigit() else f".{x}" for x in loc).lstrip(".") or "body"
+        msg = e.get("msg", "invalid")
+        if e.get("type") == "json_invalid":
+            msg = f"the body is not valid JSON ({e.get('ctx', {}).get('error', 'parse error')})"
+            where = "body"
+        elif e.get("type") == "missing":
+            msg = "required field missing"
+        parts.append(f"{where}: {msg}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "; ".join(parts) + more
+
+
+class ObservabilityMiddleware:
+    """Pure ASGI: body-size limit (413), per-request metrics, x-total-time header, one JSON log line."""
+
+    def __init__(self, app, settings: Settings, metrics: Metrics):
+        self.app, self.settings, self.metrics = app, settings, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0 = time.perf_counter()
+        limit = self.settings.max_body_bytes
+        state = scope.setdefault("state", {})
+        status = {"code": 500}
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise PayloadTooLarge(f"request body over the limit of {limit} bytes")
+            return message
+
+        async def timed_send(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((b"x-total-time", f"{(time.perf_counter() - t0) * 1e3:.3f}".encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
+        if length is not None and length.isdigit() and int(length) > limit:
+            state["error_type"] = "payload_too_large"
+            await _send_json(timed_send, 413, PayloadTooLarge(f"request body of {int(length)} bytes is over the limit "
+                                                              f"of {limit} bytes").body())
+        else:
+            await self.app(scope, limited_receive, timed_send)
+        self._record(scope, state, status["code"], time.perf_counter() - t0)
+
+    def _record(self, scope, state: dict, code: int, seconds: float) -> None:
+        route = getattr(scope.get("route"), "path", None) or "unmatched"
+        m = self.metrics
+        m.requests.labels(route, "http").inc()
+        m.request_seconds.labels(route, "http").observe(seconds)
+        error_type = state.get("error_type") if code >= 400 else None
+        if code >= 400:
+            m.failures.labels(route, "http", error_type or "http_error").inc()
+        if self.settings.access_log and route not in QUIET_PATHS:
+            log_request("http", route, code, error_type, seconds, state.get("timing"),
+                        client=(scope.get("client") or ("", 0))[0])
+
+
+async def _send_json(send, status: int, body: dict) -> None:
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def log_request(transport: str, route: str, status: int | str, error_type: str | None, seconds: float, timing,
+                client: str = "") -> None:
+    """One structured line per request (logger `electric.access`, JSON)."""
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    rec = {"ts": round(time.time(), 3), "transport": transport, "route": route, "status": status,
+           "total_ms": round(seconds * 1e3, 3), "client": client}
+    if error_type:
+        rec["error_type"] = error_type
+    if timing is not None:
+        rec.update(inputs=timing.inputs, tokens=timing.tokens, batches=timing.batches,
+                   tokenize_ms=round(timing.tokenize * 1e3, 3), queue_ms=round(timing.queue * 1e3, 3),
+                   inference_ms=round(timing.inference * 1e3, 3))
+    access_log.info(json.dumps(rec, separators=(",", ":")))

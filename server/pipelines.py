@@ -1,0 +1,151 @@
+"""What each route does before and after the forward pass, per input, as pure functions.
+
+Scoring and detection call the library (`electric.scoring.encode`, `electric_score`, `electra_detect`)
+so the server computes exactly what `electric score` computes; rerank calls `electric.nbest`.
+Classification post-processing (softmax over labels, regression value, per-token tags) lives here
+because no CLI command computes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from electric.scoring import Encoded, InputTooLongError, encode
+
+
+@dataclass
+class PairEncoded:
+    """A text pair: [CLS] a [SEP] b [SEP] with token type ids 0 / 1 (as the fine-tuning tokenizer makes it)."""
+
+    index: int
+    input_ids: np.ndarray  # (T,) int64
+    token_type_ids: np.ndarray  # (T,) int64
+    truncated: bool = False
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def encode_texts(tokenizer, texts: list[str], max_length: int, truncate: bool) -> list[Encoded]:
+    return encode(tokenizer, texts, max_length, truncate=truncate)
+
+
+def encode_pairs(tokenizer, pairs: list[tuple[str, str]], max_length: int, truncate: bool) -> list[PairEncoded]:
+    """Tokenise pairs; too long -> InputTooLongError unless `truncate` (longest-first, as fine-tuning does)."""
+    firsts, seconds = [a for a, _ in pairs], [b for _, b in pairs]
+    batch = tokenizer(firsts, seconds, add_special_tokens=True, truncation=False, return_token_type_ids=True,
+                      verbose=False)
+    out = []
+    for i, (ids, tt) in enumerate(zip(batch["input_ids"], batch["token_type_ids"], strict=True)):
+        truncated = False
+        if len(ids) > max_length:
+            if not truncate:
+                raise InputTooLongError(i, len(ids), max_length)
+            cut = tokenizer(firsts[i], seconds[i], add_special_tokens=True, truncation="longest_first",
+                            max_length=max_length, return_token_type_ids=True, verbose=False)
+            ids, tt, truncated = cut["input_ids"], cut["token_type_ids"], True
+        out.append(PairEncoded(i, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated))
+    return out
+
+
+# ---- classification ------------------------------------------------------------------------------
+
+@dataclass
+class TokenLabel:
+    token: str
+    start: int
+    end: int
+    label: str
+    probability: float
+
+
+@dataclass
+class Classification:
+    label: str | None  # most probable label; None for a regression model
+    probabilities: dict[str, float] = field(default_factory=dict)  # every label, in the model's order
+    value: float | None = None  # regression models (one output)
+    tokens: list[TokenLabel] | None = None  # token classifiers: one label per word piece
+    words: list[TokenLabel] | None = None  # token classifiers: each word labelled by its first piece
+    truncated: bool = False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("value", "tokens", "words"):
+            if d[k] is None:
+                del d[k]
+        return d
+
+
+def label_names(config: dict) -> list[str]:
+    """Label names in id order from a config.json's id2label (keys may be strings)."""
+    id2label = config.get("id2label") or {}
+    n = int(config.get("num_labels") or len(id2label) or 2)
+    return [str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}"))) for i in range(n)]
+
+
+def is_regression(config: dict, num_outputs: int) -> bool:
+    return config.get("problem_type") == "regression" or num_outputs == 1
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def classify_row(labels: list[str], regression: bool, logits: np.ndarray, truncated: bool = False) -> Classification:
+    """(C,) logits of one input -> label probabilities, or the value of a regression head."""
+    logits = np.asarray(logits).reshape(-1)
+    if regression:
+        return Classification(label=None, value=float(logits[0]), truncated=truncated)
+    p = _softmax(logits)
+    return Classification(label=labels[int(p.argmax())], probabilities={lab: float(q) for lab, q in zip(labels, p,
+                                                                                                       strict=True)},
+                          truncated=truncated)
+
+
+def tag_row(labels: list[str], encoded: Encoded, logits: np.ndarray) -> Classification:
+    """(T, C) logits of one text -> a label per word piece and per word (its first piece, as in training)."""
+    logits = np.asarray(logits)[: encoded.length]  # (T, C)
+    p = _softmax(logits)  # (T, C)
+    best = p.argmax(axis=-1)  # (T,)
+    tokens, words, seen = [], [], set()
+    for t in np.flatnonzero(encoded.candidates):
+        start, end = int(encoded.offsets[t, 0]), int(encoded.offsets[t, 1])
+        lab, prob = labels[int(best[t])], float(p[t, best[t]])
+        tokens.append(TokenLabel(encoded.tokens[t], start, end, lab, prob))
+        w = encoded.word_ids[t]
+        if w is not None and w not in seen:
+            seen.add(w)
+            pieces = [k for k in np.flatnonzero(encoded.candidates) if encoded.word_ids[k] == w]
+            w_end = int(encoded.offsets[pieces, 1].max())
+            words.append(TokenLabel(encoded.text[start:w_end], start, w_end, lab, prob))
+    return Classification(label=None, tokens=tokens, words=words, truncated=encoded.truncated)
+
+
+# ---- rerank ----------------------------------------------------------------------------------------
+
+@dataclass
+class RankedHypothesis:
+    index: int  # position in the request's list
+    text: str
+    total: float  # first_pass + lm_weight * lm + length_weight * words
+    first_pass: float  # the given first-pass score, or -rank_weight * rank
+    lm: float
+    words: int
+
+
+def rerank_list(hypotheses: list[str], scores: list[float] | None, lm_scores: list[float], *, lm: float,
+                length: float, rank: float) -> list[RankedHypothesis]:
+    """One n-best list, best first: total = a(h) + lm * lm(h) + length * words(h), a(h) the first-pass score
+    or -rank * position."""
+    out = []
+    for i, (h, s) in enumerate(zip(hypotheses, lm_scores, strict=True)):
+        a = float(scores[i]) if scores is not None else 0.0 - rank * i
+        words = len(h.split())
+        out.append(RankedHypothesis(i, h, a + lm * s + length * words, a, float(s), words))
+    out.sort(key=lambda r: (-r.total, r.index))
+    return out

@@ -1,0 +1,262 @@
+"""HTTP request and response bodies (pydantic), separate models with examples for /docs.
+
+Requests are strict (no coercion of numbers to strings, unknown fields rejected) so a wrong JSON type
+is a 422 naming the field. Limits that depend on settings (input count, token length) are checked by
+the engine, the same for HTTP and gRPC.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+def _examples(*examples: dict) -> ConfigDict:
+    return ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": list(examples)})
+
+
+# ---- errors --------------------------------------------------------------------------------------
+
+class ErrorResponse(BaseModel):
+    error: str = Field(description="what was wrong, naming the input")
+    error_type: str = Field(description="validation_error | payload_too_large | unauthorized | overloaded | "
+                                        "not_ready | timeout | backend_error | not_found | method_not_allowed")
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"error": "input 3 has 700 tokens ([CLS] and [SEP] included), more than the limit of 512; shorten it or "
+                  "send \"truncate\": true", "error_type": "validation_error"}]})
+
+
+ERROR_RESPONSES = {
+    401: {"model": ErrorResponse, "description": "missing or wrong API key"},
+    413: {"model": ErrorResponse, "description": "body over max_body_bytes or more inputs than allowed"},
+    422: {"model": ErrorResponse, "description": "invalid input (which one and why)"},
+    429: {"model": ErrorResponse, "description": "too many requests in flight; retry later"},
+    503: {"model": ErrorResponse, "description": "models loading or server shutting down"},
+    504: {"model": ErrorResponse, "description": "not answered within request_timeout_s"},
+    500: {"model": ErrorResponse, "description": "the model failed"},
+}
+
+
+# ---- /v1/score -----------------------------------------------------------------------------------
+
+class ScoreRequest(BaseModel):
+    model_config = _examples({"texts": ["show me flights from boston to denver",
+                                        "show me fights from boston to denver"]},
+                             {"texts": ["the cat sat on the mat"], "per_token": True})
+    texts: list[str] = Field(description="texts to score")
+    per_token: bool = Field(False, description="also return each token's score and character offsets")
+    truncate: bool = Field(False, description="cut texts over the token limit instead of failing with 422")
+
+
+class TokenScore(BaseModel):
+    token: str
+    start: int = Field(description="character offset of the piece in the text")
+    end: int = Field(description="end offset (exclusive)")
+    score: float = Field(description="-s_t: the token's unnormalised log-probability")
+
+
+class TextScore(BaseModel):
+    text: str
+    score: float = Field(description="pseudo-log-likelihood: sum of the token scores (higher = more likely)")
+    mean: float = Field(description="score / num_tokens")
+    num_tokens: int = Field(description="tokens scored ([CLS], [SEP] excluded)")
+    method: str = "electric"
+    truncated: bool = Field(False, description="present and true when the text was cut")
+    tokens: list[TokenScore] | None = Field(None, description="with per_token")
+
+
+class ScoreResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "scorer", "results": [
+        {"text": "the cat sat on the mat", "score": -7.9, "mean": -1.32, "num_tokens": 6, "method": "electric"}]}]})
+    model: str
+    results: list[TextScore]
+
+
+# ---- /v1/rerank ----------------------------------------------------------------------------------
+
+class NBestList(BaseModel):
+    model_config = _STRICT
+    hypotheses: list[str] = Field(description="hypotheses in the first pass's order (best first)")
+    scores: list[float] | None = Field(None, description="first-pass scores, one per hypothesis (e.g. am_score); "
+                                                         "without them the prior is -rank_weight * rank")
+
+
+class RerankWeights(BaseModel):
+    model_config = _STRICT
+    lm: float | None = Field(None, description="lambda_lm: weight of the Electric PLL")
+    length: float | None = Field(None, description="lambda_len: weight of the word count")
+    rank: float | None = Field(None, description="beta: the -beta*rank prior used when a list has no scores")
+
+
+class RerankRequest(BaseModel):
+    model_config = _examples(
+        {"hypotheses": ["show me flights from boston to denver", "show me fights from boston to denver"],
+         "scores": [-4.1, -4.3], "weights": {"lm": 0.3, "length": 0.5}},
+        {"lists": [{"hypotheses": ["i want to fly to dallas", "i want to fly to dulles"]},
+                   {"hypotheses": ["list all flights", "list all fights"]}], "weights": {"lm": 1.0, "rank": 2.0}})
+    lists: list[NBestList] | None = Field(None, description="many n-best lists ...")
+    hypotheses: list[str] | None = Field(None, description="... or one list")
+    scores: list[float] | None = Field(None, description="first-pass scores of the one list")
+    weights: RerankWeights | None = Field(None, description="unset weights take the server's defaults (/info)")
+    truncate: bool = False
+
+    @model_validator(mode="after")
+    def _one_form(self) -> RerankRequest:
+        if (self.lists is None) == (self.hypotheses is None):
+            raise ValueError("give either \"lists\" (many n-best lists) or \"hypotheses\" (one list)")
+        if self.lists is not None and self.scores is not None:
+            raise ValueError("\"scores\" goes inside each list when \"lists\" is used")
+        return self
+
+    def as_lists(self) -> list[tuple[list[str], list[float] | None]]:
+        if self.lists is not None:
+            return [(x.hypotheses, x.scores) for x in self.lists]
+        return [(self.hypotheses or [], self.scores)]
+
+
+class RankedHypothesis(BaseModel):
+    index: int = Field(description="position in the request's list")
+    text: str
+    total: float = Field(description="first_pass + lm_weight * lm + length_weight * words")
+    first_pass: float = Field(description="the given score, or -rank_weight * rank")
+    lm: float = Field(description="Electric PLL of the text")
+    words: int
+
+
+class RerankResult(BaseModel):
+    best: str = Field(description="the text of the top hypothesis")
+    hypotheses: list[RankedHypothesis] = Field(description="best first")
+
+
+class AppliedWeights(BaseModel):
+    lm: float
+    length: float
+    rank: float
+
+
+class RerankResponse(BaseModel):
+    model: str
+    weights: AppliedWeights
+    results: list[RerankResult] = Field(description="one per list, in request order")
+
+
+# ---- /v1/detect ----------------------------------------------------------------------------------
+
+class DetectRequest(BaseModel):
+    model_config = _examples({"texts": ["the chef cooked the meal", "the chef ate the meal"]})
+    texts: list[str]
+    per_token: bool = Field(True, description="return per-token and per-word probabilities (else only totals)")
+    truncate: bool = False
+
+
+class TokenDetection(BaseModel):
+    token: str
+    start: int
+    end: int
+    prob: float = Field(description="sigma(s_t): probability that this piece was replaced")
+    logit: float = Field(description="s_t")
+
+
+class WordDetection(BaseModel):
+    word: str
+    start: int
+    end: int
+    max_prob: float
+    mean_prob: float
+    num_pieces: int
+
+
+class Detection(BaseModel):
+    text: str
+    score: float = Field(description="sum_t log(1 - sigma(s_t)): log-probability that nothing was replaced")
+    mean: float
+    num_tokens: int
+    tokens: list[TokenDetection] | None = None
+    words: list[WordDetection] | None = None
+    truncated: bool = False
+
+
+class DetectResponse(BaseModel):
+    model: str
+    results: list[Detection]
+
+
+# ---- /v1/classify --------------------------------------------------------------------------------
+
+class ClassifyRequest(BaseModel):
+    model_config = _examples({"model": "sst2", "texts": ["a gripping, beautifully acted film", "a tedious mess"]},
+                             {"model": "mrpc", "pairs": [["he said hello", "he greeted them"]]})
+    model: str | None = Field(None, description="classifier name (see /info); optional when there is only one")
+    texts: list[str] | None = Field(None, description="texts to classify ...")
+    pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] | None = Field(
+        None, description="... or sentence pairs [text, text_pair]")
+    truncate: bool = False
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ClassifyRequest:
+        if (self.texts is None) == (self.pairs is None):
+            raise ValueError("give either \"texts\" or \"pairs\"")
+        return self
+
+
+class TokenLabel(BaseModel):
+    token: str
+    start: int
+    end: int
+    label: str
+    probability: float
+
+
+class Classification(BaseModel):
+    label: str | None = Field(description="most probable label (null for regression and token models)")
+    probabilities: dict[str, float] = Field(description="every label's probability, in the model's label order")
+    value: float | None = Field(None, description="regression models")
+    tokens: list[TokenLabel] | None = Field(None, description="token classifiers: a label per word piece")
+    words: list[TokenLabel] | None = Field(None, description="token classifiers: a label per word (first piece)")
+    truncated: bool = False
+
+
+class ClassifyResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "sst2", "results": [
+        {"label": "positive", "probabilities": {"negative": 0.08, "positive": 0.92}, "truncated": False}]}]})
+    model: str
+    results: list[Classification]
+
+
+# ---- /info, /health, /ready ----------------------------------------------------------------------
+
+class ModelInfo(BaseModel):
+    name: str
+    kind: str = Field(description="discriminator | classifier | tagger")
+    path: str
+    backend: str
+    max_length: int = Field(description="token limit per input ([CLS]/[SEP] included)")
+    providers: list[str]
+    labels: list[str]
+    regression: bool
+
+
+class Limits(BaseModel):
+    max_inputs_per_request: int
+    max_tokens_per_input: int
+    max_batch_tokens: int
+    max_batch_size: int
+    max_concurrent_requests: int
+    max_body_bytes: int
+    max_wait_ms: float
+    request_timeout_s: float
+
+
+class InfoResponse(BaseModel):
+    version: str
+    ready: bool
+    models: list[ModelInfo]
+    limits: Limits
+    rerank_defaults: AppliedWeights
+
+
+class Status(BaseModel):
+    status: str = Field(description="ok | loading | shutting_down | failed")

@@ -1,0 +1,113 @@
+"""Server settings: one pydantic-settings class. Every field is a flag of `electric serve` and an
+environment variable `ELECTRIC_<FIELD>` (flags win over the environment, the environment over defaults).
+
+    ELECTRIC_MODEL=/models/scorer ELECTRIC_CLASSIFIERS='sst2=/models/sst2,cola=/models/cola' python -m server
+    electric serve --model runs/scorer-onnx --classifier sst2=runs/sst2-onnx --http-port 8000
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def parse_named_dirs(value: object) -> object:
+    """`name=dir,name2=dir2`, a JSON object, a list of `name=dir` strings, or a dict -> dict."""
+    if isinstance(value, str):
+        value = value.strip()
+        if not value:
+            return {}
+        if value.startswith("{"):
+            return json.loads(value)
+        value = [v for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        out = {}
+        for item in value:
+            name, sep, path = str(item).partition("=")
+            if not sep or not name.strip() or not path.strip():
+                raise ValueError(f"classifier {item!r} is not NAME=DIR")
+            if name.strip() in out:
+                raise ValueError(f"classifier name {name.strip()!r} is given twice")
+            out[name.strip()] = path.strip()
+        return out
+    return value
+
+
+class Settings(BaseSettings):
+    """Everything `electric serve` can be told. Field descriptions are the CLI's help texts."""
+
+    model_config = SettingsConfigDict(env_prefix="ELECTRIC_", extra="forbid", validate_default=True)
+
+    # --- models
+    model: Path | None = Field(None, description="scorer directory: an `electric export` ONNX dir or a "
+                                                 "transformers ElectraForPreTraining checkpoint (score, rerank, detect)")
+    classifiers: Annotated[dict[str, Path], NoDecode] = Field(
+        default_factory=dict, description="fine-tuned classifiers as NAME=DIR (comma-separated in the environment)")
+    backend: Literal["auto", "onnx", "torch"] = Field(
+        "auto", description="auto = onnx for an export directory (electric.json), torch for a checkpoint")
+    providers: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="ONNX Runtime execution providers, comma-separated (default: CUDA when "
+                                          "available, then CPU)")
+    # --- network
+    host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 in a container)")
+    http_port: int = Field(8000, ge=0, le=65535, description="HTTP port (0 picks a free one)")
+    grpc_port: int = Field(50051, ge=-1, le=65535, description="gRPC port (0 picks a free one, -1 disables gRPC)")
+    api_key: SecretStr | None = Field(None, description="require `Authorization: Bearer KEY` (gRPC: `authorization` "
+                                                        "metadata); /health, /metrics and gRPC health stay open")
+    # --- limits
+    max_inputs_per_request: int = Field(256, ge=1, description="texts (or hypotheses, or pairs) in one request")
+    max_tokens_per_input: int = Field(0, ge=0, description="tokens per input, [CLS]/[SEP] included "
+                                                           "(0 = the model's maximum)")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="largest HTTP body / gRPC message in bytes")
+    max_batch_tokens: int = Field(8192, ge=1, description="padded tokens (batch size x longest input) per forward pass")
+    max_batch_size: int = Field(128, ge=1, description="inputs per forward pass")
+    max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0, description="wait this long for more inputs before running a "
+                                                                   "batch that is not full (0 = never wait)")
+    max_concurrent_requests: int = Field(512, ge=1, description="requests admitted at once; more are answered 429 / "
+                                                                "RESOURCE_EXHAUSTED")
+    request_timeout_s: float = Field(30.0, gt=0.0, description="a request still unanswered after this long fails "
+                                                               "with 504 / DEADLINE_EXCEEDED")
+    # --- lifecycle
+    warmup: bool = Field(True, description="run a few batches through every model before /ready turns true")
+    shutdown_grace_s: float = Field(30.0, ge=0.0, description="on SIGTERM, wait up to this long for in-flight "
+                                                              "requests")
+    # --- rerank defaults (a request's own weights win)
+    lm_weight: float = Field(1.0, description="rerank: default lambda_lm (weight of the LM score)")
+    length_weight: float = Field(0.0, description="rerank: default lambda_len (weight of the word count)")
+    rank_weight: float = Field(1.0, description="rerank: default beta of the -beta*rank prior when a list has "
+                                                "no first-pass scores")
+    # --- logging
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    access_log: bool = Field(True, description="one JSON line per request on stderr")
+
+    @field_validator("classifiers", mode="before")
+    @classmethod
+    def _named_dirs(cls, v: object) -> object:
+        return parse_named_dirs(v)
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _comma_list(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.model is None and not self.classifiers:
+            raise ValueError("nothing to serve: give --model DIR (ELECTRIC_MODEL) and/or --classifier NAME=DIR")
+        if self.max_tokens_per_input and self.max_tokens_per_input > self.max_batch_tokens:
+            raise ValueError(f"max_tokens_per_input ({self.max_tokens_per_input}) exceeds max_batch_tokens "
+                             f"({self.max_batch_tokens}): such an input could never be batched")
+        for name in self.classifiers:
+            if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+                raise ValueError(f"classifier name {name!r}: use letters, digits, '-', '_' or '.'")
+        return self
+
+    def public(self) -> dict:
+        """The settings a client may see (GET /info): no key, no paths beyond the model names."""
+        return self.model_dump(mode="json", exclude={"api_key"})
