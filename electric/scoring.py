@@ -581,15 +581,17 @@ def resolve_model_dir(path: str | Path, method: str) -> Path:
     return d
 
 
-def load_scorer(model: str | Path, method: str = "electric", backend: str = "auto", **kwargs) -> Scorer | MaskedLMScorer:
-    """A scorer for `method` from a model or run directory (see `resolve_model_dir`)."""
+def load_scorer(model: str | Path, method: str = "electric", backend: str = "auto", device: str | None = None,
+                **kwargs) -> Scorer | MaskedLMScorer:
+    """A scorer for `method` from a model or run directory (see `resolve_model_dir`); `kwargs` go to
+    `Scorer` / `MaskedLMScorer` (max_batch_tokens, batch_size, truncate, sliding_window, progress)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r} (one of {', '.join(METHODS)})")
     d = resolve_model_dir(model, method)
     if method in MLM_METHODS:
         if backend not in ("auto", "torch"):
             raise ValueError(f"--method {method} runs on torch only (got --backend {backend})")
-        return MaskedLMScorer(d, **kwargs)
+        return MaskedLMScorer(d, device=device, **kwargs)
     cfg_path = d / "config.json"
     if cfg_path.is_file():
         archs = _read_config(d).get("architectures") or []
@@ -600,7 +602,7 @@ def load_scorer(model: str | Path, method: str = "electric", backend: str = "aut
     from electric.backend import load_backend
 
     try:
-        be = load_backend(d, backend)
+        be = load_backend(d, backend, **({"device": device} if device else {}))
     except ModuleNotFoundError as e:
         if e.name and e.name.startswith("electric.runtime"):
             raise CheckpointError("the ONNX backend (electric.runtime) is not available in this installation; "

@@ -1,0 +1,442 @@
+"""`electric score`, `electric rerank`, `electric eval blimp`, `electric eval nbest`.
+
+    electric score --model runs/electric-tiny [--method electric|electra|mlm-pll|mlm-pll-word-l2r] \\
+        [--per-token] [FILE|-] > scores.jsonl
+    electric rerank --model runs/electric-tiny --nbest lists.json --out reranked.json [--dev dev.json |
+        --dev-fraction 0.5 --seed 0] [--report report.json]
+    electric eval blimp --model runs/electric-tiny --data ../shared/data/blimp
+    electric eval nbest --model runs/electric-tiny --nbest lists.json
+
+`--model` is a model directory or a pretraining run directory (RUN/discriminator is used for electric and
+electra, RUN/generator for mlm-pll). Errors in inputs print one line naming the file and item and exit 2
+(set ELECTRIC_DEBUG=1 for a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+
+EXIT_USAGE = 2
+# modules that add a task to `electric eval` with add_eval_parser(eval_subparsers)
+EVAL_PLUGINS = ("electric.commands.eval_detect",)
+
+
+class InputError(ValueError):
+    """A bad input file or argument, reported in one line."""
+
+
+# ---- shared options and helpers -----------------------------------------------------------------------
+
+
+def _model_options(p: argparse.ArgumentParser, default_method: str = "electric") -> None:
+    from electric.scoring import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, METHODS
+
+    g = p.add_argument_group("model")
+    g.add_argument("--model", required=True, help="model directory, or a pretraining run directory")
+    g.add_argument("--method", choices=METHODS, default=default_method,
+                   help="electric: Electric PLL, one pass (sum of -s_t); electra: sum of log(1 - sigma(s_t)); "
+                        "mlm-pll: classic masked-LM PLL, one pass per token; mlm-pll-word-l2r: also masks the "
+                        f"rest of the word (Kauf & Ivanova 2023). Default {default_method}")
+    g.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
+                   help="auto: onnx for an `electric export` directory, torch otherwise (mlm-pll: torch only)")
+    g.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    g.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                   help=f"most rows per forward pass (default {DEFAULT_BATCH_SIZE})")
+    g.add_argument("--max-batch-tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
+                   help=f"most padded tokens per forward pass (default {DEFAULT_MAX_BATCH_TOKENS})")
+    long = g.add_mutually_exclusive_group()
+    long.add_argument("--truncate", action="store_true", help="score only the first tokens of too-long inputs")
+    long.add_argument("--sliding-window", action="store_true",
+                      help="score too-long inputs with overlapping windows (each token once, most context)")
+    g.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _progress_enabled(args) -> bool | None:
+    return False if args.quiet else None  # None: tqdm shows bars only on a terminal
+
+
+def _load_scorer(args):
+    from transformers.utils import logging as hf_logging
+
+    from electric.scoring import load_scorer
+
+    hf_logging.disable_progress_bar()
+    return load_scorer(args.model, args.method, backend=args.backend, device=args.device,
+                       max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size,
+                       truncate=args.truncate, sliding_window=args.sliding_window)
+
+
+def _positive(name: str, value: int) -> None:
+    if value < 1:
+        raise InputError(f"{name} must be at least 1, got {value}")
+
+
+def _run(fn, args) -> int:
+    """Run a subcommand; input errors become one line on stderr and exit status 2."""
+    from electric.checkpoint import CheckpointError
+    from electric.nbest import NBestError
+    from electric.scoring import InputTooLongError
+
+    prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
+    try:
+        return fn(args)
+    except (InputError, NBestError, CheckpointError, InputTooLongError, OSError, ValueError) as e:
+        if os.environ.get("ELECTRIC_DEBUG"):
+            raise
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _chunks(it: Iterable, size: int) -> Iterator[list]:
+    it = iter(it)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def _count_lines(path: str) -> int | None:
+    p = Path(path)
+    if not p.is_file():
+        return None
+    n, last = 0, b"\n"
+    with open(p, "rb") as f:
+        while block := f.read(1 << 20):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+def _write_json(path: str, obj) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(p)
+
+
+# ---- electric score -----------------------------------------------------------------------------------
+
+
+def cmd_score(args) -> int:
+    from tqdm.auto import tqdm
+
+    from electric.scoring import InputTooLongError, MaskedLMScorer
+
+    _positive("--chunk-size", args.chunk_size)
+    src = args.input
+    if src != "-" and not Path(src).is_file():
+        raise InputError(f"{src}: no such file")
+    scorer = _load_scorer(args)
+    fin = sys.stdin if src == "-" else open(src, encoding="utf-8")  # noqa: SIM115 - closed below
+    fout = sys.stdout if args.out in (None, "-") else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
+    bar = tqdm(total=_count_lines(src) if src != "-" else None, unit="line", desc="scoring",
+               disable=_progress_enabled(args), dynamic_ncols=True, file=sys.stderr)
+    n = 0
+    try:
+        lines = (line.rstrip("\r\n") for line in fin)
+        for chunk in _chunks(lines, args.chunk_size):
+            try:
+                if args.method == "electra" and args.per_token:
+                    rows = [d.to_dict(per_token=True) for d in scorer.detect(chunk, start_index=n)]
+                else:
+                    rows = [s.to_dict() for s in scorer.score(chunk, method=args.method, per_token=args.per_token,
+                                                                start_index=n)]
+            except InputTooLongError as e:
+                where = "stdin" if src == "-" else src
+                raise InputError(f"{where}: line {e.index + 1} has {e.num_tokens} tokens ([CLS] and [SEP] included), "
+                                 f"more than the model's maximum of {e.max_length}; pass --truncate or "
+                                 "--sliding-window") from e
+            fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            fout.flush()
+            n += len(chunk)
+            bar.update(len(chunk))
+    finally:
+        bar.close()
+        if fin is not sys.stdin:
+            fin.close()
+        if fout is not sys.stdout:
+            fout.close()
+    kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else "discriminator"
+    if not args.quiet:
+        print(f"scored {n} lines with {args.method} ({kind})", file=sys.stderr)
+    return 0
+
+
+# ---- electric rerank / eval nbest ---------------------------------------------------------------------
+
+
+def _grid(text: str | None, default, name: str):
+    if text is None:
+        return default
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise InputError(f"{name}: expected comma-separated numbers, got {text!r}") from e
+    if not vals:
+        raise InputError(f"{name} is empty")
+    return vals
+
+
+def _require_refs(lists, path, fmt: str) -> None:
+    from electric.nbest import NBestError
+
+    for nb in lists:
+        if nb.ref is None:
+            hint = " (plain text lists carry none: pass --refs FILE)" if fmt == "text" else ""
+            raise NBestError(path, f"no reference; an error rate needs one for every utterance{hint}", repr(nb.utt_id))
+
+
+def _nbest_job(args, *, write: bool) -> int:
+    from electric.nbest import (
+        DEFAULT_LENGTH_GRID,
+        DEFAULT_LM_GRID,
+        Weights,
+        format_report,
+        read_nbest,
+        rerank_lists,
+        rerank_report,
+        reranked_nbest,
+        score_nbest,
+        write_nbest,
+    )
+
+    _positive("--chunk-size", args.chunk_size)
+    lists, fmt = read_nbest(args.nbest, args.format, refs=args.refs)
+    fixed = [args.lm_weight, args.length_weight]
+    if any(v is not None for v in fixed) and (args.dev or args.dev_fraction is not None):
+        raise InputError("give either fixed weights (--lm-weight/--length-weight) or a dev split to tune on, not both")
+    weights = None
+    if any(v is not None for v in fixed):
+        weights = Weights(lm=args.lm_weight or 0.0, length=args.length_weight or 0.0, beta=args.beta)
+    dev_lists = None
+    if weights is None:
+        if args.dev:
+            dev_lists, dev_fmt = read_nbest(args.dev, args.format, refs=args.dev_refs)
+            _require_refs(dev_lists, args.dev, dev_fmt)
+        _require_refs(lists, args.nbest, fmt)
+    elif not write:
+        _require_refs(lists, args.nbest, fmt)
+    lm_grid = _grid(args.lm_grid, DEFAULT_LM_GRID, "--lm-grid")
+    length_grid = _grid(args.length_grid, DEFAULT_LENGTH_GRID, "--length-grid")
+
+    scorer = _load_scorer(args)
+    everything = lists + (dev_lists or [])
+
+    def score_fn(texts):
+        return [s.score for s in scorer.score(texts, method=args.method)]
+
+    scores = score_nbest(everything, score_fn, chunk_size=args.chunk_size,
+                         progress=not args.quiet and sys.stderr.isatty())
+    test_scores, dev_scores = scores[: len(lists)], scores[len(lists):]
+    weights, report = rerank_report(
+        lists, test_scores, metric=args.metric,
+        dev=(dev_lists, dev_scores) if dev_lists is not None else None,
+        dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed, weights=weights,
+        lm_grid=lm_grid, length_grid=length_grid, beta=args.beta, path=args.nbest, dev_path=args.dev,
+        need_refs=not write)
+    report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt, **report}
+    if write:
+        out_fmt = args.out_format or fmt
+        reranked = rerank_lists(lists, test_scores, weights)
+        write_nbest([reranked_nbest(nb, r) for nb, r in zip(lists, reranked, strict=True)], args.out, out_fmt)
+        report["out"] = str(args.out)
+    if args.report:
+        _write_json(args.report, report)
+    if args.json:
+        print(json.dumps(report, indent=1, ensure_ascii=False))
+    else:
+        if "test" in report or "dev" in report:
+            print(format_report(report))
+        else:
+            w = report["weights"]
+            print(f"weights: lm {w['lm']:g}, length {w['length']:g}/word, beta {w['beta']:g} (given); no references, "
+                  "so no error rates")
+        if write:
+            print(f"reranked lists ({len(lists)} utterances, {args.out_format or fmt}) -> {args.out}")
+        if args.report:
+            print(f"report -> {args.report}")
+    return 0
+
+
+def cmd_rerank(args) -> int:
+    return _nbest_job(args, write=True)
+
+
+def cmd_eval_nbest(args) -> int:
+    return _nbest_job(args, write=False)
+
+
+def _nbest_options(p: argparse.ArgumentParser, write: bool) -> None:
+    from electric.nbest import FORMATS, METRICS
+
+    g = p.add_argument_group("n-best lists")
+    g.add_argument("--nbest", required=True, help="n-best file (HyPoradise JSON, ESPnet/mlm-scoring JSON or text)")
+    g.add_argument("--format", choices=("auto", *FORMATS), default="auto", help="input format (default: detect)")
+    g.add_argument("--refs", help="references, one a line per utterance (for plain text lists)")
+    if write:
+        g.add_argument("--out", required=True, help="where to write the reranked lists")
+        g.add_argument("--out-format", choices=FORMATS, help="output format (default: the input's)")
+    g.add_argument("--metric", choices=METRICS, default="wer", help="tuning and report metric (default wer; "
+                                                                  "bleu or chrf for translation)")
+    t = p.add_argument_group("weights: total = a + lm*LM + length*words, a = first-pass score or -beta*rank")
+    split = t.add_mutually_exclusive_group()
+    split.add_argument("--dev", help="tune on this n-best file (same format) and report on all of --nbest")
+    split.add_argument("--dev-fraction", type=float,
+                       help="tune on this seeded fraction of --nbest, report on the rest (default 0.5)")
+    t.add_argument("--dev-refs", help="references for a plain text --dev file")
+    t.add_argument("--seed", type=int, default=0, help="seed of the dev split (default 0)")
+    t.add_argument("--lm-weight", type=float, help="fixed LM weight: no tuning")
+    t.add_argument("--length-weight", type=float, help="fixed per-word bonus: no tuning")
+    t.add_argument("--beta", type=float, default=1.0, help="rank prior for lists without first-pass scores (1)")
+    t.add_argument("--lm-grid", help="LM weights to try, comma-separated (default 0 and 1e-4 .. 1e3, 4 a decade)")
+    t.add_argument("--length-grid", help="per-word bonus to try, in LM-score units (length = lm * g), "
+                                         "comma-separated (default -4 .. 16)")
+    o = p.add_argument_group("output")
+    o.add_argument("--report", help="write the full JSON report (with the dev/test utterance ids) here")
+    o.add_argument("--json", action="store_true", help="print the JSON report instead of the summary")
+    o.add_argument("--chunk-size", type=int, default=2048, help="hypotheses scored per chunk (default 2048)")
+
+
+# ---- electric eval blimp ------------------------------------------------------------------------------
+
+
+def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, list[tuple[str, str]]]:
+    """{phenomenon: [(good, bad), ...]} from a directory of BLiMP .jsonl files (or one file)."""
+    p = Path(data)
+    if p.is_dir():
+        files = sorted(p.glob("*.jsonl"))
+        if not files:
+            raise InputError(f"{p}: no .jsonl files (expected BLiMP sets)")
+    elif p.is_file():
+        files = [p]
+    else:
+        raise InputError(f"{p}: no such file or directory")
+    sets: dict[str, list[tuple[str, str]]] = {}
+    for f in files:
+        pairs = []
+        with open(f, encoding="utf-8") as fh:
+            for ln, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                if limit is not None and len(pairs) >= limit:
+                    break
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{f}: line {ln}: not valid JSON ({e})") from e
+                if not isinstance(obj, dict) or not isinstance(obj.get("sentence_good"), str) \
+                        or not isinstance(obj.get("sentence_bad"), str):
+                    raise InputError(f"{f}: line {ln}: expected an object with string \"sentence_good\" and "
+                                     "\"sentence_bad\"")
+                pairs.append((obj["sentence_good"], obj["sentence_bad"]))
+        if not pairs:
+            raise InputError(f"{f}: no sentence pairs")
+        sets[f.stem] = pairs
+    return sets
+
+
+def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_size: int = 4096,
+                   progress: bool = False) -> dict:
+    """Accuracy per set and overall; a pair is right when the good sentence scores strictly higher."""
+    from electric.nbest import NBestList, score_nbest
+
+    order = list(sets)
+    lists = [NBestList(f"{k}:{i}", [g, b]) for k in order for i, (g, b) in enumerate(sets[k])]
+    scores = score_nbest(lists, score_fn, chunk_size=chunk_size, progress=progress)
+    out: dict = {"sets": {}}
+    pos = 0
+    right_all = ties_all = 0
+    for k in order:
+        n = len(sets[k])
+        sc = scores[pos: pos + n]
+        pos += n
+        right = sum(int(s[0] > s[1]) for s in sc)
+        ties = sum(int(s[0] == s[1]) for s in sc)
+        out["sets"][k] = {"accuracy": 100.0 * right / n, "pairs": n, "ties": ties}
+        right_all, ties_all = right_all + right, ties_all + ties
+    total = sum(len(v) for v in sets.values())
+    out["overall"] = {"accuracy": 100.0 * right_all / total, "pairs": total, "ties": ties_all,
+                      "macro_accuracy": sum(v["accuracy"] for v in out["sets"].values()) / len(order)}
+    return out
+
+
+def cmd_eval_blimp(args) -> int:
+    if args.limit is not None:
+        _positive("--limit", args.limit)
+    sets = read_blimp(args.data, args.limit)
+    scorer = _load_scorer(args)
+
+    def score_fn(texts):
+        return [s.score for s in scorer.score(texts, method=args.method)]
+
+    res = blimp_accuracy(sets, score_fn, progress=not args.quiet and sys.stderr.isatty())
+    report = {"model": str(args.model), "method": args.method, "data": str(args.data), "limit": args.limit, **res}
+    if args.report:
+        _write_json(args.report, report)
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    width = max(len(k) for k in res["sets"])
+    for k, v in res["sets"].items():
+        ties = f", {v['ties']} ties" if v["ties"] else ""
+        print(f"{k:<{width}}  {v['accuracy']:6.2f}%  ({v['pairs']} pairs{ties})")
+    o = res["overall"]
+    print(f"{'overall':<{width}}  {o['accuracy']:6.2f}%  ({o['pairs']} pairs; mean over {len(res['sets'])} sets "
+          f"{o['macro_accuracy']:.2f}%)")
+    return 0
+
+
+# ---- parsers -----------------------------------------------------------------------------------------
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("score", help="score each line of a file (one JSON object a line)",
+                              description="Score each input line: one JSON object a line with text, score (higher "
+                                          "= more likely), mean, num_tokens and, with --per-token, per-token scores "
+                                          "with character offsets. Reads lazily and writes as it goes.")
+    p.add_argument("input", nargs="?", default="-", help="text file, one text a line (default: stdin)")
+    _model_options(p)
+    p.add_argument("--per-token", action="store_true",
+                   help="per-token scores (electra: replaced probabilities per token and per word)")
+    p.add_argument("--out", help="write JSON lines here (default: stdout)")
+    p.add_argument("--chunk-size", type=int, default=1024, help="lines read and scored at a time (default 1024)")
+    p.set_defaults(func=lambda a: _run(cmd_score, a))
+
+    p = subparsers.add_parser("rerank", help="rerank n-best lists with an LM score, tuning the weights on dev",
+                              description="Rerank n-best lists by a(h) + lm*LM(h) + length*words(h); tune the weights "
+                                          "on a dev split, write the reranked lists and print the report.")
+    _model_options(p)
+    _nbest_options(p, write=True)
+    p.set_defaults(func=lambda a: _run(cmd_rerank, a))
+
+    p = subparsers.add_parser("eval", help="evaluate a scorer: BLiMP minimal pairs or n-best reranking")
+    sub = p.add_subparsers(dest="eval_command", metavar="TASK")
+    b = sub.add_parser("blimp", help="accuracy on BLiMP minimal pairs (good sentence must score higher)")
+    _model_options(b)
+    b.add_argument("--data", required=True, help="directory of BLiMP .jsonl sets (or one file)")
+    b.add_argument("--limit", type=int, help="first N pairs of each set")
+    b.add_argument("--report", help="write the JSON report here")
+    b.add_argument("--json", action="store_true", help="print the JSON report")
+    b.set_defaults(func=lambda a: _run(cmd_eval_blimp, a))
+    n = sub.add_parser("nbest", help="the rerank report (first-hypothesis, oracle, reranked) without writing lists")
+    _model_options(n)
+    _nbest_options(n, write=False)
+    n.set_defaults(func=lambda a: _run(cmd_eval_nbest, a))
+    for name in EVAL_PLUGINS:  # other `electric eval` tasks living in their own modules
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and (e.name == name or name.startswith(e.name + ".")):
+                continue
+            raise
+        module.add_eval_parser(sub)
+    p.set_defaults(func=lambda a: (p.print_help(), EXIT_USAGE)[1])
