@@ -1,0 +1,213 @@
+"""electric.nbest: formats round-trip, the combination, grid search and the reported error rates."""
+
+from __future__ import annotations
+
+import json
+
+import jiwer
+import numpy as np
+import pytest
+from conftest import require_shared
+
+from electric.nbest import (
+    Components,
+    Evaluator,
+    NBestError,
+    NBestList,
+    Weights,
+    combine,
+    detect_format,
+    make_metric,
+    read_nbest,
+    rerank_lists,
+    rerank_report,
+    reranked_nbest,
+    split_dev,
+    tune_weights,
+    write_nbest,
+)
+
+
+def real_items(name: str, n: int) -> list[dict]:
+    with open(require_shared(f"nbest/{name}.whisper5best.json"), encoding="utf-8") as f:
+        return json.load(f)[:n]
+
+
+@pytest.fixture(scope="module")
+def libri(tmp_path_factory):
+    """The first 200 LibriSpeech test-clean 5-best lists (no first-pass scores)."""
+    p = tmp_path_factory.mktemp("nb") / "libri.json"
+    p.write_text(json.dumps(real_items("librispeech_test_clean", 200)))
+    return p
+
+
+ESPNET = {
+    "utt_a": {"ref": "the cat sat", "hyp_1": {"score": -1.5, "text": "the cat sat", "tokens": [1, 2]},
+              "hyp_2": {"score": -2.0, "text": "the cat sad", "tokens": [1, 3]}, "speaker": "s1"},
+    "utt_b": {"hyp_2": {"score": -4.0, "text": "a dog"}, "hyp_1": {"score": -3.0, "text": "a dog ran"},
+              "hyp_3": {"score": -9.0, "text": "dog"}},
+}
+
+
+# ---- formats ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["librispeech_test_clean", "atis_test", "wsj_eval"])
+def test_hyporadise_round_trips_real_files(tmp_path, name):
+    items = real_items(name, 30)
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(items))
+    lists, fmt = read_nbest(src)
+    assert fmt == "hyporadise" and len(lists) == 30
+    if name == "atis_test":  # ids and am_score are read, and every unknown field is kept
+        assert lists[0].utt_id == items[0]["id"] and lists[0].first_pass_scores == items[0]["am_score"]
+    if name == "librispeech_test_clean":
+        assert lists[0].first_pass_scores is None and "instruction" in lists[0].extra
+    write_nbest(lists, tmp_path / "out.json", fmt)
+    assert json.loads((tmp_path / "out.json").read_text()) == items
+    assert read_nbest(tmp_path / "out.json")[0] == lists
+
+
+def test_espnet_round_trips_with_unknown_fields(tmp_path):
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(ESPNET))
+    lists, fmt = read_nbest(src)
+    assert fmt == "espnet"
+    b = lists[1]
+    assert b.hyps == ["a dog ran", "a dog", "dog"] and b.first_pass_scores == [-3.0, -4.0, -9.0]  # by number
+    assert b.ref is None and lists[0].extra == {"speaker": "s1"} and lists[0].hyp_extra[0] == {"tokens": [1, 2]}
+    write_nbest(lists, tmp_path / "out.json", "espnet")
+    assert json.loads((tmp_path / "out.json").read_text()) == ESPNET
+    assert read_nbest(tmp_path / "out.json")[0] == lists
+    many = {"u": {f"hyp_{k}": {"text": f"h{k}"} for k in (10, 2, 1)}}  # numeric, not lexical, order
+    (tmp_path / "many.json").write_text(json.dumps(many))
+    assert read_nbest(tmp_path / "many.json")[0][0].hyps == ["h1", "h2", "h10"]
+
+
+def test_text_round_trips_and_formats_convert(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("the cat sat\nthe cat sad\n\n\na dog ran\na dog\n")
+    lists, fmt = read_nbest(src)
+    assert fmt == "text" and [nb.hyps for nb in lists] == [["the cat sat", "the cat sad"], ["a dog ran", "a dog"]]
+    write_nbest(lists, tmp_path / "out.txt", "text")
+    assert read_nbest(tmp_path / "out.txt")[0] == lists
+    assert (tmp_path / "out.txt").read_text() == "the cat sat\nthe cat sad\n\na dog ran\na dog\n"
+    (tmp_path / "refs.txt").write_text("the cat sat\na dog ran\n")
+    with_refs, _ = read_nbest(src, refs=tmp_path / "refs.txt")
+    write_nbest(with_refs, tmp_path / "h.json", "hyporadise")  # text -> HyPoradise keeps hyps and refs
+    assert json.loads((tmp_path / "h.json").read_text())[1] == {"input": ["a dog ran", "a dog"], "output": "a dog ran"}
+    assert detect_format(tmp_path / "h.json") == "hyporadise"
+
+
+@pytest.mark.parametrize("content, fmt, message", [
+    ('{"u1": {"hyp_1": {"text": "a"}}}', "hyporadise", "expected a JSON list"),
+    ('[{"input": ["a", "b"], "output": "a"}, {"id": "spk1-7", "input": [], "output": "b"}]', "auto",
+     "utterance 'spk1-7' (item 1): \"input\" is an empty list"),
+    ('[{"input": ["a", "b"], "output": "a", "score": [1.0]}]', "auto", "utterance '0': \"score\" has 1 values"),
+    ('[{"input": "a b", "output": "a"}]', "auto", "utterance '0': \"input\" must be a list"),
+    ('[]', "auto", "holds no utterances"),
+    ('[{"input": ["a"]}', "auto", "not valid JSON"),
+    ('{"u1": {"ref": "a"}}', "auto", "utterance 'u1': no \"hyp_N\" entries"),
+    ('{"u1": {"hyp_1": {"score": 1}}}', "auto", "utterance 'u1': \"hyp_1\" must be an object with a string"),
+    ('{"u1": {"hyp_1": {"text": "a", "score": 1}, "hyp_2": {"text": "b"}}}', "auto", "missing: ['hyp_2']"),
+    ("", "auto", "empty"),
+])
+def test_bad_files_name_the_file_and_utterance(tmp_path, content, fmt, message):
+    p = tmp_path / "bad.json"
+    p.write_text(content)
+    with pytest.raises(NBestError) as ei:
+        read_nbest(p, fmt)
+    assert str(p) in str(ei.value) and message in str(ei.value)
+
+
+def test_missing_reference_for_a_report_names_the_utterance(tmp_path):
+    p = tmp_path / "in.json"
+    p.write_text(json.dumps(ESPNET))
+    lists, _ = read_nbest(p)
+    with pytest.raises(NBestError, match=r"in\.json: utterance 'utt_b': no reference"):
+        rerank_report(lists, [np.zeros(2), np.zeros(3)], path=p, dev_fraction=0.5)
+
+
+# ---- combination and reranking ---------------------------------------------------------------------------
+
+
+def test_combination_formula_and_rank_prior():
+    nb = NBestList("u", ["a b c", "a b", "x"])
+    lm = [-10.0, -4.0, -1.0]
+    w = Weights(lm=0.5, length=2.0, beta=3.0)
+    np.testing.assert_allclose(combine(nb, lm, w), [0 - 5 + 6, -3 - 2 + 4, -6 - 0.5 + 2])
+    scored = NBestList("v", ["a", "b"], first_pass_scores=[-7.0, -1.0])
+    np.testing.assert_allclose(combine(scored, [0.0, 0.0], w), [-7 + 2, -1 + 2])  # first pass replaces the prior
+    (r,) = rerank_lists([nb], [lm], w)
+    assert r.order == [0, 1, 2] and r.hyps[0] == "a b c" and r.total == sorted(r.total, reverse=True)
+    (r,) = rerank_lists([nb], [lm], Weights(lm=10.0))  # a strong LM picks its favourite
+    assert r.hyps[0] == "x" and r.order == [2, 1, 0]
+
+
+def test_lm_weight_zero_keeps_first_hypothesis_and_wer_matches_jiwer(libri):
+    lists, _ = read_nbest(libri)
+    rng = np.random.default_rng(0)
+    lm = [rng.normal(size=len(nb.hyps)) * 50 for nb in lists]
+    reranked = rerank_lists(lists, lm, Weights(lm=0.0, length=0.0))
+    assert [r.hyps[0] for r in reranked] == [nb.hyps[0] for nb in lists]
+    _, report = rerank_report(lists, lm, weights=Weights(lm=0.0))
+    expected = 100 * jiwer.wer([nb.ref for nb in lists], [nb.hyps[0] for nb in lists])
+    assert report["test"]["reranked"] == pytest.approx(expected, abs=1e-9)
+    assert report["test"]["first"] == pytest.approx(expected, abs=1e-9)
+    # oracle: per utterance the hypothesis with the fewest edits
+    edits = sum(min(jiwer.process_words(nb.ref, h).wer * len(nb.ref.split()) for h in nb.hyps) for nb in lists)
+    assert report["test"]["oracle"] == pytest.approx(100 * edits / sum(len(nb.ref.split()) for nb in lists))
+
+
+def test_grid_search_finds_a_helpful_lm_and_reports_splits(libri):
+    lists, _ = read_nbest(libri)
+    metric = make_metric("wer")
+    ev = Evaluator(lists, metric)
+    # an "LM" that knows each hypothesis' errors: tuning must find weights that reach the oracle
+    lm = [-ev.stats[u, : len(nb.hyps), 0] for u, nb in enumerate(lists)]
+    w, report = rerank_report(lists, lm, dev_fraction=0.5, seed=3)
+    assert w.lm > 0
+    assert report["test"]["reranked"] == pytest.approx(report["test"]["oracle"])
+    assert report["test"]["reranked"] < report["test"]["first"]
+    dev_ids, test_ids = report["dev"]["ids"], report["test"]["ids"]
+    assert len(dev_ids) == len(test_ids) == 100 and not set(dev_ids) & set(test_ids)
+    assert report["all"]["first"] == pytest.approx(ev.first())
+    assert report["dev_source"] == {"fraction": 0.5, "seed": 3}
+    # the same seed gives the same split; another seed another
+    assert split_dev(lists, 0.5, 3) == split_dev(lists, 0.5, 3) != split_dev(lists, 0.5, 4)
+
+
+def test_grid_edge_is_reported():
+    lists = [NBestList(str(i), ["a b", "a c"], ref="a c") for i in range(4)]
+    ev = Evaluator(lists, make_metric("wer"))
+    lm = [np.array([0.0, 0.5])] * 4  # a weak but right preference: only the largest LM weight beats the prior
+    res = tune_weights(ev, Components.of(lists, lm), lm_grid=[0, 0.1, 1, 10], length_grid=[0])
+    assert res.weights.lm == 10 and res.on_edge and "maximum" in res.on_edge[0]
+
+
+def test_bleu_from_sufficient_statistics_equals_sacrebleu():
+    import sacrebleu
+
+    items = real_items("wsj_eval", 40)
+    lists = [NBestList(str(i), it["input"], it["score"], it["output"]) for i, it in enumerate(items)]
+    ev = Evaluator(lists, make_metric("bleu"))
+    sel = np.arange(len(lists)) % 5
+    expected = sacrebleu.corpus_bleu([nb.hyps[k] for nb, k in zip(lists, sel, strict=True)],
+                                     [[nb.ref for nb in lists]]).score
+    assert ev.score_selection(sel) == pytest.approx(expected, abs=1e-9)
+    chrf = Evaluator(lists, make_metric("chrf"))
+    assert chrf.first() == pytest.approx(sacrebleu.corpus_chrf([nb.hyps[0] for nb in lists],
+                                                               [[nb.ref for nb in lists]]).score, abs=1e-9)
+
+
+def test_reranked_lists_keep_format_and_add_scores(tmp_path):
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(ESPNET))
+    lists, _ = read_nbest(src)
+    lm = [np.array([-5.0, 0.0]), np.array([0.0, 0.0, 0.0])]
+    out = [reranked_nbest(nb, r) for nb, r in zip(lists, rerank_lists(lists, lm, Weights(lm=1.0)), strict=True)]
+    write_nbest(out, tmp_path / "out.json", "espnet")
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert data["utt_a"]["hyp_1"]["text"] == "the cat sad" and data["utt_a"]["hyp_1"]["tokens"] == [1, 3]
+    assert data["utt_a"]["hyp_1"]["score"] == -2.0 and data["utt_a"]["hyp_1"]["total_score"] == -2.0
+    assert data["utt_a"]["ref"] == "the cat sat" and data["utt_a"]["speaker"] == "s1"
