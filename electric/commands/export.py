@@ -1,0 +1,62 @@
+"""`electric export`: a transformers ELECTRA checkpoint -> an ONNX directory for the runtime and server.
+
+    electric export --model runs/electric-tiny/discriminator --out runs/electric-tiny/onnx --quantize int8
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from electric.checkpoint import CheckpointError
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    ap = subparsers.add_parser(
+        "export", help="export a checkpoint to ONNX (+ int8 / fp16, Triton layout) with parity checks",
+        description="Export an ELECTRA discriminator, sequence classifier or token tagger to ONNX with dynamic "
+                    "batch and sequence axes, check parity against torch on real sentences, and write the "
+                    "tokenizer, config.json and the electric.json manifest beside the graph(s). The output "
+                    "directory is written completely or not at all.")
+    ap.add_argument("--model", required=True, metavar="DIR",
+                    help="transformers checkpoint directory (ElectraForPreTraining / "
+                         "ElectraForSequenceClassification / ElectraForTokenClassification, with its tokenizer)")
+    ap.add_argument("--out", required=True, metavar="DIR", help="output directory (must not exist)")
+    ap.add_argument("--quantize", choices=("int8",), help="also write a dynamically int8-quantised graph "
+                    "(the CPU runtime's default when present)")
+    ap.add_argument("--fp16", action="store_true", help="also write an fp16 graph (the CUDA runtime's default)")
+    ap.add_argument("--opset", type=int, default=17, metavar="N", help="ONNX opset (default 17)")
+    ap.add_argument("--parity-data", metavar="FILE",
+                    help="sentences for the parity check, one a line (a .tsv: its `sentence` or first column); "
+                         "default ../shared/data/glue/sst2/dev.tsv, else built-in sentences")
+    ap.add_argument("--force", action="store_true",
+                    help="keep an int8/fp16 graph whose Spearman vs fp32 is below 0.99 (fp32 parity is never waived)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out (and Triton model)")
+    ap.add_argument("--triton-repo", metavar="DIR",
+                    help="also write DIR/NAME/config.pbtxt and DIR/NAME/1/model.onnx for NVIDIA Triton "
+                         "(the fp16 graph if exported, else int8, else fp32)")
+    ap.add_argument("--triton-name", metavar="NAME", help="Triton model name (default: the --out folder's name)")
+    ap.add_argument("--threads", type=int, metavar="N", help="onnxruntime threads for the parity check")
+    ap.set_defaults(func=run)
+    return ap
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from transformers.utils import logging as hf_logging
+
+        from electric.export import ExportError, export_model
+    except ImportError as e:
+        print(f"electric export: error: {e}; install the export extra: pip install 'electric[export]'",
+              file=sys.stderr)
+        return 1
+    hf_logging.disable_progress_bar()  # one line per step is enough on a terminal
+    try:
+        export_model(args.model, args.out, quantize=args.quantize, fp16=args.fp16, opset=args.opset,
+                     force=args.force, overwrite=args.overwrite, parity_data=args.parity_data,
+                     triton_repo=args.triton_repo, triton_model_name=args.triton_name, threads=args.threads,
+                     log=lambda msg: print(msg, file=sys.stderr))
+    except (CheckpointError, ExportError) as e:
+        print(f"electric export: error: {e}", file=sys.stderr)
+        return 1
+    return 0
