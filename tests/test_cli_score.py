@@ -1,0 +1,151 @@
+"""`electric score`, `electric rerank`, `electric eval blimp|nbest` end to end on tiny models."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+from conftest import require_shared
+
+from electric.cli import main
+
+
+@pytest.fixture(scope="session")
+def wiki_sample(tmp_path_factory):
+    """conftest's wiki_sample reads 3,000 lines of wiki_00, which has 2,805 (StopIteration); same text here."""
+    src = require_shared("corpus/enwiki/wiki_00")
+    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)[:3000]
+    while not lines[-1].startswith("</doc>"):
+        lines.pop()
+    dst = tmp_path_factory.mktemp("wiki") / "wiki_sample"
+    dst.write_text("".join(lines), encoding="utf-8")
+    return dst
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def libri40(tmp_path_factory):
+    with open(require_shared("nbest/librispeech_test_clean.whisper5best.json"), encoding="utf-8") as f:
+        items = json.load(f)[:40]
+    p = tmp_path_factory.mktemp("nb") / "libri40.json"
+    p.write_text(json.dumps(items))
+    return p, items
+
+
+def test_score_writes_one_json_object_per_line(capsys, disc_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("Aaron breaks the glass.\n\nhe hoped there would be stew for dinner\n")
+    rc, out, err = run(capsys, "score", "--model", disc_dir, "--per-token", "--quiet", src)
+    assert rc == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["text"] for r in rows] == ["Aaron breaks the glass.", "", "he hoped there would be stew for dinner"]
+    assert rows[1]["num_tokens"] == 0 and rows[1]["score"] == 0
+    for r in rows:
+        assert r["score"] == pytest.approx(sum(t["score"] for t in r["tokens"]), abs=1e-6)
+        assert all(r["text"][t["start"]:t["end"]].lower() == t["token"].removeprefix("##") for t in r["tokens"])
+    # electra --per-token: replaced probabilities per token and per word; --out writes the same lines
+    rc, out, err = run(capsys, "score", "--model", disc_dir, "--method", "electra", "--per-token", "--quiet",
+                       "--out", tmp_path / "o.jsonl", "--chunk-size", "2", src)
+    assert rc == 0, err
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and [w["word"] for w in rows[0]["words"]] == ["Aaron", "breaks", "the", "glass", "."]
+    assert all(0 < t["prob"] < 1 for t in rows[0]["tokens"])
+
+
+def test_score_reads_stdin(capsys, disc_dir, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a b c\nd e\n"))
+    rc, out, _ = run(capsys, "score", "--model", disc_dir, "--quiet", "-")
+    assert rc == 0 and [json.loads(line)["text"] for line in out.splitlines()] == ["a b c", "d e"]
+
+
+def test_too_long_line_is_a_clear_error_unless_windowed(capsys, disc_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("short\nalso short\n" + "word " * 300 + "\n")
+    rc, out, err = run(capsys, "score", "--model", disc_dir, "--quiet", src)
+    assert rc == 2 and "line 3 has" in err and "--sliding-window" in err and "Traceback" not in err
+    rc, out, err = run(capsys, "score", "--model", disc_dir, "--quiet", "--sliding-window", src)
+    assert rc == 0 and json.loads(out.splitlines()[2])["num_tokens"] == 300
+
+
+def test_mlm_pll_from_the_cli(capsys, mlm_dir, disc_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("Aaron breaks the glass.\n")
+    rc, out, err = run(capsys, "score", "--model", mlm_dir, "--method", "mlm-pll", "--quiet", src)
+    assert rc == 0, err
+    assert json.loads(out)["method"] == "mlm-pll" and json.loads(out)["score"] < 0
+    rc, out, err = run(capsys, "score", "--model", disc_dir, "--method", "mlm-pll", "--quiet", src)
+    assert rc == 2 and "not a masked LM" in err and "Traceback" not in err
+
+
+def test_onnx_backend_without_runtime_is_a_clear_error(capsys, disc_dir, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "electric.runtime", None)  # as if electric/runtime.py were missing
+    src = tmp_path / "in.txt"
+    src.write_text("a\n")
+    rc, _, err = run(capsys, "score", "--model", disc_dir, "--backend", "onnx", "--quiet", src)
+    assert rc == 2 and "electric.runtime" in err and "--backend torch" in err
+
+
+def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libri40, tmp_path):
+    path, items = libri40
+    rc, out, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", path, "--out", tmp_path / "r.json",
+                       "--report", tmp_path / "rep.json", "--dev-fraction", "0.5", "--seed", "1", "--quiet")
+    assert rc == 0, err
+    assert "WER" in out and "first" in out and "oracle" in out
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert len(data) == 40
+    for item, orig in zip(data, items, strict=True):
+        assert sorted(item["input"]) == sorted(orig["input"]) and item["output"] == orig["output"]
+        assert item["instruction"] == orig["instruction"] and len(item["lm_score"]) == 5
+        assert item["total_score"] == sorted(item["total_score"], reverse=True)
+    rep = json.loads((tmp_path / "rep.json").read_text())
+    assert rep["dev"]["num_utterances"] == rep["test"]["num_utterances"] == 20
+    assert sorted(rep["dev"]["ids"] + rep["test"]["ids"], key=int) == [str(i) for i in range(40)]
+    assert set(rep["weights"]) == {"lm", "length", "beta"} and rep["method"] == "electric"
+    # fixed weights with LM weight 0: the input order comes back and reranked WER = first-hypothesis WER
+    rc, out, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", path, "--out", tmp_path / "r0.json",
+                       "--lm-weight", "0", "--json", "--quiet")
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["test"]["reranked"] == rep["test"]["first"]
+    assert [d["input"] for d in json.loads((tmp_path / "r0.json").read_text())] == [it["input"] for it in items]
+
+
+def test_eval_nbest_needs_references(capsys, disc_dir, tmp_path):
+    src = tmp_path / "lists.txt"
+    src.write_text("the cat sat\nthe cat sad\n\na dog ran\na dog\n")
+    rc, _, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", src, "--quiet")
+    assert rc == 2 and "lists.txt: utterance '0': no reference" in err and "--refs" in err
+    (tmp_path / "refs.txt").write_text("the cat sat\na dog ran\n")
+    rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", src, "--refs", tmp_path / "refs.txt",
+                       "--dev-fraction", "0.5", "--quiet", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["test"]["first"] == 0.0
+
+
+def test_eval_nbest_bad_json_shape(capsys, disc_dir, tmp_path):
+    src = tmp_path / "bad.json"
+    src.write_text(json.dumps([{"input": ["a"], "output": "a"}, {"id": "utt-9", "input": [], "output": "b"}]))
+    rc, _, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", src, "--quiet")
+    assert rc == 2 and "bad.json: utterance 'utt-9' (item 1)" in err and "Traceback" not in err
+
+
+def test_eval_blimp_reports_every_set(capsys, disc_dir, tmp_path):
+    data = require_shared("blimp")
+    rc, out, err = run(capsys, "eval", "blimp", "--model", disc_dir, "--data", data, "--limit", "3", "--json",
+                       "--quiet", "--report", tmp_path / "b.json")
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert len(rep["sets"]) == 12 and rep["overall"]["pairs"] == 36
+    assert 0 <= rep["overall"]["accuracy"] <= 100
+    assert json.loads((tmp_path / "b.json").read_text()) == rep
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sentence_good": "a"}\n')
+    rc, _, err = run(capsys, "eval", "blimp", "--model", disc_dir, "--data", bad, "--quiet")
+    assert rc == 2 and "bad.jsonl: line 1" in err
