@@ -329,3 +329,29 @@ def test_detect_word_scores_take_the_max_over_pieces(trained_run):
     for k in range(len(words)):
         pieces = [t for t, w in enumerate(enc.word_ids()) if w == k]
         assert scores[k] == pytest.approx(prob[pieces].max(), abs=1e-5)
+
+
+# ---- the GLUE comparison benchmark runs ----------------------------------------------------------
+
+def test_glue_compare_benchmark_smoke(disc_dir, tmp_path):
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("glue_compare", REPO / "benchmarks" / "glue_compare.py")
+    glue_compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(glue_compare)
+    run_dir = tmp_path / "tiny-run"
+    shutil.copytree(disc_dir, run_dir / "discriminator")
+    out = tmp_path / "glue.md"
+    argv = ["--runs", str(run_dir), "--tasks", "rte", "--seeds", "0", "--max-train-examples", "16",
+            "--max-eval-examples", "8", "--epochs", "1", "--data", str(require_shared("")), "--work",
+            str(tmp_path / "work"), "--out", str(out)]
+    assert glue_compare.main(argv) == 0
+    md = out.read_text()
+    assert "| tiny-run | " in md and "| random-init | " in md and "python -m training.finetune" in md
+    figures = json.loads(out.with_suffix(".json").read_text())
+    assert set(figures["runs"]) == {"tiny-run", "random-init"}
+    assert 0.0 <= figures["medians"]["tiny-run"]["rte/accuracy"] <= 1.0
+    assert (tmp_path / "work" / "random-init" / "rte" / "seed0" / "eval.json").is_file()
+    assert glue_compare.main(argv) == 0  # a second call reuses the finished runs

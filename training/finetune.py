@@ -405,7 +405,7 @@ def train(cfg: FinetuneConfig, data: TaskData, model, tokenizer, out: Path, devi
     history: list[dict] = []
     start = time.time()
     step = 0
-    bar = tqdm(total=total_steps, desc=task.name, unit="step", dynamic_ncols=True)
+    bar = tqdm(total=total_steps, desc=task.name, unit="step", dynamic_ncols=True, disable=None)  # off if no TTY
     try:
         for epoch in range(1, cfg.epochs + 1):
             order = torch.randperm(len(train_enc), generator=generator).tolist()
