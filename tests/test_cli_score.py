@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import require_shared
@@ -149,3 +150,32 @@ def test_eval_blimp_reports_every_set(capsys, disc_dir, tmp_path):
     bad.write_text('{"sentence_good": "a"}\n')
     rc, _, err = run(capsys, "eval", "blimp", "--model", disc_dir, "--data", bad, "--quiet")
     assert rc == 2 and "bad.jsonl: line 1" in err
+
+
+@pytest.mark.integration
+def test_quality_script_on_a_trained_run(trained_run, mlm_dir, tmp_path):
+    """benchmarks/quality_scoring.py end to end on the 30-step Electric run (+ a masked LM), a few items."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("quality_scoring", REPO / "benchmarks" / "quality_scoring.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out, js = tmp_path / "q.md", tmp_path / "q.json"
+    rc = mod.main(["--runs", str(trained_run), str(mlm_dir), str(tmp_path / "missing"), "--limit", "6",
+                   "--out", str(out), "--json", str(js)])
+    assert rc == 0
+    data = json.loads(js.read_text())
+    got = {(Path(r["run"]).name, r["method"]) for r in data["results"]}
+    # the Electric run's cloze generator is not a masked LM: its discriminator gives electric and electra
+    assert got == {(trained_run.name, "electric"), (trained_run.name, "electra"), (mlm_dir.name, "mlm-pll")}
+    assert data["skipped"] == [str(tmp_path / "missing")]
+    assert data["runs"][str(trained_run)]["objective"] == "electric" and data["runs"][str(trained_run)]["tokens"] > 0
+    for r in data["results"]:
+        assert r["blimp"]["overall"]["pairs"] == 72
+        n = r["nbest"]
+        assert n["dev"]["num_utterances"] == n["test"]["num_utterances"] == 3
+        assert n["test"]["oracle"] <= n["test"]["reranked"]
+    text = out.read_text()
+    assert "Partial run" in text and "| **overall** |" in text and "not found: skipped" in text

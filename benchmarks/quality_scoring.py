@@ -1,0 +1,214 @@
+"""Quality of each scoring method on pretrained runs: BLiMP accuracy and LibriSpeech 5-best WER.
+
+    python benchmarks/quality_scoring.py --runs runs/mlm-tiny runs/electra-tiny runs/electric-tiny
+    python benchmarks/quality_scoring.py --runs runs/electric-tiny --limit 50 --out /tmp/q.md   # quick look
+
+For every run directory (or model directory) and every scoring method it supports:
+- `electric` (Electric PLL, sum of -s_t) and `electra` (sum of log(1 - sigma(s_t))) on RUN/discriminator;
+- `mlm-pll` (and with --word-l2r `mlm-pll-word-l2r`) on RUN/generator when it is a masked LM (the full-size
+  MLM of an `--objective mlm` run, the small generator of an `electra` run; not Electric's cloze model);
+it reports BLiMP accuracy on every set of --blimp (a pair is right when the good sentence scores higher)
+and the WER of reranking --nbest: weights tuned on a seeded half of the utterances, WER reported on the
+other half, with first-hypothesis and oracle WER on the whole set and on that half. Missing runs are
+listed and skipped. Writes a Markdown table (--out) and optionally JSON (--json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("ELECTRIC_SHARED_DATA", REPO.parent / "shared" / "data"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+DEFAULT_RUNS = ["runs/mlm-tiny", "runs/electra-tiny", "runs/electric-tiny"]
+
+
+def run_info(path: Path) -> dict:
+    """Objective, size and training budget of a run directory (empty for a bare model directory)."""
+    info: dict = {"path": str(path)}
+    cfg = path / "config.json"
+    if (path / "discriminator").is_dir() or (path / "generator").is_dir():
+        if cfg.is_file():
+            c = json.loads(cfg.read_text())
+            info.update({k: c.get(k) for k in ("objective", "preset", "hidden_size", "num_hidden_layers",
+                                               "max_seq_length", "batch_size", "time_budget_minutes", "precision")})
+        metrics = path / "metrics.jsonl"
+        if metrics.is_file():
+            last = None
+            with open(metrics, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        row = json.loads(line)
+                        if "tokens" in row:
+                            last = row
+            if last:
+                info.update(step=last.get("step"), tokens=last.get("tokens"), elapsed_s=last.get("elapsed_s"))
+    return info
+
+
+def methods_for(path: Path, word_l2r: bool) -> list[tuple[str, Path]]:
+    """(method, model directory) pairs that apply to a run or model directory."""
+    def archs(d: Path) -> list[str]:
+        cfg = d / "config.json"
+        return (json.loads(cfg.read_text()).get("architectures") or []) if cfg.is_file() else []
+
+    out = []
+    disc = path / "discriminator" if (path / "discriminator").is_dir() else path
+    gen = path / "generator" if (path / "generator").is_dir() else path
+    if "ElectraForPreTraining" in archs(disc):
+        out += [("electric", disc), ("electra", disc)]
+    if any(a.endswith("ForMaskedLM") for a in archs(gen)):
+        out.append(("mlm-pll", gen))
+        if word_l2r:
+            out.append(("mlm-pll-word-l2r", gen))
+    return out
+
+
+def count_params(scorer) -> int:
+    model = scorer.model if hasattr(scorer, "model") else getattr(scorer.backend, "model", None)
+    return sum(p.numel() for p in model.parameters()) if model is not None else 0
+
+
+def evaluate(run: Path, method: str, model_dir: Path, args, blimp_sets, nbest_lists) -> dict:
+    from electric.commands.score import blimp_accuracy
+    from electric.nbest import rerank_report, score_nbest
+    from electric.scoring import load_scorer
+
+    scorer = load_scorer(model_dir, method, backend="torch", device=args.device,
+                         max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size)
+
+    def score_fn(texts):
+        return [s.score for s in scorer.score(texts, method=method)]
+
+    res: dict = {"run": str(run), "method": method, "model": str(model_dir), "params": count_params(scorer)}
+    t0 = time.perf_counter()
+    res["blimp"] = blimp_accuracy(blimp_sets, score_fn, progress=args.progress)
+    res["blimp_seconds"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    lm = score_nbest(nbest_lists, score_fn, progress=args.progress)
+    weights, report = rerank_report(nbest_lists, lm, metric="wer", dev_fraction=0.5, seed=args.seed)
+    for split in ("dev", "test"):
+        report[split].pop("ids", None)
+    res["nbest"] = report
+    res["nbest_seconds"] = time.perf_counter() - t0
+    return res
+
+
+def markdown(results: list[dict], infos: dict, skipped: list[str], args, cmd: str, n_utts: int) -> str:
+    lines = ["# Scoring quality: BLiMP and LibriSpeech test-clean 5-best", "", f"Command: `{cmd}`", ""]
+    if args.limit:
+        lines += [f"**Partial run**: first {args.limit} pairs of each BLiMP set and the first {args.limit} n-best "
+                  "lists only.", ""]
+    lines += ["## Runs", "", "| run | objective | size | steps | tokens seen | training time | precision |",
+              "|---|---|---|---|---|---|---|"]
+    for path, info in infos.items():
+        size = f"{info.get('preset') or '?'} (hidden {info.get('hidden_size')}, {info.get('num_hidden_layers')} layers)" \
+            if info.get("hidden_size") else "model directory"
+        tokens = f"{info['tokens']:,}" if info.get("tokens") else "?"
+        minutes = f"{info['elapsed_s'] / 60:.1f} min" if info.get("elapsed_s") else "?"
+        lines.append(f"| {path} | {info.get('objective', '?')} | {size} | {info.get('step', '?')} | {tokens} | "
+                     f"{minutes} | {info.get('precision', '?')} |")
+    for s in skipped:
+        lines.append(f"| {s} | not found: skipped | | | | | |")
+    if not results:
+        return "\n".join(lines + ["", "No run could be evaluated.", ""])
+    sets = list(results[0]["blimp"]["sets"])
+    lines += ["", "## BLiMP accuracy (%)", "", "A pair is right when the good sentence scores strictly higher.", "",
+              "| set | " + " | ".join(f"{Path(r['run']).name} {r['method']}" for r in results) + " |",
+              "|---|" + "---|" * len(results)]
+    for s in sets:
+        lines.append(f"| {s} | " + " | ".join(f"{r['blimp']['sets'][s]['accuracy']:.1f}" for r in results) + " |")
+    lines.append("| **overall** | " + " | ".join(f"**{r['blimp']['overall']['accuracy']:.1f}**" for r in results)
+                 + " |")
+    lines.append("| pairs | " + " | ".join(str(r["blimp"]["overall"]["pairs"]) for r in results) + " |")
+    first = results[0]["nbest"]
+    lines += ["", "## LibriSpeech test-clean, Whisper 5-best: WER (%)", "",
+              f"{n_utts} utterances. Whole set: first hypothesis {first['all']['first']:.2f}%, oracle "
+              f"{first['all']['oracle']:.2f}%. Weights tuned on a seeded half (seed {args.seed}, "
+              f"{first['dev']['num_utterances']} utterances) by grid search over total = -beta*rank + lm*LM + "
+              f"length*words; WER on the other half ({first['test']['num_utterances']} utterances).", "",
+              "| run | method | params | test first | test oracle | test LM only | **test reranked** | dev reranked "
+              "| weights (lm, length/word) | grid edge |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        n = r["nbest"]
+        w = n["weights"]
+        edge = "; ".join(n["grid"]["on_edge"]) or "-"
+        lines.append(f"| {Path(r['run']).name} | {r['method']} | {r['params'] / 1e6:.1f}M | {n['test']['first']:.2f} | "
+                     f"{n['test']['oracle']:.2f} | {n['test']['lm_only']:.2f} | **{n['test']['reranked']:.2f}** | "
+                     f"{n['dev']['reranked']:.2f} | {w['lm']:g}, {w['length']:g} | {edge} |")
+    lines += ["", "Time per method (scoring BLiMP / n-best, this machine): " + "; ".join(
+        f"{Path(r['run']).name} {r['method']} {r['blimp_seconds']:.0f} s / {r['nbest_seconds']:.0f} s" for r in results),
+        ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="run (or model) directories")
+    ap.add_argument("--blimp", default=str(SHARED / "blimp"))
+    ap.add_argument("--nbest", default=str(SHARED / "nbest/librispeech_test_clean.whisper5best.json"))
+    ap.add_argument("--limit", type=int, help="first N pairs per BLiMP set and first N n-best lists (quick look)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the dev/test halves")
+    ap.add_argument("--word-l2r", action="store_true", help="also score with mlm-pll-word-l2r")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--max-batch-tokens", type=int, default=8192)
+    ap.add_argument("--out", default=str(REPO / "benchmarks/results/scoring_quality.md"))
+    ap.add_argument("--json", help="also write all figures as JSON here")
+    ap.add_argument("--progress", action="store_true", help="progress bars on stderr")
+    args = ap.parse_args(argv)
+
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from electric.commands.score import read_blimp
+    from electric.nbest import read_nbest
+
+    hf_logging.disable_progress_bar()
+    torch.set_num_threads(args.threads)
+    blimp_sets = read_blimp(args.blimp, args.limit)
+    lists, _ = read_nbest(args.nbest)
+    if args.limit:
+        lists = lists[: args.limit]
+    results, infos, skipped = [], {}, []
+    for r in args.runs:
+        path = Path(r)
+        if not path.is_dir():
+            print(f"{r}: not found, skipped", file=sys.stderr)
+            skipped.append(r)
+            continue
+        infos[r] = run_info(path)
+        methods = methods_for(path, args.word_l2r)
+        if not methods:
+            print(f"{r}: no discriminator or masked LM inside, skipped", file=sys.stderr)
+        for method, model_dir in methods:
+            t0 = time.perf_counter()
+            res = evaluate(path, method, model_dir, args, blimp_sets, lists)
+            results.append(res)
+            n = res["nbest"]
+            print(f"{r} {method}: BLiMP {res['blimp']['overall']['accuracy']:.1f}%, test WER first "
+                  f"{n['test']['first']:.2f}% -> reranked {n['test']['reranked']:.2f}% (oracle {n['test']['oracle']:.2f}%)"
+                  f" [{time.perf_counter() - t0:.0f} s]", flush=True)
+    cmd = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
+    text = markdown(results, infos, skipped, args, cmd, len(lists))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"-> {out}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": infos, "skipped": skipped, "results": results}, indent=1))
+    return 0 if results else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
