@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -101,6 +102,19 @@ class _Uvicorn(uvicorn.Server):
         self._on_exit()
         super().handle_exit(sig, frame)
 
+    @contextlib.contextmanager
+    def capture_signals(self):
+        """As uvicorn's, without re-raising the signal afterwards: a drained shutdown exits with status 0."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
 
 def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None) -> tuple[_Uvicorn, FastAPI]:
     app = create_app(settings, loader=loader)
@@ -169,17 +183,14 @@ class BackgroundServer:
         self._thread = threading.Thread(target=self._run, name="electric-server", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + self.timeout
-        while not self.server.started:
+        while not (self.server.started and (self.engine.ready or not self.wait_ready)):
+            failed = self.app.state.engine.failed if self.app.state.engine is not None else None
+            if failed is not None:
+                raise RuntimeError(f"the models did not load: {failed}")
             if self.error is not None or not self._thread.is_alive():
-                raise RuntimeError(f"the server did not start: {self.error}")
+                raise RuntimeError(f"the server did not start: {self.error or 'it stopped'}")
             if time.monotonic() > deadline:
                 raise TimeoutError("the server did not start in time")
-            time.sleep(0.02)
-        while self.wait_ready and not self.engine.ready:
-            if self.engine.failed is not None:
-                raise RuntimeError(f"the models did not load: {self.engine.failed}")
-            if time.monotonic() > deadline:
-                raise TimeoutError("the server did not get ready in time")
             time.sleep(0.02)
         return self
 

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from electric import __version__
-from electric.backend import load_backend
+from electric.backend import MANIFEST, load_backend
+from electric.nbest import NBestList, Weights, rerank_lists
 from electric.scoring import InputTooLongError, electra_detect, electric_score, pad_rows, resolve_model_dir
 from server import pipelines
 from server.errors import (
@@ -129,7 +130,7 @@ class Engine:
                  loader: Callable[[Path, str], Any] | None = None):
         self.settings = settings
         self.metrics = metrics or Metrics()
-        self._loader = loader or (lambda path, backend: load_backend(path, backend, **self._backend_kwargs()))
+        self._loader = loader or self._load
         self.models: dict[str, ModelSlot] = {}
         self.ready = False
         self.draining = False
@@ -142,8 +143,15 @@ class Engine:
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def _backend_kwargs(self) -> dict:
-        return {"providers": self.settings.providers} if self.settings.providers else {}
+    def _load(self, path: Path, backend: str):
+        """electric.backend.load_backend, with the ONNX Runtime options when the directory is an export."""
+        kwargs = {}
+        if backend == "onnx" or (backend == "auto" and (Path(path) / MANIFEST).is_file()):
+            if self.settings.providers:
+                kwargs["providers"] = self.settings.providers
+            if self.settings.threads:
+                kwargs["threads"] = self.settings.threads
+        return load_backend(path, backend, **kwargs)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -179,13 +187,14 @@ class Engine:
     async def _warmup(self) -> None:
         t0 = time.perf_counter()
         for slot in self.models.values():
-            n = max(1, min(self.settings.max_batch_size, self.settings.max_batch_tokens // 64, 32))
+            s = self.settings
+            n = max(1, min(s.max_batch_size, s.max_inputs_per_request, s.max_batch_tokens // 64, 32))
             for batch in ([WARMUP_TEXT[:20]], [WARMUP_TEXT] * n):
                 if slot.kind == "discriminator":
-                    await self.score(batch, _internal=True)
-                    await self.detect(batch, _internal=True)
+                    await self.score(batch, truncate=True, _internal=True)
+                    await self.detect(batch, truncate=True, _internal=True)
                 else:
-                    await self.classify(slot.name, texts=batch, _internal=True)
+                    await self.classify(slot.name, texts=batch, truncate=True, _internal=True)
         log.info("warmed up in %.2f s", time.perf_counter() - t0)
 
     def begin_shutdown(self) -> None:
@@ -303,16 +312,17 @@ class Engine:
             results = await self._submit(slot, [(e.input_ids, None, _post_detect(e)) for e in enc], timing)
             return Answer(slot.name, results, timing)
 
-    async def rerank(self, lists: Sequence[tuple[Sequence[str], Sequence[float] | None]], *,
+    async def rerank(self, lists: Sequence[tuple[str | None, Sequence[str], Sequence[float] | None]], *,
                      lm_weight: float | None = None, length_weight: float | None = None,
-                     rank_weight: float | None = None, truncate: bool = False) -> Answer:
-        """Score every hypothesis of every list in one submission, then reorder each list (electric.nbest)."""
+                     beta: float | None = None, truncate: bool = False) -> Answer:
+        """Score every hypothesis of every list (id, hypotheses, first-pass scores or None) in one submission,
+        then reorder each list with electric.nbest.rerank_lists, as `electric rerank` does."""
         with self._admitted():
             slot = self._slot(None, ("discriminator",))
             if not lists:
                 raise ValidationError("no n-best lists given")
-            flat, where = [], []
-            for i, (hyps, scores) in enumerate(lists):
+            flat, where, nbests = [], [], []
+            for i, (utt_id, hyps, scores) in enumerate(lists):
                 if not hyps:
                     raise ValidationError(f"lists[{i}] has no hypotheses")
                 if scores is not None and len(scores) != len(hyps):
@@ -323,20 +333,21 @@ class Engine:
                     self._check_text(h, f"lists[{i}].hypotheses[{j}]")
                     flat.append(h)
                     where.append((i, j))
+                nbests.append(NBestList(str(i) if utt_id is None else utt_id, list(hyps),
+                                        None if scores is None else [float(s) for s in scores]))
             self._check_count(len(flat), "hypotheses")
-            weights = {"lm": self.settings.lm_weight if lm_weight is None else lm_weight,
-                       "length": self.settings.length_weight if length_weight is None else length_weight,
-                       "rank": self.settings.rank_weight if rank_weight is None else rank_weight}
+            s = self.settings
+            weights = Weights(lm=s.lm_weight if lm_weight is None else lm_weight,
+                              length=s.length_weight if length_weight is None else length_weight,
+                              beta=s.beta if beta is None else beta)
             timing = Timing()
             enc = await self._encode(slot, pipelines.encode_texts, flat, truncate,
                                      lambda k: "lists[{}].hypotheses[{}]".format(*where[k]), timing)
             scored = await self._submit(slot, [(e.input_ids, None, _post_score(e, False)) for e in enc], timing)
-            lm: list[list[float]] = [[0.0] * len(h) for h, _ in lists]
-            for (i, j), s in zip(where, scored, strict=True):
-                lm[i][j] = s.score
-            results = [pipelines.rerank_list(list(h), None if s is None else list(s), lm[i], **weights)
-                       for i, (h, s) in enumerate(lists)]
-            return Answer(slot.name, results, timing, {"weights": weights})
+            lm = [np.zeros(len(nb.hyps)) for nb in nbests]
+            for (i, j), r in zip(where, scored, strict=True):
+                lm[i][j] = r.score
+            return Answer(slot.name, rerank_lists(nbests, lm, weights), timing, {"weights": weights.to_dict()})
 
     async def classify(self, model: str | None, *, texts: Sequence[str] | None = None,
                        pairs: Sequence[tuple[str, str]] | None = None, truncate: bool = False,
@@ -383,7 +394,7 @@ class Engine:
                            "max_batch_tokens": s.max_batch_tokens, "max_batch_size": s.max_batch_size,
                            "max_concurrent_requests": s.max_concurrent_requests, "max_body_bytes": s.max_body_bytes,
                            "max_wait_ms": s.max_wait_ms, "request_timeout_s": s.request_timeout_s},
-                "rerank_defaults": {"lm": s.lm_weight, "length": s.length_weight, "rank": s.rank_weight}}
+                "rerank_defaults": {"lm": s.lm_weight, "length": s.length_weight, "beta": s.beta}}
 
     # ---- queue and batches ---------------------------------------------------------------------------
 

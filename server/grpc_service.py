@@ -138,12 +138,13 @@ class ScoringService(_Base, pb_grpc.ScoringServicer):
     @rpc("/electric.v1.Scoring/Rerank")
     async def Rerank(self, request: pb.RerankRequest, context) -> tuple[Answer, pb.RerankResponse]:
         w = request.weights
-        lists = [(list(x.hypotheses), list(x.scores) if len(x.scores) else None) for x in request.lists]
+        lists = [(x.id or None, list(x.hypotheses), list(x.scores) if len(x.scores) else None) for x in request.lists]
         a = await self.engine.rerank(lists, lm_weight=_optional(w, "lm"), length_weight=_optional(w, "length"),
-                                     rank_weight=_optional(w, "rank"), truncate=request.truncate)
-        results = [pb.RerankResult(best=ranked[0].text, hypotheses=[
-            pb.RankedHypothesis(index=h.index, text=h.text, total=h.total, first_pass=h.first_pass, lm=h.lm,
-                                words=h.words) for h in ranked]) for ranked in a.results]
+                                     beta=_optional(w, "beta"), truncate=request.truncate)
+        results = [pb.RerankResult(utt_id=r.utt_id, best=r.hyps[0], order=r.order, hyps=[
+            pb.RankedHypothesis(text=h, rank=k, total=t, prior=p, lm=s, words=n)
+            for h, k, t, p, s, n in zip(r.hyps, r.order, r.total, r.prior, r.lm, r.words, strict=True)])
+            for r in a.results]
         return a, pb.RerankResponse(model=a.model, results=results, weights=pb.RerankWeights(**a.extra["weights"]))
 
 

@@ -104,13 +104,12 @@ def add_routes(app: FastAPI) -> None:
 
     @app.post("/v1/rerank", response_model=schemas.RerankResponse, responses=schemas.ERROR_RESPONSES,
               dependencies=auth, tags=["scoring"],
-              summary="Reorder n-best lists: first-pass score (or rank prior) + lm * PLL + length * words")
+              summary="Reorder n-best lists: first-pass score (or -beta * rank) + lm * PLL + length * words")
     async def rerank(body: schemas.RerankRequest, request: Request) -> Response:
         w = body.weights or schemas.RerankWeights()
         a = await _call(request, _engine(request).rerank(body.as_lists(), lm_weight=w.lm, length_weight=w.length,
-                                                         rank_weight=w.rank, truncate=body.truncate))
-        results = [{"best": ranked[0].text, "hypotheses": [vars(h) for h in ranked]} for ranked in a.results]
-        return _json({"model": a.model, "weights": a.extra["weights"], "results": results},
+                                                         beta=w.beta, truncate=body.truncate))
+        return _json({"model": a.model, "weights": a.extra["weights"], "results": [r.to_dict() for r in a.results]},
                      headers=_timing_headers(a))
 
     @app.post("/v1/detect", response_model=schemas.DetectResponse, responses=schemas.ERROR_RESPONSES,

@@ -1,7 +1,8 @@
 """What each route does before and after the forward pass, per input, as pure functions.
 
 Scoring and detection call the library (`electric.scoring.encode`, `electric_score`, `electra_detect`)
-so the server computes exactly what `electric score` computes; rerank calls `electric.nbest`.
+so the server computes exactly what `electric score` computes; the engine reranks with
+`electric.nbest.rerank_lists`, as `electric rerank` does.
 Classification post-processing (softmax over labels, regression value, per-token tags) lives here
 because no CLI command computes it.
 """
@@ -125,27 +126,3 @@ def tag_row(labels: list[str], encoded: Encoded, logits: np.ndarray) -> Classifi
             words.append(TokenLabel(encoded.text[start:w_end], start, w_end, lab, prob))
     return Classification(label=None, tokens=tokens, words=words, truncated=encoded.truncated)
 
-
-# ---- rerank ----------------------------------------------------------------------------------------
-
-@dataclass
-class RankedHypothesis:
-    index: int  # position in the request's list
-    text: str
-    total: float  # first_pass + lm_weight * lm + length_weight * words
-    first_pass: float  # the given first-pass score, or -rank_weight * rank
-    lm: float
-    words: int
-
-
-def rerank_list(hypotheses: list[str], scores: list[float] | None, lm_scores: list[float], *, lm: float,
-                length: float, rank: float) -> list[RankedHypothesis]:
-    """One n-best list, best first: total = a(h) + lm * lm(h) + length * words(h), a(h) the first-pass score
-    or -rank * position."""
-    out = []
-    for i, (h, s) in enumerate(zip(hypotheses, lm_scores, strict=True)):
-        a = float(scores[i]) if scores is not None else 0.0 - rank * i
-        words = len(h.split())
-        out.append(RankedHypothesis(i, h, a + lm * s + length * words, a, float(s), words))
-    out.sort(key=lambda r: (-r.total, r.index))
-    return out

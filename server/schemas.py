@@ -79,24 +79,26 @@ class ScoreResponse(BaseModel):
 
 class NBestList(BaseModel):
     model_config = _STRICT
+    id: str | None = Field(None, description="utterance id, echoed as utt_id (default: the list's position)")
     hypotheses: list[str] = Field(description="hypotheses in the first pass's order (best first)")
-    scores: list[float] | None = Field(None, description="first-pass scores, one per hypothesis (e.g. am_score); "
-                                                         "without them the prior is -rank_weight * rank")
+    scores: list[float] | None = Field(None, description="first-pass scores, one per hypothesis, higher = better "
+                                                         "(e.g. am_score); without them the prior is -beta * rank")
 
 
 class RerankWeights(BaseModel):
     model_config = _STRICT
     lm: float | None = Field(None, description="lambda_lm: weight of the Electric PLL")
-    length: float | None = Field(None, description="lambda_len: weight of the word count")
-    rank: float | None = Field(None, description="beta: the -beta*rank prior used when a list has no scores")
+    length: float | None = Field(None, description="lambda_len: bonus per word")
+    beta: float | None = Field(None, description="the -beta * rank prior used when a list has no scores")
 
 
 class RerankRequest(BaseModel):
     model_config = _examples(
         {"hypotheses": ["show me flights from boston to denver", "show me fights from boston to denver"],
          "scores": [-4.1, -4.3], "weights": {"lm": 0.3, "length": 0.5}},
-        {"lists": [{"hypotheses": ["i want to fly to dallas", "i want to fly to dulles"]},
-                   {"hypotheses": ["list all flights", "list all fights"]}], "weights": {"lm": 1.0, "rank": 2.0}})
+        {"lists": [{"id": "utt1", "hypotheses": ["i want to fly to dallas", "i want to fly to dulles"]},
+                   {"id": "utt2", "hypotheses": ["list all flights", "list all fights"]}],
+         "weights": {"lm": 1.0, "beta": 2.0}})
     lists: list[NBestList] | None = Field(None, description="many n-best lists ...")
     hypotheses: list[str] | None = Field(None, description="... or one list")
     scores: list[float] | None = Field(None, description="first-pass scores of the one list")
@@ -111,33 +113,40 @@ class RerankRequest(BaseModel):
             raise ValueError("\"scores\" goes inside each list when \"lists\" is used")
         return self
 
-    def as_lists(self) -> list[tuple[list[str], list[float] | None]]:
+    def as_lists(self) -> list[tuple[str | None, list[str], list[float] | None]]:
         if self.lists is not None:
-            return [(x.hypotheses, x.scores) for x in self.lists]
-        return [(self.hypotheses or [], self.scores)]
+            return [(x.id, x.hypotheses, x.scores) for x in self.lists]
+        return [(None, self.hypotheses or [], self.scores)]
 
 
 class RankedHypothesis(BaseModel):
-    index: int = Field(description="position in the request's list")
     text: str
-    total: float = Field(description="first_pass + lm_weight * lm + length_weight * words")
-    first_pass: float = Field(description="the given score, or -rank_weight * rank")
+    rank: int = Field(description="position in the request's list (0 = the first pass's best)")
+    total: float = Field(description="prior + lm_weight * lm + length_weight * words")
+    prior: float = Field(description="the first-pass score, or -beta * rank")
     lm: float = Field(description="Electric PLL of the text")
     words: int
 
 
 class RerankResult(BaseModel):
+    utt_id: str
     best: str = Field(description="the text of the top hypothesis")
-    hypotheses: list[RankedHypothesis] = Field(description="best first")
+    order: list[int] = Field(description="original positions, best first")
+    hyps: list[RankedHypothesis] = Field(description="best first")
 
 
 class AppliedWeights(BaseModel):
     lm: float
     length: float
-    rank: float
+    beta: float
 
 
 class RerankResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "scorer", "weights": {
+        "lm": 1.0, "length": 0.0, "beta": 1.0}, "results": [{"utt_id": "0", "best": "list all flights", "order": [0, 1],
+                                                             "hyps": [{"text": "list all flights", "rank": 0,
+                                                                       "total": -9.1, "prior": 0.0, "lm": -9.1,
+                                                                       "words": 3}]}]}]})
     model: str
     weights: AppliedWeights
     results: list[RerankResult] = Field(description="one per list, in request order")

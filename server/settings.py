@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     providers: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="ONNX Runtime execution providers, comma-separated (default: CUDA when "
                                           "available, then CPU)")
+    threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0 = the runtime's default: physical "
+                                              "cores)")
     # --- network
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 in a container)")
     http_port: int = Field(8000, ge=0, le=65535, description="HTTP port (0 picks a free one)")
@@ -78,8 +80,8 @@ class Settings(BaseSettings):
     # --- rerank defaults (a request's own weights win)
     lm_weight: float = Field(1.0, description="rerank: default lambda_lm (weight of the LM score)")
     length_weight: float = Field(0.0, description="rerank: default lambda_len (weight of the word count)")
-    rank_weight: float = Field(1.0, description="rerank: default beta of the -beta*rank prior when a list has "
-                                                "no first-pass scores")
+    beta: float = Field(1.0, description="rerank: default beta of the -beta*rank prior used when a list has no "
+                                         "first-pass scores")
     # --- logging
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
     access_log: bool = Field(True, description="one JSON line per request on stderr")

@@ -55,22 +55,24 @@ class ScoreResponse(_message.Message):
     def __init__(self, model: _Optional[str] = ..., results: _Optional[_Iterable[_Union[TextScore, _Mapping]]] = ...) -> None: ...
 
 class NBestList(_message.Message):
-    __slots__ = ("hypotheses", "scores")
+    __slots__ = ("hypotheses", "scores", "id")
     HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
     hypotheses: _containers.RepeatedScalarFieldContainer[str]
     scores: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, hypotheses: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ...) -> None: ...
+    id: str
+    def __init__(self, hypotheses: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., id: _Optional[str] = ...) -> None: ...
 
 class RerankWeights(_message.Message):
-    __slots__ = ("lm", "length", "rank")
+    __slots__ = ("lm", "length", "beta")
     LM_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
-    RANK_FIELD_NUMBER: _ClassVar[int]
+    BETA_FIELD_NUMBER: _ClassVar[int]
     lm: float
     length: float
-    rank: float
-    def __init__(self, lm: _Optional[float] = ..., length: _Optional[float] = ..., rank: _Optional[float] = ...) -> None: ...
+    beta: float
+    def __init__(self, lm: _Optional[float] = ..., length: _Optional[float] = ..., beta: _Optional[float] = ...) -> None: ...
 
 class RerankRequest(_message.Message):
     __slots__ = ("lists", "weights", "truncate")
@@ -83,28 +85,32 @@ class RerankRequest(_message.Message):
     def __init__(self, lists: _Optional[_Iterable[_Union[NBestList, _Mapping]]] = ..., weights: _Optional[_Union[RerankWeights, _Mapping]] = ..., truncate: _Optional[bool] = ...) -> None: ...
 
 class RankedHypothesis(_message.Message):
-    __slots__ = ("index", "text", "total", "first_pass", "lm", "words")
-    INDEX_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("text", "rank", "total", "prior", "lm", "words")
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    FIRST_PASS_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_FIELD_NUMBER: _ClassVar[int]
     LM_FIELD_NUMBER: _ClassVar[int]
     WORDS_FIELD_NUMBER: _ClassVar[int]
-    index: int
     text: str
+    rank: int
     total: float
-    first_pass: float
+    prior: float
     lm: float
     words: int
-    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., total: _Optional[float] = ..., first_pass: _Optional[float] = ..., lm: _Optional[float] = ..., words: _Optional[int] = ...) -> None: ...
+    def __init__(self, text: _Optional[str] = ..., rank: _Optional[int] = ..., total: _Optional[float] = ..., prior: _Optional[float] = ..., lm: _Optional[float] = ..., words: _Optional[int] = ...) -> None: ...
 
 class RerankResult(_message.Message):
-    __slots__ = ("hypotheses", "best")
-    HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("utt_id", "best", "order", "hyps")
+    UTT_ID_FIELD_NUMBER: _ClassVar[int]
     BEST_FIELD_NUMBER: _ClassVar[int]
-    hypotheses: _containers.RepeatedCompositeFieldContainer[RankedHypothesis]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    HYPS_FIELD_NUMBER: _ClassVar[int]
+    utt_id: str
     best: str
-    def __init__(self, hypotheses: _Optional[_Iterable[_Union[RankedHypothesis, _Mapping]]] = ..., best: _Optional[str] = ...) -> None: ...
+    order: _containers.RepeatedScalarFieldContainer[int]
+    hyps: _containers.RepeatedCompositeFieldContainer[RankedHypothesis]
+    def __init__(self, utt_id: _Optional[str] = ..., best: _Optional[str] = ..., order: _Optional[_Iterable[int]] = ..., hyps: _Optional[_Iterable[_Union[RankedHypothesis, _Mapping]]] = ...) -> None: ...
 
 class RerankResponse(_message.Message):
     __slots__ = ("model", "results", "weights")

@@ -1,0 +1,137 @@
+"""`electric serve` / `python -m server`: settings from flags and ELECTRIC_* variables, and a real process
+that serves, logs one JSON line per request and stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse(argv: list[str]) -> Settings:
+    from electric.cli import build_parser
+    from server.cli import settings_from_args
+
+    return settings_from_args(build_parser().parse_args(["serve", *argv]))
+
+
+def test_every_setting_is_a_flag_and_an_environment_variable(monkeypatch):
+    from electric.cli import build_parser
+
+    help_text = build_parser()._subparsers._group_actions[0].choices["serve"].format_help()
+    for name in Settings.model_fields:
+        assert f"ELECTRIC_{name.upper()}" in help_text
+    monkeypatch.setenv("ELECTRIC_MODEL", "/models/scorer")
+    monkeypatch.setenv("ELECTRIC_HTTP_PORT", "9000")
+    monkeypatch.setenv("ELECTRIC_MAX_INPUTS_PER_REQUEST", "5")
+    monkeypatch.setenv("ELECTRIC_CLASSIFIERS", "sst2=/models/sst2,cola=/models/cola")
+    monkeypatch.setenv("ELECTRIC_WARMUP", "false")
+    s = parse(["--max-inputs-per-request", "3"])  # a flag wins over the environment
+    assert (str(s.model), s.http_port, s.max_inputs_per_request, s.warmup) == ("/models/scorer", 9000, 3, False)
+    assert {k: str(v) for k, v in s.classifiers.items()} == {"sst2": "/models/sst2", "cola": "/models/cola"}
+    s = parse(["--classifier", "a=/x", "--classifier", "b=/y", "--no-warmup", "--api-key", "k"])
+    assert set(s.classifiers) == {"a", "b"} and s.api_key.get_secret_value() == "k"
+    monkeypatch.setenv("ELECTRIC_CLASSIFIERS", '{"mrpc": "/models/mrpc"}')
+    assert set(parse([]).classifiers) == {"mrpc"}
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--classifier", "nodir"], "NAME=DIR"),
+    (["--http-port", "http"], "valid integer"),
+    (["--max-tokens-per-input", "9000"], "max_batch_tokens"),
+])
+def test_bad_settings_are_explained(argv, words, monkeypatch, capsys):
+    from server.cli import main
+
+    monkeypatch.setenv("ELECTRIC_MODEL", "/models/scorer")
+    assert main(argv) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_nothing_to_serve_is_an_error(monkeypatch, capsys):
+    from server.cli import main
+
+    monkeypatch.delenv("ELECTRIC_MODEL", raising=False)
+    monkeypatch.delenv("ELECTRIC_CLASSIFIERS", raising=False)
+    assert main([]) == 2 and "nothing to serve" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tiny_scorer(tmp_path_factory):
+    """A random-weight ElectraForPreTraining (hidden 32) with a WordPiece tokenizer trained on 300 lines."""
+    from itertools import islice
+
+    import torch
+    from conftest import require_shared
+    from transformers import ElectraConfig, ElectraForPreTraining
+
+    from training.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("cli-model")
+    with open(require_shared("corpus/enwiki/wiki_01"), encoding="utf-8") as f:
+        (root / "text.txt").write_text("".join(islice(f, 300)), encoding="utf-8")
+    tok, _ = train_tokenizer([str(root / "text.txt")], vocab_size=600, out=root / "tok")
+    torch.manual_seed(0)
+    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                        pad_token_id=tok.pad_token_id)
+    out = root / "run" / "discriminator"  # a run directory: the server finds RUN/discriminator
+    ElectraForPreTraining(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out.parent
+
+
+def test_a_real_process_serves_logs_and_stops_on_sigterm(tiny_scorer):
+    http_port, grpc_port = free_port(), free_port()
+    env = {**os.environ, "ELECTRIC_MODEL": str(tiny_scorer), "ELECTRIC_HTTP_PORT": str(http_port),
+           "ELECTRIC_GRPC_PORT": str(grpc_port), "ELECTRIC_MAX_INPUTS_PER_REQUEST": "5", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "electric.cli", "serve", "--max-inputs-per-request", "3"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{http_port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            try:
+                if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not get ready"
+            time.sleep(0.2)
+        assert httpx.get(f"{url}/info").json()["limits"]["max_inputs_per_request"] == 3
+        r = httpx.post(f"{url}/v1/score", json={"texts": ["the cat sat on the mat"]})
+        assert r.status_code == 200 and r.json()["results"][0]["num_tokens"] > 0
+        assert httpx.post(f"{url}/v1/score", json={"texts": ["a"] * 4}).status_code == 413
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0, err[-3000:]
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    access = [x for x in lines if x.get("route") == "/v1/score"]
+    assert [x["status"] for x in access] == [200, 413]
+    assert access[0]["inputs"] == 1 and access[0]["total_ms"] > 0 and "queue_ms" in access[0]
+    assert access[1]["error_type"] == "payload_too_large"
+    assert "Traceback" not in err
