@@ -93,11 +93,11 @@ def inspect_checkpoint(model_dir: str | Path) -> tuple[Path, dict, Kind, str]:
     """Validate a transformers ELECTRA checkpoint dir; returns (dir, config, kind, architecture)."""
     d = require_local_dir(model_dir, "model")
     cfg_path = d / "config.json"
+    if (d / "discriminator" / "config.json").is_file():
+        raise CheckpointError(f"{str(d)!r} is a pretraining run directory: export its discriminator, "
+                              f"{str(d / 'discriminator')!r}")
     if not cfg_path.is_file():
-        hint = ""
-        if (d / "discriminator" / "config.json").is_file():
-            hint = f" It looks like a pretraining run: export {str(d / 'discriminator')!r}."
-        raise CheckpointError(f"{str(d)!r} has no config.json, so it is not a transformers checkpoint.{hint}")
+        raise CheckpointError(f"{str(d)!r} has no config.json, so it is not a transformers checkpoint")
     try:
         config = json.loads(cfg_path.read_text())
     except json.JSONDecodeError as e:
@@ -106,11 +106,11 @@ def inspect_checkpoint(model_dir: str | Path) -> tuple[Path, dict, Kind, str]:
     generator = sorted(GENERATOR_HEADS.intersection(archs))
     if generator:
         raise CheckpointError(
-            f"{str(d)!r} holds a {generator[0]} (a generator / masked-LM head), which `electric export` does "
+            f"{str(d)!r} holds {generator[0]} (a generator / masked-LM head), which `electric export` does "
             f"not support: export the discriminator (RUN/discriminator) or a fine-tuned classifier/tagger "
             f"(supported heads: {sorted(ARCHITECTURE_KINDS)})")
     if config.get("model_type") != "electra":
-        raise CheckpointError(f"{str(d)!r} holds a {config.get('model_type')!r} model, not ELECTRA")
+        raise CheckpointError(f"{str(d)!r} holds model_type {config.get('model_type')!r}, not ELECTRA")
     arch = next((a for a in archs if a in ARCHITECTURE_KINDS), None)
     if arch is None:
         raise CheckpointError(f"{str(d)!r}: head {archs} is not supported (supported: {sorted(ARCHITECTURE_KINDS)})")
@@ -311,15 +311,30 @@ def optimize_transformer(src: Path, dst: Path, config: dict) -> None:
     model.save_model_to_file(str(dst))
 
 
-def quantize_int8(src: Path, dst: Path) -> None:
-    """Dynamic int8 quantisation (int8 weights per tensor, uint8 activations) of every MatMul/Gemm."""
+def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False) -> None:
+    """Dynamic int8 quantisation (int8 weights per tensor, uint8 activations) of every MatMul/Gemm.
+
+    preprocess: run onnxruntime's quant_pre_process (symbolic shape inference + graph optimisation)
+    first, as its quantiser advises; measured in benchmarks/bench_runtime.py, not the default."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     try:
+        if preprocess:
+            from onnxruntime.quantization.shape_inference import quant_pre_process
+
+            pre = dst.with_name(dst.stem + ".pre.onnx")
+            quant_pre_process(str(src), str(pre))
+            src = pre
+        # DefaultTensorType: outputs that shape inference leaves untyped (e.g. after fusion) are float
         quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"],
-                         per_channel=False, reduce_range=False)
+                         per_channel=False, reduce_range=False,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     except Exception as e:  # noqa: BLE001 - any library failure is one clear error
         raise ExportError(f"int8 quantisation of {src.name} failed: {type(e).__name__}: {e}") from e
+    finally:
+        if preprocess:
+            dst.with_name(dst.stem + ".pre.onnx").unlink(missing_ok=True)
     if not dst.is_file():
         raise ExportError(f"int8 quantisation of {src.name} wrote nothing")
 

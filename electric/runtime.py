@@ -8,7 +8,8 @@ Choices made here, each overridable:
   this onnxruntime build lacks are dropped with a warning; `backend.providers` is what the session
   really uses (onnxruntime itself may also drop CUDA, e.g. without a driver).
 - precision: the export directory may hold fp32, int8 and fp16 graphs (manifest `files`). CUDA runs
-  fp16 when there is one, CPU runs int8 when there is one, otherwise fp32.
+  fp16 when there is one, CPU runs int8 when there is one, otherwise fp32 (or what `precision=` or
+  $ELECTRIC_ONNX_PRECISION asks for, e.g. fp32 for results identical to torch).
 - threads: intra-op threads = physical cores available to this process (hyper-threads do not help
   GEMM-bound inference); inter-op 1 (the graph is a chain).
 - length buckets: the batch is padded up to the next bucket length (a multiple of 8 on CPU, a few
@@ -131,6 +132,8 @@ class OnnxRunner:
         # IOBinding pays off on a device; forcing it on CPU runs the same code (the tests do this)
         self.io_binding = self.on_cuda if io_binding is None else bool(io_binding)
         self.device = "cuda" if self.on_cuda else "cpu"
+        options = self.session.get_provider_options().get(CUDA, {}) if self.on_cuda else {}
+        self.device_id = int(options.get("device_id", 0))
         self.input_names = [i.name for i in self.session.get_inputs()]
         output = self.session.get_outputs()[0]
         self.output_name = output.name
@@ -175,8 +178,8 @@ class OnnxRunner:
 
         binding = self.session.io_binding()
         for name, value in feeds.items():
-            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, self.device, 0))
-        binding.bind_output(self.output_name, self.device, 0)
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, self.device, self.device_id))
+        binding.bind_output(self.output_name, self.device, self.device_id)
         self.session.run_with_iobinding(binding)
         return binding.copy_outputs_to_cpu()[0]
 
@@ -206,9 +209,14 @@ def read_manifest(model_dir: str | Path) -> dict:
     return manifest
 
 
+PRECISION_ENV = "ELECTRIC_ONNX_PRECISION"  # fp32 | int8 | fp16: overrides the per-device default
+
+
 def choose_precision(manifest: dict, on_cuda: bool, precision: str | None = None) -> str:
-    """fp16 on CUDA and int8 on CPU when the export has them, else fp32; or the one asked for."""
+    """The one asked for (argument, else $ELECTRIC_ONNX_PRECISION); otherwise fp16 on CUDA and int8 on
+    CPU when the export has them, else fp32."""
     files = manifest["files"]
+    precision = precision or os.environ.get(PRECISION_ENV) or None
     if precision is not None:
         if precision not in files:
             raise CheckpointError(f"this export has no {precision} model (it has {sorted(files)}); "
@@ -224,7 +232,8 @@ class OnnxBackend:
     providers: onnxruntime provider names in order of preference (default: CUDA if available, CPU);
     device: "cpu" or "cuda" as a shorthand for providers (TorchBackend's argument);
     threads: intra-op threads (default: physical cores); precision: "fp32" | "int8" | "fp16"
-    (default: fp16 on CUDA, int8 on CPU, when exported); buckets: pad T up to a length bucket;
+    (default: $ELECTRIC_ONNX_PRECISION, else fp16 on CUDA and int8 on CPU when exported, else fp32);
+    buckets: pad T up to a length bucket;
     io_binding: bind inputs/outputs on the device (default: on CUDA).
     """
 

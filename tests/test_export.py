@@ -295,8 +295,9 @@ def test_not_electra_and_unsupported_heads(tmp_path, capsys, mlm_dir, tokenizer_
     run = tmp_path / "run"
     (run / "discriminator").mkdir(parents=True)
     (run / "discriminator" / "config.json").write_text("{}")
+    (run / "config.json").write_text(json.dumps({"objective": "electric"}))  # a run's own config
     rc, err = run_cli(capsys, "--model", run, "--out", tmp_path / "o4")
-    assert rc == 1 and "discriminator" in err
+    assert rc == 1 and "pretraining run" in err and str(run / "discriminator") in err
     assert not any((tmp_path / f"o{i}").exists() for i in range(1, 5)) and no_leftovers(tmp_path)
 
 

@@ -95,12 +95,14 @@ def test_scorer_gives_the_same_scores_on_onnx(onnx_dirs, disc_dir, sentences):
     np.testing.assert_allclose([s.score for s in on_onnx], [s.score for s in on_torch], rtol=1e-5, atol=1e-3)
 
 
-def test_int8_is_the_cpu_default_and_ranks_like_fp32(onnx_dirs, sentences):
+def test_int8_is_the_cpu_default_and_ranks_like_fp32(onnx_dirs, sentences, monkeypatch):
     if HAS_CUDA:
         pytest.skip("the CPU default is tested on CPU-only machines")
     q = load_backend(onnx_dirs["int8"])
     f = load_backend(onnx_dirs["int8"], precision="fp32")
     assert q.precision == "int8" and f.precision == "fp32"
+    monkeypatch.setenv(rt.PRECISION_ENV, "fp32")  # what `electric score --backend onnx` users can set
+    assert load_backend(onnx_dirs["int8"]).precision == "fp32"
     assert q.runner.path.name == "model.int8.onnx"
     ids, mask, cand = encode(q.tokenizer, sentences)
     a, b = q.run(ids, mask), f.run(ids, mask)

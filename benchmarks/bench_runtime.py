@@ -1,0 +1,392 @@
+"""Throughput and latency of the discriminator on torch, ONNX Runtime fp32 and ONNX Runtime int8.
+
+    python benchmarks/bench_runtime.py                       # tiny + small, writes benchmarks/results/runtime.md
+    python benchmarks/bench_runtime.py --compare-exporters   # + legacy/dynamo exporter, eager/SDPA, ORT fusion
+
+Random-weight ElectraForPreTraining models at `tiny` (128 hidden, 4 layers, 2 heads, FFN 512, emb 128) and
+`small` (256, 12 layers, 4 heads, FFN 1024, emb 128), on 24-token real sentences (enwiki, truncated),
+`--threads` threads for every engine. Sentences/s at each batch size and batch-1 latency (fastest call).
+Also: int8 vs fp32 Spearman of sentence PLL (= -sum s_t over non-special tokens), on the random models
+and on a trained one (runs/electric-tiny/discriminator if present, else a 30-step debug run made here).
+Figures, not tests: nothing is asserted. On a CUDA machine it adds torch fp16 and ORT fp16 on the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+from electric.backend import TorchBackend  # noqa: E402
+from electric.export import (  # noqa: E402
+    export_model,
+    export_onnx,
+    load_for_export,
+    optimize_transformer,
+    quantize_int8,
+    shared_data_dir,
+    spearman,
+)
+from electric.runtime import CPU, CUDA, OnnxBackend, OnnxRunner  # noqa: E402
+
+SIZES = {
+    "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512, embedding_size=128),
+    "small": dict(hidden_size=256, num_hidden_layers=12, num_attention_heads=4, intermediate_size=1024,
+                  embedding_size=128),
+}
+SEQ_LEN = 24
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---- data and models ----------------------------------------------------------------------------
+
+def find_tokenizer(work: Path) -> Path:
+    for cand in (REPO / "runs" / "electric-tiny" / "discriminator", REPO / "runs" / "tok"):
+        if (cand / "tokenizer.json").is_file() or (cand / "vocab.txt").is_file():
+            return cand
+    from training.tokenizer import train_tokenizer
+
+    out = work / "tok"
+    train_tokenizer([str(shared_data_dir() / "corpus" / "enwiki" / "wiki_00")], vocab_size=16000, out=out)
+    return out
+
+
+def real_sentences(tokenizer, n: int, length: int = SEQ_LEN) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """n enwiki sentences of at least `length` tokens, truncated to exactly `length` (with [CLS]/[SEP])."""
+    rows = []
+    for path in sorted((shared_data_dir() / "corpus" / "enwiki").glob("wiki_*")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("<") or len(line) < 80:
+                continue
+            for sent in re.split(r"(?<=[.!?])\s+", line):
+                ids = tokenizer(sent, truncation=True, max_length=length)["input_ids"]
+                if len(ids) == length:
+                    rows.append(ids)
+                    if len(rows) == n:
+                        ids = np.array(rows, dtype=np.int64)
+                        special = np.isin(ids, tokenizer.all_special_ids)
+                        return ids, np.ones_like(ids), ~special
+    raise SystemExit(f"found only {len(rows)} sentences of {length} tokens in {shared_data_dir()}")
+
+
+def random_model(size: str, tok_dir: Path, out: Path) -> Path:
+    from transformers import AutoTokenizer, ElectraConfig, ElectraForPreTraining
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    torch.manual_seed(0)
+    cfg = ElectraConfig(vocab_size=len(tok), max_position_embeddings=512, pad_token_id=tok.pad_token_id,
+                        **SIZES[size])
+    ElectraForPreTraining(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def trained_model(work: Path) -> tuple[Path, str]:
+    d = REPO / "runs" / "electric-tiny" / "discriminator"
+    if (d / "config.json").is_file():
+        return d, str(d.relative_to(REPO))
+    from training.pretrain import main as pretrain
+
+    wiki = work / "wiki_sample"
+    with open(shared_data_dir() / "corpus" / "enwiki" / "wiki_00", encoding="utf-8") as f:
+        wiki.write_text("".join(f.readline() for _ in range(3000)), encoding="utf-8")
+    run = work / "electric-debug"
+    rc = pretrain(["--objective", "electric", "--preset", "debug", "--data", str(wiki), "--tokenizer",
+                   str(find_tokenizer(work)), "--out", str(run), "--max-steps", "30", "--num-proc", "1"])
+    if rc:
+        raise SystemExit(f"debug pretraining failed ({rc})")
+    return run / "discriminator", "a 30-step debug Electric run (runs/electric-tiny was not there)"
+
+
+# ---- timing -------------------------------------------------------------------------------------
+
+def measure(runs: dict, ids, mask, batches, seconds: float, rounds: int = 3) -> dict[str, dict]:
+    """Sentences/s per engine and batch size, from the fastest call (timeit's convention: on a shared
+    machine the minimum is the figure least disturbed by other jobs). Engines take turns in `rounds`
+    windows per batch size, so a burst of someone else's load hits them all alike."""
+    best = {name: {} for name in runs}
+    for b in batches:
+        x, m = ids[:b], mask[:b]
+        for fn in runs.values():
+            fn(x, m)  # warm-up
+        for _ in range(rounds):
+            for name, fn in runs.items():
+                end, calls = time.perf_counter() + seconds / rounds, 0
+                while calls < 2 or time.perf_counter() < end:
+                    t0 = time.perf_counter()
+                    fn(x, m)
+                    dt = time.perf_counter() - t0
+                    best[name][b] = min(best[name].get(b, dt), dt)
+                    calls += 1
+    out = {}
+    for name, per_batch in best.items():
+        out[name] = {b: b / t for b, t in per_batch.items()}
+        out[name]["latency_ms"] = 1000 * per_batch[1] if 1 in per_batch else float("nan")
+    return out
+
+
+def pll(logits: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    return -(logits * cand).sum(axis=1)
+
+
+def batched(run, ids, mask, bs=64) -> np.ndarray:
+    return np.concatenate([run(ids[i : i + bs], mask[i : i + bs]) for i in range(0, len(ids), bs)])
+
+
+# ---- sections -----------------------------------------------------------------------------------
+
+def bench_size(size, tok_dir, work, data, args) -> dict:
+    ids, mask, cand = data
+    src = random_model(size, tok_dir, work / f"{size}-hf")
+    out = work / f"{size}-onnx"
+    fp16 = torch.cuda.is_available()
+    manifest = export_model(src, out, quantize="int8", fp16=fp16, threads=args.threads, log=log)
+    runs = {"torch eager fp32 (CPU)": TorchBackend(src, device="cpu").run}
+    outputs = {}
+    for prec in ("fp32", "int8"):
+        be = OnnxBackend(out, providers=[CPU], precision=prec, threads=args.threads)
+        runs[f"ORT {prec} (CPU)"] = be.run
+        outputs[prec] = batched(be.run, ids, mask)
+    rows = measure(runs, ids, mask, args.batches, args.seconds)
+    if torch.cuda.is_available():
+        gpu = {"torch eager fp16 (CUDA)": TorchBackend(src, device="cuda", dtype=torch.float16).run}
+        be = OnnxBackend(out, providers=[CUDA, CPU], precision="fp16")
+        gpu[f"ORT fp16 ({be.providers[0]}, IOBinding)"] = be.run
+        outputs["fp16-cuda"] = batched(be.run, ids, mask)
+        rows.update(measure(gpu, ids, mask, args.batches, args.seconds))
+    ref = outputs["fp32"]
+    quality = {k: {"spearman": spearman(pll(ref, cand), pll(v, cand)),
+                   "max_abs_diff": float(np.abs(v - ref)[cand].max())} for k, v in outputs.items() if k != "fp32"}
+    log(f"{size}: " + json.dumps({k: {b: round(v, 1) for b, v in r.items()} for k, r in rows.items()}))
+    return {"rows": rows, "quality": quality, "parity": manifest["parity"], "src": src}
+
+
+def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
+    """The same small model through each graph-making path, fp32 and int8, at batch 1 and 32."""
+    from transformers import AutoTokenizer
+
+    ids, mask, cand = data
+    tok = AutoTokenizer.from_pretrained(src)
+    config = json.loads((src / "config.json").read_text())
+    # (exporter, attention, ORT transformer optimizer fusion, quant_pre_process before int8)
+    variants = [("legacy", "eager", False, False), ("legacy", "sdpa", False, False),
+                ("dynamo", "eager", False, False), ("dynamo", "sdpa", False, False),
+                ("legacy", "eager", True, False), ("legacy", "eager", False, True)]
+    ref = batched(TorchBackend(src, device="cpu").run, ids, mask)
+    rows, runs = [], {}
+    for exporter, attn, fused, pre in variants:
+        name = f"{exporter} exporter, {attn} attention" + (", ORT transformer optimizer (fused)" if fused else "") \
+            + (", quant_pre_process before int8" if pre else "")
+        d = work / f"cmp-{len(rows)}"
+        d.mkdir()
+        fp32 = d / "model.onnx"
+        t0 = time.perf_counter()
+        try:
+            export_onnx(load_for_export(src, "ElectraForPreTraining", attn), fp32, exporter=exporter,
+                        pad_token_id=tok.pad_token_id)
+            if fused:
+                optimize_transformer(fp32, d / "fused.onnx", config)
+                fp32 = d / "fused.onnx"
+            quantize_int8(fp32, d / "int8.onnx", preprocess=pre)
+        except Exception as e:  # noqa: BLE001 - report, go on with the next variant
+            rows.append({"name": name, "error": f"{type(e).__name__}: {str(e)[:160]}"})
+            log(f"{name}: failed: {e}")
+            continue
+        row = {"name": name, "export_s": time.perf_counter() - t0}
+        for prec, path in (("fp32", fp32), ("int8", d / "int8.onnx")):
+            r = OnnxRunner(path, max_length=512, pad_token_id=tok.pad_token_id, providers=[CPU], threads=args.threads)
+            out = batched(r.run, ids, mask)
+            row[f"{prec}_diff"] = float(np.abs(out - ref)[mask.astype(bool)].max())
+            row[f"{prec}_spearman"] = spearman(pll(ref, cand), pll(out, cand))
+            row[f"{prec}_ops"] = len(__import__("onnx").load(str(path)).graph.node)
+            runs[(len(rows), prec)] = r.run
+        rows.append(row)
+        log(f"{name}: exported in {row['export_s']:.0f}s")
+    speed = measure(runs, ids, mask, [1, 32], args.seconds)
+    for (i, prec), r in speed.items():
+        rows[i][prec] = r
+    return rows
+
+
+def trained_quality(work: Path, data_tok, args) -> dict:
+    src, what = trained_model(work)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(src)
+    ids, mask, cand = real_sentences(tok, args.sentences)
+    out = work / "trained-onnx"
+    manifest = export_model(src, out, quantize="int8", threads=args.threads, log=log)
+    o32 = batched(OnnxBackend(out, precision="fp32", threads=args.threads).run, ids, mask)
+    o8 = batched(OnnxBackend(out, precision="int8", threads=args.threads).run, ids, mask)
+    cfg = json.loads((src / "config.json").read_text())
+    return {"what": what, "config": {k: cfg[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")},
+            "spearman": spearman(pll(o32, cand), pll(o8, cand)), "max_abs_diff": float(np.abs(o8 - o32)[cand].max()),
+            "parity": manifest["parity"]}
+
+
+# ---- report -------------------------------------------------------------------------------------
+
+def machine_name() -> str:
+    cpu = platform.processor() or platform.machine()
+    if Path("/proc/cpuinfo").is_file():
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    return f"{cpu}, {os.cpu_count()} vCPUs, {gpu}"
+
+
+def fmt(x: float) -> str:
+    return "n/a" if x != x else f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+def report(results: dict, cmp_rows, trained, args, meta) -> str:
+    b = args.batches
+    lines = ["# Runtime benchmark: torch vs ONNX Runtime fp32 / int8", "",
+             "Generated by `benchmarks/bench_runtime.py`; figures, not tests (±30% run to run on a shared VM).", "",
+             f"Command: `{meta['command']}`", "",
+             f"- Machine: {meta['machine']}; {args.threads} threads for every engine; {meta['when']}",
+             f"- Load average (1/5/15 min) before: {meta['load_before']}, after: {meta['load_after']}."
+             + (" **The machine was shared with other jobs while measuring**: treat ratios as more reliable than "
+                "absolute figures." if meta["shared"] else ""),
+             f"- Versions: {meta['versions']}",
+             f"- Input: {args.sentences} enwiki sentences truncated to exactly {SEQ_LEN} tokens; random-weight "
+             f"ElectraForPreTraining; each cell is the fastest of >= 5 calls over >= {args.seconds} s; "
+             "torch = transformers eager mode (default SDPA "
+             "attention, fp32, `torch.inference_mode`); ORT = `electric export` graphs through `OnnxBackend` "
+             "(legacy TorchScript exporter, eager attention, opset 17; int8 = dynamic quantisation of every MatMul).",
+             ""]
+    for size, res in results.items():
+        lines += [f"## {size} ({', '.join(f'{k}={v}' for k, v in SIZES[size].items())})", "",
+                  "| engine | " + " | ".join(f"batch {x} (sent/s)" for x in b) + " | batch-1 latency (ms) | "
+                  "× torch at batch 32 |",
+                  "|---|" + "---:|" * (len(b) + 2)]
+        torch32 = res["rows"]["torch eager fp32 (CPU)"].get(32, float("nan"))
+        for name, r in res["rows"].items():
+            ratio = r.get(32, float("nan")) / torch32
+            lines.append(f"| {name} | " + " | ".join(fmt(r[x]) for x in b) + f" | {r['latency_ms']:.2f} | {ratio:.2f}× |")
+        q = res["quality"]
+        p = res["parity"]
+        lines += ["", f"- int8 vs fp32 on these {args.sentences} sentences: PLL Spearman "
+                      f"**{q['int8']['spearman']:.4f}**, max |logit diff| {q['int8']['max_abs_diff']:.3g}.",
+                  f"- Export-time parity ({p['sentences']} sentences from {Path(p['source']).name}, shapes "
+                  f"{p['shapes']}): fp32 vs torch max |diff| {p['fp32']['max_abs_diff']:.2e}; int8 Spearman "
+                  f"{p['int8']['spearman']:.4f}, max |diff| {p['int8']['max_abs_diff']:.3g}.", ""]
+        if "fp16-cuda" in q:
+            lines.insert(-1, f"- fp16 on CUDA vs fp32 on CPU: PLL Spearman {q['fp16-cuda']['spearman']:.4f}, "
+                             f"max |logit diff| {q['fp16-cuda']['max_abs_diff']:.3g}.")
+    if "small" in results:
+        r = results["small"]["rows"]
+        t = r["torch eager fp32 (CPU)"][32]
+        f32, i8 = r["ORT fp32 (CPU)"][32] / t, r["ORT int8 (CPU)"][32] / t
+        sp = results["small"]["quality"]["int8"]["spearman"]
+        lines += ["## Targets (small, batch 32)", "",
+                  f"- ORT fp32 ≥ 2× torch: **{f32:.2f}×** ({'met' if f32 >= 2 else 'not met'})",
+                  f"- ORT int8 ≥ 3.5× torch with Spearman ≥ 0.99: **{i8:.2f}×**, Spearman {sp:.4f} "
+                  f"({'met' if i8 >= 3.5 and sp >= 0.99 else 'not met'})", ""]
+    if trained:
+        lines += ["## int8 on a trained model", "",
+                  f"Model: {trained['what']} ({trained['config']}). On the {args.sentences} {SEQ_LEN}-token sentences: "
+                  f"int8 vs fp32 PLL Spearman **{trained['spearman']:.4f}**, max |logit diff| "
+                  f"{trained['max_abs_diff']:.3g}. Export-time parity: fp32 vs torch "
+                  f"{trained['parity']['fp32']['max_abs_diff']:.2e}, int8 Spearman "
+                  f"{trained['parity']['int8']['spearman']:.4f}.", ""]
+    if cmp_rows:
+        lines += ["## Graph-making paths (small, random weights)", "",
+                  "| path | export+quantise (s) | fp32 graph nodes | fp32 batch 1 (ms) | fp32 batch 32 (sent/s) | int8 batch 1 (ms) | "
+                  "int8 batch 32 (sent/s) | fp32 max diff vs torch | int8 PLL Spearman vs torch |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in cmp_rows:
+            if "error" in row:
+                lines.append(f"| {row['name']} | failed: {row['error']} | | | | | | | |")
+                continue
+            lines.append(f"| {row['name']} | {row['export_s']:.1f} | {row['fp32_ops']} | {row['fp32']['latency_ms']:.2f} | "
+                         f"{fmt(row['fp32'][32])} | {row['int8']['latency_ms']:.2f} | {fmt(row['int8'][32])} | "
+                         f"{row['fp32_diff']:.1e} | {row['int8_spearman']:.4f} |")
+        ok = [r for r in cmp_rows if "error" not in r]
+        best = max(ok, key=lambda r: r["int8"][32] + r["fp32"][32]) if ok else None
+        if best:
+            lines += ["", f"Fastest here (fp32 + int8 throughput at batch 32): **{best['name']}**. "
+                          "`electric export` uses the legacy exporter with eager attention and no fusion.", ""]
+    if not torch.cuda.is_available():
+        lines += ["## GPU", "", "No CUDA device on this machine: fp16 on the CUDA provider was not measured. "
+                  "On one, the same command adds torch fp16 and ORT fp16 (CUDA provider, IOBinding) rows.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", nargs="+", default=["tiny", "small"], choices=sorted(SIZES))
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 8, 32, 128])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=1.5, help="minimum time per measurement")
+    ap.add_argument("--sentences", type=int, default=256, help="sentences for the Spearman figures (>= max batch)")
+    ap.add_argument("--compare-exporters", action="store_true", help="also compare graph-making paths at small")
+    ap.add_argument("--no-trained", action="store_true", help="skip the trained-model int8 Spearman")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "runtime.md"))
+    args = ap.parse_args(argv)
+    args.sentences = max(args.sentences, max(args.batches))
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)  # onnxruntime.quantization's advice
+
+    import onnxruntime
+    import transformers
+
+    load_before = os.getloadavg()
+    meta = {"command": "python " + " ".join(shlex.quote(a) for a in ["benchmarks/bench_runtime.py", *(argv or sys.argv[1:])]),
+            "machine": machine_name(), "when": time.strftime("%Y-%m-%d %H:%M"),
+            "versions": f"torch {torch.__version__}, transformers {transformers.__version__}, "
+                        f"onnxruntime {onnxruntime.__version__}"}
+    with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
+        work = Path(tmp)
+        tok_dir = find_tokenizer(work)
+        from transformers import AutoTokenizer
+
+        data = real_sentences(AutoTokenizer.from_pretrained(tok_dir), args.sentences)
+        results = {size: bench_size(size, tok_dir, work, data, args) for size in args.sizes}
+        cmp_rows = None
+        if args.compare_exporters:
+            src = results["small"]["src"] if "small" in results else random_model("small", tok_dir, work / "small-hf")
+            cmp_rows = compare_exporters(src, work, data, args)
+        trained = None if args.no_trained else trained_quality(work, tok_dir, args)
+    load_after = os.getloadavg()
+    meta["load_before"] = "/".join(f"{x:.2f}" for x in load_before)
+    meta["load_after"] = "/".join(f"{x:.2f}" for x in load_after)
+    meta["shared"] = load_before[0] > 0.5  # before we start, anything above idle is someone else
+    text = report(results, cmp_rows, trained, args, meta)
+    print(text)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n")
+    log(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
