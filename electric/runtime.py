@@ -256,16 +256,24 @@ class OnnxBackend:
                 raise ValueError(f"device {device!r}: expected 'cpu' or 'cuda'")
         requested = select_providers(providers)
         self.precision = choose_precision(self.manifest, requested[0] == CUDA, precision)
-        path = d / self.manifest["files"][self.precision]
-        if not path.is_file():
-            raise CheckpointError(f"{str(path)!r} named in {MANIFEST} is missing")
-        self.runner = OnnxRunner(path, max_length=self.max_length, pad_token_id=self.tokenizer.pad_token_id,
-                                 providers=requested, threads=threads, buckets=buckets, io_binding=io_binding)
+        self.runner = self._runner(requested, threads, buckets, io_binding)
+        if requested[0] == CUDA and not self.runner.on_cuda:  # onnxruntime itself fell back to CPU
+            cpu_precision = choose_precision(self.manifest, False, precision)
+            if cpu_precision != self.precision:
+                self.precision = cpu_precision
+                self.runner = self._runner([CPU], threads, buckets, io_binding)
         self.providers: list[str] = self.runner.providers
         self.threads = self.runner.threads
         if self.precision == "fp16" and not self.runner.on_cuda:
             warnings.warn("running the fp16 model on the CPU provider is slow; pass precision='fp32' or 'int8'",
                           RuntimeWarning, stacklevel=2)
+
+    def _runner(self, providers, threads, buckets, io_binding) -> OnnxRunner:
+        path = self.model_dir / self.manifest["files"][self.precision]
+        if not path.is_file():
+            raise CheckpointError(f"{str(path)!r} named in {MANIFEST} is missing")
+        return OnnxRunner(path, max_length=self.max_length, pad_token_id=self.tokenizer.pad_token_id,
+                          providers=providers, threads=threads, buckets=buckets, io_binding=io_binding)
 
     @property
     def labels(self) -> list[str] | None:

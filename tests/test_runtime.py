@@ -35,10 +35,10 @@ def wiki_sample(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def onnx_dirs(disc_dir, tmp_path_factory) -> dict[str, Path]:
-    """The discriminator exported twice: fp32 only, and fp32 + int8 (+ fp16 where CUDA exists)."""
+    """The discriminator exported twice: fp32 only, and fp32 + int8 + fp16."""
     root = tmp_path_factory.mktemp("rt")
     export_model(disc_dir, root / "fp32", log=lambda _: None)
-    export_model(disc_dir, root / "int8", quantize="int8", fp16=HAS_CUDA, log=lambda _: None)
+    export_model(disc_dir, root / "int8", quantize="int8", fp16=True, log=lambda _: None)
     return {"fp32": root / "fp32", "int8": root / "int8"}
 
 
@@ -132,6 +132,19 @@ def test_asking_for_cuda_falls_back_to_cpu_and_says_so(onnx_dirs, sentences):
     ids, mask, _ = encode(be.tokenizer, sentences[:4])
     assert be.run(ids, mask).shape == ids.shape
     assert "CPUExecutionProvider" in repr(be)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="simulates onnxruntime-gpu without a usable GPU")
+def test_cuda_build_without_a_gpu_falls_back_to_cpu_and_int8(onnx_dirs, monkeypatch):
+    # onnxruntime-gpu lists CUDA as available even where the session cannot use it
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert rt.select_providers() == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        be = load_backend(onnx_dirs["int8"])
+    assert be.providers == ["CPUExecutionProvider"]
+    assert be.precision == "int8"  # not the fp16 graph meant for the GPU
+    assert any("CPUExecutionProvider" in str(w.message) for w in caught)  # says where it runs
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime-gpu and a CUDA device")
