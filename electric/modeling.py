@@ -111,8 +111,9 @@ class ElectricForClozeLM(ElectraPreTrainedModel):
         h = self.embeddings(input_ids=input_ids)  # (B, T, E)
         if hasattr(self, "embeddings_project"):
             h = self.embeddings_project(h)  # (B, T, H)
-        ltr = self.ltr(h, attention_mask=_tower_mask(attention_mask, True)).last_hidden_state  # (B, T, H)
-        rtl = self.rtl(h, attention_mask=_tower_mask(attention_mask, False)).last_hidden_state  # (B, T, H)
+        real = attention_mask[..., None].to(h.dtype)  # (B, T, 1): padding contributes zeros, like the edges
+        ltr = self.ltr(h, attention_mask=_tower_mask(attention_mask, True)).last_hidden_state * real  # (B, T, H)
+        rtl = self.rtl(h, attention_mask=_tower_mask(attention_mask, False)).last_hidden_state * real  # (B, T, H)
         return self.cloze_head(ltr, rtl)  # (B, T, E)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **_) -> torch.Tensor:

@@ -74,6 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                         "directory (continued pretraining)")
     ap.add_argument("--cache-dir", help="datasets cache directory (default: datasets' own)")
     ap.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    ap.add_argument("--stop-at", type=int, metavar="STEP",
+                    help="checkpoint and stop at this step without changing the schedule (continue with --resume)")
     ap.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     ap.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     return ap.parse_args(argv)
@@ -485,8 +487,10 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
                     last.update(val)
             time_up = bool(budget_s) and elapsed >= budget_s
             epochs_done = bool(cfg.epochs) and batches.epoch_fraction >= cfg.epochs
-            if d.any(stop["signal"] is not None or time_up or epochs_done):
-                reason = stop["signal"] or ("time budget" if time_up else "epochs" if epochs_done else "another rank")
+            paused = args.stop_at is not None and step >= args.stop_at
+            if d.any(stop["signal"] is not None or time_up or epochs_done or paused):
+                reason = stop["signal"] or ("time budget" if time_up else "epochs" if epochs_done
+                                            else "--stop-at" if paused else "another rank")
                 break
             if step % cfg.save_every == 0:
                 trainer["batches"] = batches.state_dict()
@@ -525,7 +529,7 @@ def print_summary(out: Path, cfg: PretrainConfig, trainer: dict, last: dict, rea
     for name in ("discriminator", "generator"):
         if (out / name).is_dir():
             lines.append(f"{name}: {out / name}")
-    if reason in ("SIGINT", "SIGTERM"):
+    if reason in ("SIGINT", "SIGTERM", "--stop-at"):
         lines.append(f"checkpoint saved; continue with: python -m training.pretrain --resume --out {out} --data ...")
     print("\n".join(lines))
 

@@ -1,0 +1,142 @@
+"""Each objective rule on tiny hand-made inputs where the right answer is known (DESIGN §1)."""
+
+import math
+
+import pytest
+import torch
+
+from electric import objectives as obj
+
+SPECIAL = torch.tensor([0, 1, 2, 3, 4])  # [PAD] [UNK] [CLS] [SEP] [MASK]
+
+
+def rng(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_candidates_exclude_special_and_padding():
+    ids = torch.tensor([[2, 10, 11, 3, 0, 0]])
+    am = torch.tensor([[1, 1, 1, 1, 0, 0]])
+    assert obj.candidate_mask(ids, am, SPECIAL).tolist() == [[False, True, True, False, False, False]]
+
+
+@pytest.mark.parametrize(
+    "n, p, cap, k",
+    [(10, 0.15, 19, 2), (3, 0.15, 19, 1), (100, 0.15, 19, 15), (200, 0.15, 19, 19), (0, 0.15, 19, 0),
+     (4, 0.25, 10, 1), (126, 0.15, 19, 19), (20, 0.5, 19, 10)],
+)
+def test_num_to_mask_rule(n, p, cap, k):
+    # k = max(1, round(p * n)), capped at max_predictions, 0 when nothing can be masked
+    assert obj.num_to_mask(torch.tensor([n]), p, cap).item() == k
+
+
+def test_mask_tokens_chooses_k_candidates_without_duplicates():
+    ids = torch.randint(5, 100, (64, 40))
+    ids[:, 0], ids[:, -1] = 2, 3
+    am = torch.ones_like(ids)
+    am[::2, 30:] = 0  # half the rows are padded
+    cand = obj.candidate_mask(ids, am, SPECIAL)
+    chosen = obj.mask_tokens(cand, 0.15, max_predictions=int(0.155 * 40), rng=rng())
+    assert not (chosen & ~cand).any(), "only candidates may be chosen"
+    expected = obj.num_to_mask(cand.sum(1), 0.15, int(0.155 * 40))
+    assert torch.equal(chosen.sum(1), expected)
+
+
+def test_mask_tokens_is_uniform_over_candidates():
+    cand = torch.zeros(4000, 12, dtype=torch.bool)
+    cand[:, 1:11] = True  # 10 candidates, k = 2
+    chosen = obj.mask_tokens(cand, 0.15, 19, rng(1))
+    freq = chosen[:, 1:11].float().mean(0)  # each candidate chosen with probability 0.2
+    assert torch.allclose(freq, torch.full_like(freq, 0.2), atol=0.03)
+
+
+def test_mask_tokens_is_reproducible_from_the_generator():
+    cand = torch.ones(8, 30, dtype=torch.bool)
+    assert torch.equal(obj.mask_tokens(cand, 0.15, 5, rng(3)), obj.mask_tokens(cand, 0.15, 5, rng(3)))
+
+
+def test_electra_generator_input_masks_85_percent_of_chosen():
+    ids = torch.randint(5, 100, (200, 50))
+    chosen = torch.rand(200, 50, generator=rng(2)) < 0.3
+    out = obj.electra_mask_inputs(ids, chosen, mask_id=4, rng=rng(4))
+    assert torch.equal(out[~chosen], ids[~chosen]), "unchosen positions are untouched"
+    masked = (out[chosen] == 4).float().mean().item()
+    assert abs(masked - 0.85) < 0.03
+    assert torch.equal(out[chosen][out[chosen] != 4], ids[chosen][out[chosen] != 4]), "the rest keep the original"
+
+
+def test_bert_input_is_80_10_10():
+    ids = torch.full((400, 50), 7)
+    chosen = torch.ones(400, 50, dtype=torch.bool)
+    chosen[:, 25:] = False
+    out = obj.bert_mask_inputs(ids, chosen, mask_id=4, vocab_size=1000, rng=rng(5))
+    assert torch.equal(out[~chosen], ids[~chosen])
+    sel = out[chosen]
+    frac_mask = (sel == 4).float().mean().item()
+    frac_same = (sel == 7).float().mean().item()
+    frac_random = 1 - frac_mask - frac_same
+    assert abs(frac_mask - 0.8) < 0.02 and abs(frac_same - 0.1) < 0.02 and abs(frac_random - 0.1) < 0.02
+
+
+def test_gumbel_max_samples_follow_softmax_in_fp32_without_gradient():
+    logits = torch.tensor([[0.0, math.log(2.0), math.log(7.0)]]).repeat(20000, 1).bfloat16().requires_grad_()
+    s = obj.sample_replacements(logits, temperature=1.0, rng=rng(6))
+    assert s.grad_fn is None and not s.requires_grad
+    freq = torch.bincount(s, minlength=3).float() / len(s)
+    assert torch.allclose(freq, torch.tensor([0.1, 0.2, 0.7]), atol=0.015)
+    # temperature sharpens: at T -> 0 the argmax wins
+    assert (obj.sample_replacements(logits.detach().float(), 1e-3, rng(7)) == 2).all()
+
+
+def test_a_sample_equal_to_the_original_is_original_for_electra_and_noise_for_electric():
+    original = torch.tensor([[2, 10, 11, 12, 3]])
+    chosen = torch.tensor([[False, True, True, False, False]])
+    corrupted = original.clone()
+    corrupted[0, 1] = 10  # sampled the original token
+    corrupted[0, 2] = 99  # sampled something else
+    assert obj.electra_labels(original, corrupted).tolist() == [[0, 0, 1, 0, 0]]
+    assert obj.electric_labels(chosen).tolist() == [[0, 1, 1, 0, 0]]
+
+
+def test_corrected_logit_adds_stopgrad_log_q_and_log_odds():
+    s = torch.tensor([[0.5, -1.25, 2.0]], requires_grad=True)
+    log_q = torch.tensor([[-3.0, -0.1, -7.5]], requires_grad=True)
+    out = obj.electric_corrected_logits(s, log_q, mask_prob=0.15)
+    expected = torch.tensor([[0.5 - 3.0, -1.25 - 0.1, 2.0 - 7.5]]) + math.log(0.15 / 0.85)
+    assert torch.allclose(out, expected, atol=1e-6)
+    out.sum().backward()
+    assert log_q.grad is None, "no gradient flows into log q"
+    assert torch.equal(s.grad, torch.ones_like(s))
+
+
+def test_bce_is_averaged_over_non_pad_tokens_only():
+    logits = torch.tensor([[0.0, 100.0, -100.0]])
+    labels = torch.tensor([[1.0, 1.0, 1.0]])
+    am = torch.tensor([[1, 1, 0]])
+    assert obj.masked_bce(logits, labels, am).item() == pytest.approx(math.log(2) / 2, abs=1e-6)
+
+
+def test_electra_loss_weights_generator_1_and_discriminator_50():
+    gen_logits = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])  # CE: log 2, log(4/3)... target below
+    gen_targets = torch.tensor([0, 0])
+    disc = torch.zeros(1, 4)
+    labels = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    am = torch.ones(1, 4, dtype=torch.long)
+    out = obj.electra_loss(gen_logits, gen_targets, disc, labels, am)
+    gen = (math.log(2.0) + math.log(4.0 / 3.0)) / 2
+    assert out["gen_loss"].item() == pytest.approx(gen, abs=1e-6)
+    assert out["disc_loss"].item() == pytest.approx(math.log(2.0), abs=1e-6)
+    assert out["loss"].item() == pytest.approx(gen + 50 * math.log(2.0), abs=1e-5)
+    assert out["disc_baseline_acc"].item() == pytest.approx(0.75)
+
+
+def test_electric_loss_uses_the_corrected_logits():
+    cloze = torch.tensor([[0.0, 0.0]])
+    target = torch.tensor([1])
+    corrected = torch.tensor([[10.0, -10.0]])
+    labels = torch.tensor([[1.0, 0.0]])
+    am = torch.ones(1, 2, dtype=torch.long)
+    out = obj.electric_loss(cloze, target, corrected, labels, am, gen_weight=1.0, disc_weight=50.0)
+    bce = math.log1p(math.exp(-10.0))
+    assert out["loss"].item() == pytest.approx(math.log(2.0) + 50 * bce, abs=1e-4)  # fp32 BCE
+    assert out["disc_acc"].item() == 1.0
