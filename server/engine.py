@@ -117,12 +117,26 @@ class ModelSlot:
         self.pending: list[_Item] = []
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task | None = None
+        self.metrics: _SlotMetrics | None = None
 
     def info(self) -> dict:
         return {"name": self.name, "kind": self.kind, "path": str(self.path),
                 "backend": "onnx" if type(self.backend).__name__.lower().startswith("onnx") else "torch",
                 "max_length": self.max_tokens, "providers": list(self.backend.providers),
                 "labels": self.labels, "regression": self.regression}
+
+
+class _SlotMetrics:
+    """One model's labelled metric children (looked up once, not per request)."""
+
+    def __init__(self, m: Metrics, name: str):
+        self.queue_seconds = m.queue_seconds.labels(name)
+        self.inference_seconds = m.inference_seconds.labels(name)
+        self.batch_size = m.batch_size.labels(name)
+        self.batch_tokens = m.batch_tokens.labels(name)
+        self.input_tokens = m.input_tokens.labels(name)
+        self.dropped = m.dropped.labels(name)
+        self.queued = m.queued.labels(name)
 
 
 class Engine:
@@ -171,6 +185,7 @@ class Engine:
                     raise ValueError(f"{what}: {str(path)!r} holds a {backend.kind} model; expected "
                                      f"{' or '.join(kinds)}")
                 slot = ModelSlot(name, path, backend, self.settings)
+                slot.metrics = _SlotMetrics(self.metrics, name)
                 self.models[name] = slot
                 slot.task = asyncio.create_task(self._batch_loop(slot), name=f"batcher-{name}")
                 log.info("loaded %s (%s, %s) from %s in %.1f s", name, slot.kind, ",".join(backend.providers), path,
@@ -284,9 +299,10 @@ class Engine:
             raise ValidationError(f"{names(e.index)} has {e.num_tokens} tokens ([CLS] and [SEP] included), more than "
                                   f"the limit of {e.max_length}; shorten it or send \"truncate\": true") from None
         timing.tokenize += time.perf_counter() - t0
+        n_tokens = sum(e.length for e in encoded)
         timing.inputs += len(encoded)
-        timing.tokens += sum(e.length for e in encoded)
-        self.metrics.input_tokens.labels(slot.name).inc(sum(e.length for e in encoded))
+        timing.tokens += n_tokens
+        slot.metrics.input_tokens.inc(n_tokens)
         return encoded
 
     # ---- the four calls ----------------------------------------------------------------------------
@@ -402,7 +418,7 @@ class Engine:
         """Queue one request's inputs; wait for all their results (or the client going away)."""
         req = _Request(len(items), asyncio.get_running_loop(), timing)
         slot.pending.extend(_Item(req, i, ids, tt, post) for i, (ids, tt, post) in enumerate(items))
-        self.metrics.queued.labels(slot.name).set(len(slot.pending))
+        slot.metrics.queued.set(len(slot.pending))
         slot.wakeup.set()
         try:
             return await asyncio.wait_for(req.future, self.settings.request_timeout_s)
@@ -437,10 +453,10 @@ class Engine:
         live = [it for it in slot.pending if not it.request.future.done()]
         dropped = len(slot.pending) - len(live)
         if dropped:
-            self.metrics.dropped.labels(slot.name).inc(dropped)
+            slot.metrics.dropped.inc(dropped)
         if not live:
             slot.pending = []
-            self.metrics.queued.labels(slot.name).set(0)
+            slot.metrics.queued.set(0)
             return []
         s = self.settings
         anchor = live[0].bucket
@@ -454,7 +470,7 @@ class Engine:
             longest = new_longest
         taken = set(map(id, batch))
         slot.pending = [it for it in live if id(it) not in taken]
-        self.metrics.queued.labels(slot.name).set(len(slot.pending))
+        slot.metrics.queued.set(len(slot.pending))
         return batch
 
     async def _run_batch(self, slot: ModelSlot, batch: list[_Item]) -> None:
@@ -466,7 +482,7 @@ class Engine:
             if not req.started:
                 req.started = True
                 req.timing.queue = t0 - req.t_enqueued
-                self.metrics.queue_seconds.labels(slot.name).observe(req.timing.queue)
+                slot.metrics.queue_seconds.observe(req.timing.queue)
         try:
             outputs = await asyncio.get_running_loop().run_in_executor(self._worker, _forward, slot, batch)
         except Exception as e:  # noqa: BLE001 - a backend failure fails this batch's requests, not the server
@@ -478,10 +494,10 @@ class Engine:
                     it.request.future.set_exception(err)
             return
         dt = time.perf_counter() - t0
-        m = self.metrics
-        m.inference_seconds.labels(slot.name).observe(dt)
-        m.batch_size.labels(slot.name).observe(len(batch))
-        m.batch_tokens.labels(slot.name).observe(len(batch) * max(it.length for it in batch))
+        m = slot.metrics
+        m.inference_seconds.observe(dt)
+        m.batch_size.observe(len(batch))
+        m.batch_tokens.observe(len(batch) * max(it.length for it in batch))
         for it, out in zip(batch, outputs, strict=True):
             req = it.request
             if req.future.done():

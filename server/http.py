@@ -212,6 +212,7 @@ class ObservabilityMiddleware:
 
     def __init__(self, app, settings: Settings, metrics: Metrics):
         self.app, self.settings, self.metrics = app, settings, metrics
+        self._per_route: dict[str, tuple] = {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -251,8 +252,12 @@ class ObservabilityMiddleware:
     def _record(self, scope, state: dict, code: int, seconds: float) -> None:
         route = getattr(scope.get("route"), "path", None) or "unmatched"
         m = self.metrics
-        m.requests.labels(route, "http").inc()
-        m.request_seconds.labels(route, "http").observe(seconds)
+        per_route = self._per_route.get(route)
+        if per_route is None:  # labelled children, looked up once per route
+            per_route = self._per_route[route] = (m.requests.labels(route, "http"),
+                                                  m.request_seconds.labels(route, "http"))
+        per_route[0].inc()
+        per_route[1].observe(seconds)
         error_type = state.get("error_type") if code >= 400 else None
         if code >= 400:
             m.failures.labels(route, "http", error_type or "http_error").inc()

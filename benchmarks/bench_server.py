@@ -1,0 +1,361 @@
+"""Load test of `electric serve` on loopback, next to the raw ONNX runtime on the same sentences.
+
+    python benchmarks/bench_server.py                       # tiny and small int8, 30 s per point
+    python benchmarks/bench_server.py --sizes tiny --seconds 10 --concurrency 1 8
+
+For each model size (random weights, `tiny` and `small` presets, exported with int8 quantisation):
+1. raw runtime (OnnxBackend in this process, same thread count as the server): batch-1 latency, and the
+   best throughput over batch sizes on the same sentences, sorted by length (runtime only: ids already
+   tokenised), plus the library end to end (encode + run + electric_score);
+2. the server in its own process (`python -m server`), driven by an asyncio httpx client (POST
+   /v1/score) and a grpc.aio client (Scoring/Score), one sentence per request, at each concurrency for
+   `--seconds` seconds: requests/s (= sentences/s), p50/p99 latency, errors, server RSS before/after.
+Prints a table and writes benchmarks/results/server.md. It asserts nothing; the client shares the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SHARED = Path(os.environ.get("ELECTRIC_SHARED_DATA", REPO.parent / "shared" / "data"))
+SIZES = {  # the pretraining presets' discriminator shapes (electric/config.py)
+    "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512, embedding_size=128),
+    "small": dict(hidden_size=256, num_hidden_layers=12, num_attention_heads=4, intermediate_size=1024,
+                  embedding_size=128),
+}
+
+
+# ---- setup -----------------------------------------------------------------------------------------
+
+def sentences(n: int) -> list[str]:
+    """Real ASR hypotheses: the first hypothesis of each ATIS test utterance."""
+    data = json.loads((SHARED / "nbest" / "atis_test.whisper5best.json").read_text())
+    return [u["input"][0] for u in data][:n]
+
+
+def build_model(size: str, work: Path) -> Path:
+    """A random-weight ElectraForPreTraining of `size` with a WordPiece tokenizer, exported with int8."""
+    out = work / f"{size}-onnx"
+    if (out / "electric.json").is_file():
+        return out
+    import torch
+    from transformers import ElectraConfig, ElectraForPreTraining
+
+    from electric.export import export_model
+    from training.tokenizer import train_tokenizer
+
+    tok_dir = work / "tokenizer"
+    if not (tok_dir / "tokenizer.json").is_file():
+        from itertools import islice
+
+        sample = work / "wiki_sample.txt"
+        with open(SHARED / "corpus" / "enwiki" / "wiki_00", encoding="utf-8") as f:
+            sample.write_text("".join(islice(f, 2500)), encoding="utf-8")
+        train_tokenizer([str(sample)], vocab_size=8000, out=tok_dir, overwrite=True)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    torch.manual_seed(0)
+    cfg = ElectraConfig(vocab_size=len(tok), max_position_embeddings=128, pad_token_id=tok.pad_token_id,
+                        **SIZES[size])
+    ckpt = work / f"{size}-checkpoint"
+    ElectraForPreTraining(cfg).save_pretrained(ckpt)
+    tok.save_pretrained(ckpt)
+    export_model(ckpt, out, quantize="int8", overwrite=True, log=lambda *_: None)
+    return out
+
+
+# ---- raw runtime -----------------------------------------------------------------------------------
+
+def raw_runtime(model: Path, texts: list[str], seconds: float, threads: int | None) -> dict:
+    from electric.runtime import OnnxBackend
+    from electric.scoring import electric_score, encode, pad_rows, plan_batches
+
+    be = OnnxBackend(model, threads=threads)
+    enc = encode(be.tokenizer, texts, be.max_length)
+    pad = be.tokenizer.pad_token_id
+    be.warmup()
+    lat = []  # batch-1 latency, runtime only
+    t_end = time.perf_counter() + seconds / 3
+    i = 0
+    while time.perf_counter() < t_end:
+        e = enc[i % len(enc)]
+        ids, mask = pad_rows([e.input_ids], pad)
+        t0 = time.perf_counter()
+        be.run(ids, mask)
+        lat.append(time.perf_counter() - t0)
+        i += 1
+    e2e = []  # batch-1 latency: encode + run + electric_score (the library, as `electric score` runs it)
+    t_end = time.perf_counter() + seconds / 6
+    i = 0
+    while time.perf_counter() < t_end:
+        t0 = time.perf_counter()
+        e = encode(be.tokenizer, [texts[i % len(texts)]], be.max_length)[0]
+        ids, mask = pad_rows([e.input_ids], pad)
+        electric_score(e, be.run(ids, mask)[0])
+        e2e.append(time.perf_counter() - t0)
+        i += 1
+    throughput = {}
+    for bs in (8, 32, 64, 128):
+        batches = plan_batches([x.length for x in enc], max_batch_tokens=1 << 30, batch_size=bs)
+        padded = [pad_rows([enc[k].input_ids for k in b], pad) for b in batches]
+        n, t0 = 0, time.perf_counter()
+        t_end = t0 + seconds / 8
+        while time.perf_counter() < t_end:
+            for ids, mask in padded:
+                be.run(ids, mask)
+                n += ids.shape[0]
+        throughput[bs] = n / (time.perf_counter() - t0)
+    best = max(throughput, key=throughput.get)
+    return {"providers": be.providers, "threads": be.threads, "precision": be.precision,
+            "b1_p50_ms": 1e3 * float(np.percentile(lat, 50)), "b1_p99_ms": 1e3 * float(np.percentile(lat, 99)),
+            "e2e_b1_p50_ms": 1e3 * float(np.percentile(e2e, 50)), "throughput": throughput,
+            "best_batch": best, "best_throughput": throughput[best],
+            "mean_tokens": float(np.mean([x.length for x in enc]))}
+
+
+# ---- the server ------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Server:
+    def __init__(self, model: Path, threads: int | None, log: Path, extra: list[str]):
+        self.http, self.grpc = free_port(), free_port()
+        cmd = [sys.executable, "-m", "server", "--model", str(model), "--http-port", str(self.http),
+               "--grpc-port", str(self.grpc), *(["--threads", str(threads)] if threads else []), *extra]
+        self.cmd = " ".join(cmd[1:])
+        self.log = open(log, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.http}"
+
+    def wait_ready(self, timeout: float = 300) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.proc.returncode}; see {self.log.name}")
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError("the server did not get ready")
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        rc = self.proc.wait(60)
+        self.log.close()
+        return rc
+
+
+async def load_http(url: str, texts: list[str], concurrency: int, seconds: float) -> dict:
+    import httpx
+
+    lat, errors = [], {}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+        async def worker(k: int):
+            i = k
+            while time.perf_counter() < t_end:
+                t0 = time.perf_counter()
+                try:
+                    r = await client.post("/v1/score", json={"texts": [texts[i % len(texts)]]})
+                    ok = r.status_code == 200
+                    key = None if ok else f"http {r.status_code} {r.json().get('error_type')}"
+                except httpx.HTTPError as e:
+                    key = type(e).__name__
+                if key is None:
+                    lat.append(time.perf_counter() - t0)
+                else:
+                    errors[key] = errors.get(key, 0) + 1
+                i += concurrency
+
+        await client.post("/v1/score", json={"texts": texts[:1]})
+        t_start = time.perf_counter()
+        t_end = t_start + seconds
+        await asyncio.gather(*(worker(k) for k in range(concurrency)))
+        elapsed = time.perf_counter() - t_start
+    return summary(lat, errors, elapsed)
+
+
+async def load_grpc(target: str, texts: list[str], concurrency: int, seconds: float) -> dict:
+    import grpc
+
+    from server.grpc_gen.electric.v1 import electric_pb2 as pb
+    from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
+
+    lat, errors = [], {}
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = pb_grpc.ScoringStub(ch)
+        requests = [pb.ScoreRequest(texts=[t]) for t in texts]
+
+        async def worker(k: int):
+            i = k
+            while time.perf_counter() < t_end:
+                t0 = time.perf_counter()
+                try:
+                    await stub.Score(requests[i % len(requests)], timeout=60)
+                    lat.append(time.perf_counter() - t0)
+                except grpc.aio.AioRpcError as e:
+                    errors[e.code().name] = errors.get(e.code().name, 0) + 1
+                i += concurrency
+
+        await stub.Score(requests[0])
+        t_start = time.perf_counter()
+        t_end = t_start + seconds
+        await asyncio.gather(*(worker(k) for k in range(concurrency)))
+        elapsed = time.perf_counter() - t_start
+    return summary(lat, errors, elapsed)
+
+
+def summary(lat: list[float], errors: dict, elapsed: float) -> dict:
+    a = np.asarray(lat) if lat else np.asarray([np.nan])
+    return {"requests": len(lat), "rps": len(lat) / elapsed, "p50_ms": 1e3 * float(np.percentile(a, 50)),
+            "p99_ms": 1e3 * float(np.percentile(a, 99)), "errors": errors}
+
+
+def batch_stats(url: str) -> tuple[float, float]:
+    """(batches, inputs) so far, from the server's batch-size histogram."""
+    import httpx
+
+    count = total = 0.0
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith("electric_batch_size_count"):
+            count = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("electric_batch_size_sum"):
+            total = float(line.rsplit(" ", 1)[1])
+    return count, total
+
+
+# ---- main ------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", nargs="+", default=["tiny", "small"], choices=sorted(SIZES))
+    ap.add_argument("--concurrency", nargs="+", type=int, default=[1, 8, 64])
+    ap.add_argument("--seconds", type=float, default=30.0, help="per load point (default 30)")
+    ap.add_argument("--raw-seconds", type=float, default=12.0, help="for the raw runtime, per model")
+    ap.add_argument("--sentences", type=int, default=800)
+    ap.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads, server and raw (0 = default)")
+    ap.add_argument("--work", default=str(REPO / "runs" / "bench-server"), help="models and logs (cached)")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "server.md"))
+    ap.add_argument("--server-args", default="", help="extra `python -m server` flags, e.g. '--max-wait-ms 1'")
+    args = ap.parse_args(argv)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    texts = sentences(args.sentences)
+    threads = args.threads or None
+    load_start = os.getloadavg()
+    rows, raws, notes = [], {}, []
+    for size in args.sizes:
+        model = build_model(size, work)
+        print(f"[{size}] raw runtime ...", flush=True)
+        raw = raws[size] = raw_runtime(model, texts, args.raw_seconds, threads)
+        print(f"[{size}] raw: batch-1 p50 {raw['b1_p50_ms']:.2f} ms, best {raw['best_throughput']:.0f} sent/s "
+              f"at batch {raw['best_batch']}", flush=True)
+        server = Server(model, threads, work / f"server-{size}.log", args.server_args.split())
+        try:
+            server.wait_ready()
+            rss0 = rss_mb(server.proc.pid)
+            for transport in ("http", "grpc"):
+                for c in args.concurrency:
+                    b0 = batch_stats(server.url)
+                    if transport == "http":
+                        r = asyncio.run(load_http(server.url, texts, c, args.seconds))
+                    else:
+                        r = asyncio.run(load_grpc(f"127.0.0.1:{server.grpc}", texts, c, args.seconds))
+                    b1 = batch_stats(server.url)
+                    r.update(size=size, transport=transport, concurrency=c,
+                             mean_batch=(b1[1] - b0[1]) / max(b1[0] - b0[0], 1), rss_mb=rss_mb(server.proc.pid))
+                    rows.append(r)
+                    print(f"[{size}] {transport:4s} c={c:<3d} {r['rps']:7.0f} req/s  p50 {r['p50_ms']:7.2f} ms  "
+                          f"p99 {r['p99_ms']:7.2f} ms  mean batch {r['mean_batch']:5.1f}  errors {r['errors'] or 0}  "
+                          f"RSS {r['rss_mb']:.0f} MB", flush=True)
+            rss1 = rss_mb(server.proc.pid)
+            notes.append(f"{size}: server RSS {rss0:.0f} MB after warm-up, {rss1:.0f} MB after the load")
+        finally:
+            rc = server.stop()
+            notes.append(f"{size}: server exit status after SIGTERM: {rc}")
+    load_end = os.getloadavg()
+    report = render(args, rows, raws, notes, load_start, load_end, server.cmd)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(report)
+    print(report)
+    return 0
+
+
+def render(args, rows, raws, notes, load_start, load_end, server_cmd) -> str:
+    cmd = "python benchmarks/bench_server.py " + " ".join(
+        f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+        for k, v in vars(args).items() if k not in ("work", "out") and v not in ("", None))
+    out = ["# `electric serve` under load", "",
+           f"Command: `{cmd}`  ", f"Server: `python {server_cmd.replace(str(REPO) + '/', '')}` (per size)  ",
+           f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+           f"load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end (other engineers share "
+           "these 2 cores, and the load generator runs on them too: figures are noisy, ±30% or worse).", "",
+           "Random-weight ELECTRA discriminators of the `tiny` and `small` preset shapes, exported by "
+           "`electric export --quantize int8` (CPU runs the int8 graph). Sentences: the first hypothesis of "
+           f"each of {args.sentences} ATIS test utterances. One sentence per request.", "",
+           "## Raw runtime (OnnxBackend in one process, no server)", "",
+           "| model | threads | mean tokens | batch-1 p50 / p99 (ms) | encode+run+score batch-1 p50 (ms) | "
+           "sentences/s at batch 8 / 32 / 64 / 128 | best |", "|---|---|---|---|---|---|---|"]
+    for size, r in raws.items():
+        t = r["throughput"]
+        out.append(f"| {size} int8 | {r['threads']} | {r['mean_tokens']:.1f} | {r['b1_p50_ms']:.2f} / "
+                   f"{r['b1_p99_ms']:.2f} | {r['e2e_b1_p50_ms']:.2f} | {t[8]:.0f} / {t[32]:.0f} / {t[64]:.0f} / "
+                   f"{t[128]:.0f} | {r['best_throughput']:.0f} (batch {r['best_batch']}) |")
+    out += ["", "## Server (loopback, asyncio clients)", "",
+            "| model | transport | concurrency | requests/s | p50 (ms) | p99 (ms) | mean batch | errors | RSS (MB) |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['size']} | {r['transport']} | {r['concurrency']} | {r['rps']:.0f} | {r['p50_ms']:.2f} | "
+                   f"{r['p99_ms']:.2f} | {r['mean_batch']:.1f} | {sum(r['errors'].values()) if r['errors'] else 0}"
+                   f"{' ' + json.dumps(r['errors']) if r['errors'] else ''} | {r['rss_mb']:.0f} |")
+    out += ["", "## Targets", "",
+            "| model | transport | c=64 throughput / raw best | target ≥ 80% | c=1 p99 | 2 × raw batch-1 + 2 ms | met |",
+            "|---|---|---|---|---|---|---|"]
+    for size, raw in raws.items():
+        for transport in ("http", "grpc"):
+            hi = next((r for r in rows if r["size"] == size and r["transport"] == transport and r["concurrency"] == 64),
+                      None)
+            lo = next((r for r in rows if r["size"] == size and r["transport"] == transport and r["concurrency"] == 1),
+                      None)
+            if hi is None or lo is None:
+                continue
+            ratio = hi["rps"] / raw["best_throughput"]
+            bound = 2 * raw["b1_p50_ms"] + 2
+            out.append(f"| {size} | {transport} | {ratio:.0%} | {'yes' if ratio >= 0.8 else 'no'} | "
+                       f"{lo['p99_ms']:.2f} ms | {bound:.2f} ms | {'yes' if lo['p99_ms'] <= bound else 'no'} |")
+    out += ["", "Notes:", *[f"- {n}" for n in notes], ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

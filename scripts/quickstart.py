@@ -1,0 +1,221 @@
+"""The whole chain on a small default, in a few minutes on 2 CPU cores:
+
+    python scripts/quickstart.py                      # data from ../shared/data
+    python scripts/quickstart.py --minutes 5 --data my_corpus.txt --shared /path/to/shared/data
+
+1. train a WordPiece tokenizer and a `tiny` Electric model (bf16 autocast, `--minutes` of training) on
+   Wikipedia text plus two thirds of the ATIS training references (in-domain text is what helps a small
+   model rerank; DESIGN §4);
+2. export it to ONNX with int8 quantisation (`electric export`);
+3. start `electric serve` on a loopback port;
+4. POST the other third of the ATIS training n-best lists to /v1/rerank to get LM scores, tune the
+   weights on them (electric.nbest.tune_weights), then POST `--utterances` ATIS test lists with those
+   weights and print the WER of the first hypothesis, of the reranked one, and of the oracle;
+5. stop the server (SIGTERM: it drains and exits).
+
+Everything lands in --work (default runs/quickstart); a second run reuses the model (--retrain to redo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from itertools import islice
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def log(msg: str) -> None:
+    print(f"[quickstart {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_lists(path: Path) -> list[dict]:
+    return json.loads(path.read_text())
+
+
+def prepare_text(args, work: Path, atis_train: list[dict]) -> list[str]:
+    """Training text files: the user's --data, else a slice of Wikipedia; plus 2/3 of the ATIS references."""
+    files = list(args.data or [])
+    if not files:
+        wiki = work / "wiki_sample.txt"
+        with open(Path(args.shared) / "corpus" / "enwiki" / "wiki_00", encoding="utf-8") as f:
+            wiki.write_text("".join(islice(f, 2500)), encoding="utf-8")
+        files.append(str(wiki))
+    refs = work / "atis_train_refs.txt"
+    n_train = len(atis_train) * 2 // 3
+    # one reference a line, a blank line between small groups (documents of about 20 sentences)
+    lines = [u["output"] for u in atis_train[:n_train]]
+    refs.write_text("\n\n".join("\n".join(lines[i:i + 20]) for i in range(0, len(lines), 20)) + "\n", encoding="utf-8")
+    return [*files, str(refs)]
+
+
+def train(args, work: Path, text_files: list[str]) -> Path:
+    from training.pretrain import main as pretrain
+    from training.tokenizer import train_tokenizer
+
+    tok = work / "tokenizer"
+    if not (tok / "tokenizer.json").is_file():
+        log("training a WordPiece tokenizer (8,000 pieces)")
+        train_tokenizer(text_files, vocab_size=8000, out=tok, overwrite=True)
+    run = work / "electric-tiny"
+    log(f"pretraining a tiny Electric model for {args.minutes:g} minutes (bf16 autocast)")
+    rc = pretrain(["--objective", "electric", "--preset", "tiny", "--data", *text_files, "--tokenizer", str(tok),
+                   "--out", str(run), "--time-budget", str(args.minutes), "--precision", "bf16",
+                   "--num-proc", "1", "--overwrite", "--max-seq-length", "64", "--warmup-steps", "100"])
+    if rc != 0:
+        raise SystemExit(f"pretraining failed ({rc})")
+    return run
+
+
+def export(run: Path, work: Path) -> Path:
+    from electric.export import export_model
+
+    out = work / "electric-tiny-onnx"
+    log(f"exporting {run / 'discriminator'} to ONNX (fp32 + int8) -> {out}")
+    export_model(run / "discriminator", out, quantize="int8", overwrite=True, log=lambda m: None)
+    return out
+
+
+class Server:
+    """`python -m server` in its own process on a loopback port."""
+
+    def __init__(self, model: Path, work: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.logfile = open(work / "server.log", "w")  # noqa: SIM115 - closed in stop()
+        cmd = [sys.executable, "-m", "server", "--model", str(model), "--http-port", str(self.port),
+               "--grpc-port", "-1", "--max-inputs-per-request", "1024"]
+        log("starting: electric serve " + " ".join(cmd[3:]))
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.logfile, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 300) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"the server exited ({self.proc.returncode}); see {self.logfile.name}")
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=1).status_code == 200:
+                    log(f"server ready at {self.url} (docs: {self.url}/docs)")
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        raise SystemExit("the server did not get ready in time")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(60)
+        self.logfile.close()
+        log(f"server stopped (exit status {self.proc.returncode})")
+
+
+def rerank(url: str, utts: list[dict], weights: dict | None = None) -> dict:
+    """POST /v1/rerank with the lists (and their am_score) in chunks; returns the response's results."""
+    import httpx
+
+    results = []
+    for lo in range(0, len(utts), 100):
+        chunk = utts[lo: lo + 100]
+        body = {"lists": [{"id": u.get("id", str(lo + k)), "hypotheses": u["input"], "scores": u.get("am_score")}
+                          for k, u in enumerate(chunk)], "truncate": True}
+        if weights is not None:
+            body["weights"] = weights
+        r = httpx.post(f"{url}/v1/rerank", json=body, timeout=300)
+        if r.status_code != 200:
+            raise SystemExit(f"/v1/rerank answered {r.status_code}: {r.text}")
+        results += r.json()["results"]
+    return results
+
+
+def lm_scores(results: list[dict], utts: list[dict]) -> list[list[float]]:
+    """Per hypothesis (in the list's own order) LM score, from the rerank response."""
+    out = []
+    for res, u in zip(results, utts, strict=True):
+        s = [0.0] * len(u["input"])
+        for h in res["hyps"]:
+            s[h["rank"]] = h["lm"]
+        out.append(s)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--shared", default=os.environ.get("ELECTRIC_SHARED_DATA", str(REPO.parent / "shared" / "data")),
+                    help="the shared data folder (default ../shared/data)")
+    ap.add_argument("--data", nargs="+", help="your own training text (default: a slice of shared Wikipedia)")
+    ap.add_argument("--minutes", type=float, default=3.0, help="pretraining time budget (default 3)")
+    ap.add_argument("--utterances", type=int, default=100, help="ATIS test utterances to rerank (default 100)")
+    ap.add_argument("--work", default=str(REPO / "runs" / "quickstart"))
+    ap.add_argument("--retrain", action="store_true", help="train again even if --work has a model")
+    args = ap.parse_args(argv)
+    t0 = time.monotonic()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    nbest_dir = Path(args.shared) / "nbest"
+    atis_train = read_lists(nbest_dir / "atis_train.whisper5best.json")
+    atis_test = read_lists(nbest_dir / "atis_test.whisper5best.json")[: args.utterances]
+    dev = atis_train[len(atis_train) * 2 // 3:]  # the references not used for training
+
+    onnx_dir = work / "electric-tiny-onnx"
+    if args.retrain or not (onnx_dir / "electric.json").is_file():
+        run = train(args, work, prepare_text(args, work, atis_train))
+        onnx_dir = export(run, work)
+    else:
+        log(f"reusing {onnx_dir} (pass --retrain to train again)")
+
+    from electric.nbest import Components, Evaluator, NBestList, make_metric, tune_weights
+
+    server = Server(onnx_dir, work)
+    try:
+        server.wait_ready()
+        log(f"POST /v1/rerank: {len(dev)} dev lists (ATIS train, held out from training) to tune the weights")
+        dev_lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in dev]
+        dev_lm = lm_scores(rerank(server.url, dev), dev)
+        ev_dev = Evaluator(dev_lists, make_metric("wer"))
+        tuned = tune_weights(ev_dev, Components.of(dev_lists, dev_lm))
+        weights = {"lm": tuned.weights.lm, "length": tuned.weights.length, "beta": tuned.weights.beta}
+        log(f"tuned weights: lm {weights['lm']:g}, length {weights['length']:g} per word "
+            f"(dev WER {ev_dev.first():.2%} -> {tuned.dev_score:.2%})")
+        log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with those weights")
+        t_req = time.monotonic()
+        results = rerank(server.url, atis_test, weights)
+        took = time.monotonic() - t_req
+    finally:
+        server.stop()
+
+    test_lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in atis_test]
+    ev = Evaluator(test_lists, make_metric("wer"))
+    import numpy as np
+
+    chosen = np.array([res["order"][0] for res in results])
+    before, after, oracle = ev.first(), ev.score_selection(chosen), ev.oracle()
+    changed = int((chosen != 0).sum())
+    print()
+    print(f"ATIS test, {len(test_lists)} utterances (Whisper 5-best), reranked by the server in {took:.1f} s:")
+    print(f"  WER before (first hypothesis): {before:.2%}")
+    print(f"  WER after  (/v1/rerank):       {after:.2%}   ({changed} utterances changed their best hypothesis)")
+    print(f"  oracle WER:                    {oracle:.2%}")
+    print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes; model in {onnx_dir}, server log in {work / 'server.log'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
