@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -29,11 +30,11 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def wiki_sample(tmp_path_factory) -> Path:
-    """The first ~3,000 lines of one enwiki WikiExtractor file (a few dozen articles)."""
+    """The first ~1,500 lines of one enwiki WikiExtractor file (a few dozen articles)."""
     src = require_shared("corpus/enwiki/wiki_00")
     dst = tmp_path_factory.mktemp("wiki") / "wiki_sample"
     with open(src, encoding="utf-8") as f:
-        lines = [next(f) for _ in range(3000)]
+        lines = list(itertools.islice(f, 1500))
     # end on a closed document
     while not lines[-1].startswith("</doc>"):
         lines.pop()
