@@ -445,6 +445,10 @@ def train(cfg: FinetuneConfig, data: TaskData, model, tokenizer, out: Path, devi
     finally:
         bar.close()
 
+    if best["state"] is None:
+        print(f"error: the dev {primary} was NaN after every epoch (did training diverge? try a lower --lr)",
+              file=sys.stderr)
+        return 1
     model.load_state_dict(best["state"])
     result = {"task": task.name, "task_type": cfg.task_type, "model": cfg.model, "random_init": cfg.random_init,
               "labels": labels, "metric": primary, "best_epoch": best["epoch"], "epochs_run": len(history),
