@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
     rows = []
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         tok, tok_desc = get_tokenizer(args.tokenizer, work)
@@ -150,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Command: `{cmd}`",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs visible, torch {torch.__version__} "
-        f"({args.threads} threads), Python {platform.python_version()}. Random-weight models, fp32, CPU.",
+        f"({args.threads} threads), Python {platform.python_version()}. Random-weight models, fp32, CPU. "
+        f"Load average (1 min) {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end: other "
+        "processes on the machine slow both methods alike; compare the speed-up, not the absolute rates.",
         f"Input: {len(texts)} enwiki sentences of exactly {args.length} tokens ([CLS]/[SEP] included; "
         f"{args.length - 2} scored tokens each); tokenizer: {tok_desc} ({len(tok)} pieces). Batching for both: "
         f"{args.batch_size} rows, {args.max_batch_tokens} tokens. Median of {args.rounds} alternating rounds of "

@@ -5,8 +5,9 @@
 
 For every run directory (or model directory) and every scoring method it supports:
 - `electric` (Electric PLL, sum of -s_t) and `electra` (sum of log(1 - sigma(s_t))) on RUN/discriminator;
-- `mlm-pll` (and with --word-l2r `mlm-pll-word-l2r`) on RUN/generator when it is a masked LM (the full-size
-  MLM of an `--objective mlm` run, the small generator of an `electra` run; not Electric's cloze model);
+- `mlm-pll` (and with --word-l2r `mlm-pll-word-l2r`) on RUN/generator of an `--objective mlm` run (the
+  full-size masked LM) or on a bare masked-LM directory; with --small-generators also on the 1/4-size
+  generator of an `electra` run (never on Electric's two-tower cloze generator, which is not a masked LM);
 it reports BLiMP accuracy on every set of --blimp (a pair is right when the good sentence scores higher)
 and the WER of reranking --nbest: weights tuned on a seeded half of the utterances, WER reported on the
 other half, with first-hypothesis and oracle WER on the whole set and on that half. Missing runs are
@@ -54,8 +55,10 @@ def run_info(path: Path) -> dict:
     return info
 
 
-def methods_for(path: Path, word_l2r: bool) -> list[tuple[str, Path]]:
-    """(method, model directory) pairs that apply to a run or model directory."""
+def methods_for(path: Path, word_l2r: bool, small_generators: bool = False) -> list[tuple[str, Path]]:
+    """(method, model directory) pairs that apply to a run or model directory. MLM PLL runs on the
+    generator of an `mlm` run (or a bare masked-LM directory); the small generator of an `electra` run
+    only with `small_generators`."""
     def archs(d: Path) -> list[str]:
         cfg = d / "config.json"
         return (json.loads(cfg.read_text()).get("architectures") or []) if cfg.is_file() else []
@@ -65,7 +68,9 @@ def methods_for(path: Path, word_l2r: bool) -> list[tuple[str, Path]]:
     gen = path / "generator" if (path / "generator").is_dir() else path
     if "ElectraForPreTraining" in archs(disc):
         out += [("electric", disc), ("electra", disc)]
-    if any(a.endswith("ForMaskedLM") for a in archs(gen)):
+    is_run = (path / "discriminator").is_dir() or (path / "generator").is_dir()
+    full_size_mlm = not is_run or not (path / "discriminator").is_dir()  # an mlm run has no discriminator
+    if any(a.endswith("ForMaskedLM") for a in archs(gen)) and (full_size_mlm or small_generators):
         out.append(("mlm-pll", gen))
         if word_l2r:
             out.append(("mlm-pll-word-l2r", gen))
@@ -77,16 +82,28 @@ def count_params(scorer) -> int:
     return sum(p.numel() for p in model.parameters()) if model is not None else 0
 
 
+_DISC_CACHE: dict[tuple[str, str], tuple[float, float]] = {}  # (model dir, text) -> (electric, electra)
+
+
 def evaluate(run: Path, method: str, model_dir: Path, args, blimp_sets, nbest_lists) -> dict:
     from electric.commands.score import blimp_accuracy
     from electric.nbest import rerank_report, score_nbest
-    from electric.scoring import load_scorer
+    from electric.scoring import Scorer, electra_score, electric_score, load_scorer
 
     scorer = load_scorer(model_dir, method, backend="torch", device=args.device,
                          max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size)
 
     def score_fn(texts):
-        return [s.score for s in scorer.score(texts, method=method)]
+        if not isinstance(scorer, Scorer):
+            return [s.score for s in scorer.score(texts, method=method)]
+        # electric and electra come from the same discriminator pass: run it once for both
+        todo = [t for t in dict.fromkeys(texts) if (str(model_dir), t) not in _DISC_CACHE]
+        if todo:
+            enc = scorer.encode(todo)
+            for e, row in zip(enc, scorer.logits(enc), strict=True):
+                _DISC_CACHE[str(model_dir), e.text] = (electric_score(e, row).score, electra_score(e, row).score)
+        k = 0 if method == "electric" else 1
+        return [_DISC_CACHE[str(model_dir), t][k] for t in texts]
 
     res: dict = {"run": str(run), "method": method, "model": str(model_dir), "params": count_params(scorer)}
     t0 = time.perf_counter()
@@ -159,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, help="first N pairs per BLiMP set and first N n-best lists (quick look)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the dev/test halves")
     ap.add_argument("--word-l2r", action="store_true", help="also score with mlm-pll-word-l2r")
+    ap.add_argument("--small-generators", action="store_true",
+                    help="also run MLM PLL on the (1/4-size) generator of ELECTRA runs")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch-size", type=int, default=64)
@@ -188,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped.append(r)
             continue
         infos[r] = run_info(path)
-        methods = methods_for(path, args.word_l2r)
+        methods = methods_for(path, args.word_l2r, args.small_generators)
         if not methods:
             print(f"{r}: no discriminator or masked LM inside, skipped", file=sys.stderr)
         for method, model_dir in methods:

@@ -21,7 +21,7 @@ also masks the later pieces of the same word (Kauf & Ivanova 2023, "PLL-word-l2r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -150,6 +150,8 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, *, truncate: bool =
     stride = window_stride or max(1, width // 2)
     if not 1 <= stride <= width:
         raise ValueError(f"window_stride must be between 1 and {width}, got {stride}")
+    if not texts:
+        return []
     batch = tokenizer(list(texts), add_special_tokens=True, return_offsets_mapping=True, truncation=False,
                       verbose=False)
     out = []
@@ -405,9 +407,10 @@ class Scorer:
 
     def score(self, texts: Sequence[str], method: str = "electric", per_token: bool = False,
               start_index: int = 0) -> list[TextScore]:
+        if method in MLM_METHODS:
+            raise ValueError(f"method {method!r} needs a masked LM (MaskedLMScorer), not a discriminator")
         if method not in DISCRIMINATOR_METHODS:
-            raise ValueError(f"method {method!r} needs {'a masked LM' if method in MLM_METHODS else 'one of'} "
-                             f"{'(MaskedLMScorer)' if method in MLM_METHODS else DISCRIMINATOR_METHODS}")
+            raise ValueError(f"unknown method {method!r} for a discriminator (one of {DISCRIMINATOR_METHODS})")
         fn = electric_score if method == "electric" else electra_score
         enc = self.encode(texts, start_index)
         return [fn(e, row, per_token) for e, row in zip(enc, self.logits(enc), strict=True)]
@@ -610,8 +613,3 @@ def load_scorer(model: str | Path, method: str = "electric", backend: str = "aut
         raise
     return Scorer(be, **kwargs)
 
-
-def score_texts(scorer: Scorer | MaskedLMScorer, texts: Iterable[str], method: str,
-                per_token: bool = False) -> list[TextScore]:
-    """`scorer.score` for either scorer type (for callers that hold a method name)."""
-    return scorer.score(list(texts), method=method, per_token=per_token)

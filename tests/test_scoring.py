@@ -216,11 +216,17 @@ def test_fast_mlm_pll_equals_brute_force(mlm):
 
 def test_word_l2r_mlm_pll_equals_brute_force(mlm):
     texts = ["The unbelievable glassmakers broke it.", blimp_sentences(1)[0]]
-    fast = mlm.score(texts, method="mlm-pll-word-l2r")
-    plain = mlm.score(texts, method="mlm-pll")
+    fast = mlm.score(texts, method="mlm-pll-word-l2r", per_token=True)
+    plain = mlm.score(texts, method="mlm-pll", per_token=True)
     for text, r in zip(texts, fast, strict=True):
         assert r.score == pytest.approx(brute_force_pll(mlm.model, mlm.tokenizer, text, word_l2r=True).sum(), abs=1e-4)
-    assert fast[0].score != pytest.approx(plain[0].score, abs=1e-3)  # multi-piece words do change the score
+    # only pieces followed by more pieces of their word see extra masks: their scores change, the others do not
+    (e,) = mlm.encode(texts[:1])
+    words = e.word_ids[1:-1]
+    has_later_piece = [i + 1 < len(words) and words[i + 1] == w for i, w in enumerate(words)]
+    assert any(has_later_piece)
+    for later, f, p in zip(has_later_piece, fast[0].tokens, plain[0].tokens, strict=True):
+        assert (abs(f.score - p.score) > 1e-7) == later
 
 
 def test_mlm_pll_sliding_window_matches_short_text(mlm):
@@ -259,3 +265,20 @@ def test_mlm_rejects_electric_cloze_generator_and_discriminator(tmp_path, tokeni
         load_scorer(tmp_path, "mlm-pll")  # a run directory whose generator is the cloze model
     with pytest.raises(ValueError, match="not a masked LM"):
         load_masked_lm(disc_dir)
+
+
+def test_mlm_pll_on_a_bert_checkpoint_equals_brute_force(tokenizer_dir, tmp_path):
+    """Any local masked LM, not only ours: a tiny BertForMaskedLM (head `cls`) gives the brute-force PLL."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(1)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64, pad_token_id=tok.pad_token_id)
+    BertForMaskedLM(cfg).save_pretrained(tmp_path / "bert")
+    tok.save_pretrained(tmp_path / "bert")
+    bert = load_scorer(tmp_path / "bert", "mlm-pll", device="cpu", max_batch_tokens=128)
+    assert isinstance(bert, MaskedLMScorer) and bert.max_length == 64
+    texts = blimp_sentences(1)[:3]
+    for text, r in zip(texts, bert.score(texts), strict=True):
+        assert r.score == pytest.approx(brute_force_pll(bert.model, bert.tokenizer, text).sum(), abs=1e-4)
