@@ -123,6 +123,12 @@ def _write_json(path: str, obj) -> None:
     tmp.replace(p)
 
 
+def scorer_dir(args) -> str:
+    from electric.scoring import resolve_model_dir
+
+    return str(resolve_model_dir(args.model, args.method))
+
+
 # ---- electric score -----------------------------------------------------------------------------------
 
 
@@ -167,7 +173,7 @@ def cmd_score(args) -> int:
             fout.close()
     kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else "discriminator"
     if not args.quiet:
-        print(f"scored {n} lines with {args.method} ({kind})", file=sys.stderr)
+        print(f"scored {n} line{'s' if n != 1 else ''} with {args.method} ({kind} {scorer_dir(args)})", file=sys.stderr)
     return 0
 
 
