@@ -175,7 +175,57 @@ class Server:
         return rc
 
 
-async def load_http(url: str, texts: list[str], concurrency: int, seconds: float) -> dict:
+async def load_http(url: str, texts: list[str], concurrency: int, seconds: float, client: str = "raw") -> dict:
+    """`concurrency` keep-alive connections, each sending one request after the other for `seconds`."""
+    if client == "httpx":
+        return await load_httpx(url, texts, concurrency, seconds)
+    host, port = url.split("//")[1].split(":")
+    bodies = [json.dumps({"texts": [t]}).encode() for t in texts]
+    head = f"POST /v1/score HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: "
+    lat, errors = [], {}
+
+    async def request(reader, writer, body: bytes) -> int:
+        writer.write(head.encode() + str(len(body)).encode() + b"\r\n\r\n" + body)
+        status_line = await reader.readline()
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        data = await reader.readexactly(length)
+        status = int(status_line.split()[1])
+        if status != 200:
+            errors[f"http {status} {json.loads(data).get('error_type')}"] = \
+                errors.get(f"http {status} {json.loads(data).get('error_type')}", 0) + 1
+        return status
+
+    async def worker(k: int):
+        reader, writer = await asyncio.open_connection(host, int(port))
+        await request(reader, writer, bodies[k % len(bodies)])
+        await start.wait()
+        i = k
+        while time.perf_counter() < t_end:
+            t0 = time.perf_counter()
+            try:
+                if await request(reader, writer, bodies[i % len(bodies)]) == 200:
+                    lat.append(time.perf_counter() - t0)
+            except (OSError, asyncio.IncompleteReadError) as e:
+                errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
+                reader, writer = await asyncio.open_connection(host, int(port))
+            i += concurrency
+        writer.close()
+
+    start = asyncio.Event()
+    t_end = float("inf")
+    tasks = [asyncio.ensure_future(worker(k)) for k in range(concurrency)]
+    await asyncio.sleep(0.5)  # connections open and warm
+    t_start = time.perf_counter()
+    t_end = t_start + seconds
+    start.set()
+    await asyncio.gather(*tasks)
+    return summary(lat, errors, time.perf_counter() - t_start)
+
+
+async def load_httpx(url: str, texts: list[str], concurrency: int, seconds: float) -> dict:
     import httpx
 
     lat, errors = [], {}
@@ -266,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads, server and raw (0 = default)")
     ap.add_argument("--work", default=str(REPO / "runs" / "bench-server"), help="models and logs (cached)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "server.md"))
+    ap.add_argument("--http-client", choices=("raw", "httpx"), default="raw",
+                    help="raw: a minimal asyncio HTTP/1.1 keep-alive client (default; httpx's client spends more "
+                         "CPU per request than the server on this 2-core machine); httpx: httpx.AsyncClient")
     ap.add_argument("--server-args", default="", help="extra `python -m server` flags, e.g. '--max-wait-ms 1'")
     args = ap.parse_args(argv)
     work = Path(args.work)
@@ -288,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                 for c in args.concurrency:
                     b0 = batch_stats(server.url)
                     if transport == "http":
-                        r = asyncio.run(load_http(server.url, texts, c, args.seconds))
+                        r = asyncio.run(load_http(server.url, texts, c, args.seconds, args.http_client))
                     else:
                         r = asyncio.run(load_grpc(f"127.0.0.1:{server.grpc}", texts, c, args.seconds))
                     b1 = batch_stats(server.url)

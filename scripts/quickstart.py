@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         tuned = tune_weights(ev_dev, Components.of(dev_lists, dev_lm))
         weights = {"lm": tuned.weights.lm, "length": tuned.weights.length, "beta": tuned.weights.beta}
         log(f"tuned weights: lm {weights['lm']:g}, length {weights['length']:g} per word "
-            f"(dev WER {ev_dev.first():.2%} -> {tuned.dev_score:.2%})")
+            f"(dev WER {ev_dev.first():.2f}% -> {tuned.dev_score:.2f}%)")
         log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with those weights")
         t_req = time.monotonic()
         results = rerank(server.url, atis_test, weights)
@@ -210,9 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     changed = int((chosen != 0).sum())
     print()
     print(f"ATIS test, {len(test_lists)} utterances (Whisper 5-best), reranked by the server in {took:.1f} s:")
-    print(f"  WER before (first hypothesis): {before:.2%}")
-    print(f"  WER after  (/v1/rerank):       {after:.2%}   ({changed} utterances changed their best hypothesis)")
-    print(f"  oracle WER:                    {oracle:.2%}")
+    print(f"  WER before (first hypothesis): {before:.2f}%")
+    print(f"  WER after  (/v1/rerank):       {after:.2f}%   ({changed} utterances changed their best hypothesis)")
+    print(f"  oracle WER:                    {oracle:.2f}%")
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes; model in {onnx_dir}, server log in {work / 'server.log'}")
     return 0
 
