@@ -58,8 +58,9 @@ def _model_options(p: argparse.ArgumentParser, default_method: str = "electric")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def _progress_enabled(args) -> bool | None:
-    return False if args.quiet else None  # None: tqdm shows bars only on a terminal
+def _progress_disable(args) -> bool | None:
+    """tqdm's `disable`: True with --quiet, else None (bars only when stderr is a terminal)."""
+    return True if args.quiet else None
 
 
 def _load_scorer(args):
@@ -145,7 +146,7 @@ def cmd_score(args) -> int:
     fin = sys.stdin if src == "-" else open(src, encoding="utf-8")  # noqa: SIM115 - closed below
     fout = sys.stdout if args.out in (None, "-") else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
     bar = tqdm(total=_count_lines(src) if src != "-" else None, unit="line", desc="scoring",
-               disable=_progress_enabled(args), dynamic_ncols=True, file=sys.stderr)
+               disable=_progress_disable(args), dynamic_ncols=True, file=sys.stderr)
     n = 0
     try:
         lines = (line.rstrip("\r\n") for line in fin)
