@@ -118,6 +118,22 @@ def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libr
     assert [d["input"] for d in json.loads((tmp_path / "r0.json").read_text())] == [it["input"] for it in items]
 
 
+def test_eval_nbest_with_a_dev_file_and_first_pass_scores(capsys, disc_dir, tmp_path):
+    paths = {}
+    for name in ("atis_train", "atis_test"):
+        with open(require_shared(f"nbest/{name}.whisper5best.json"), encoding="utf-8") as f:
+            paths[name] = tmp_path / f"{name}.json"
+            paths[name].write_text(json.dumps(json.load(f)[:30]))
+    rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", paths["atis_test"],
+                       "--dev", paths["atis_train"], "--json", "--quiet")
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["dev_source"] == {"file": str(paths["atis_train"])} and "all" not in rep
+    assert rep["dev"]["num_utterances"] == rep["test"]["num_utterances"] == 30
+    assert rep["test"]["ids"][0] == json.loads(paths["atis_test"].read_text())[0]["id"]
+    assert rep["test"]["oracle"] <= rep["test"]["first"]
+
+
 def test_eval_nbest_needs_references(capsys, disc_dir, tmp_path):
     src = tmp_path / "lists.txt"
     src.write_text("the cat sat\nthe cat sad\n\na dog ran\na dog\n")
