@@ -81,7 +81,7 @@ async def _call(request: Request, coro) -> Answer:
     return answer
 
 
-def require_api_key(request: Request) -> None:
+async def require_api_key(request: Request) -> None:
     key = request.app.state.settings.api_key
     if key is None:
         return
