@@ -30,7 +30,7 @@ from electric.config import OBJECTIVES, PRESETS, PretrainConfig, resolve_config
 from electric.data import DataError, build_datasets
 from electric.modeling import PretrainingModel, SpecialIds
 
-CALIBRATION_STEPS = 5  # steps timed before a --time-budget run fixes its schedule length
+CALIBRATION_STEPS = 5  # a --time-budget run refits its schedule length every this many steps
 
 
 # ---- setup ---------------------------------------------------------------------------------------
@@ -387,8 +387,7 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr,
                                   betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
                                   fused=d.device.type == "cuda")
-    trainer = {"step": 0, "total_steps": cfg.max_steps, "elapsed": 0.0, "tokens": 0, "batches": None,
-               "calibrated": not cfg.time_budget_minutes}
+    trainer = {"step": 0, "total_steps": cfg.max_steps, "elapsed": 0.0, "tokens": 0, "batches": None}
     metrics_path = out / "metrics.jsonl"
     if args.resume:
         trainer.update(load_checkpoint(out, model, optimizer, d.device))
@@ -447,7 +446,7 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
                     res = step_model(ids, mask, step_rng(cfg.seed, step, micro, d.rank, d.device))
                 (res["loss"] / cfg.grad_accum).backward()
                 for k, v in res.items():
-                    sums[k] = sums.get(k, 0.0) + float(v) / cfg.grad_accum
+                    sums[k] = sums.get(k, 0.0) + float(v.detach()) / cfg.grad_accum
                 step_tokens += int(mask.sum()) * d.world
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             optimizer.step()
@@ -459,12 +458,12 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
             trainer["elapsed"] = elapsed
             bar.update(1)
 
-            if not trainer["calibrated"] and step - start_step >= CALIBRATION_STEPS:
-                # Fit the schedule's length to the time budget, once, from the steps timed so far.
+            if budget_s and step - start_step >= CALIBRATION_STEPS and step % CALIBRATION_STEPS == 0:
+                # Fit the schedule's length to the time left, from the mean step time so far (refitted
+                # as the machine's speed changes; the decay ends where the budget does).
                 per_step = (time.time() - start_time) / (step - start_step)
                 fitted = min(cfg.max_steps, step + int(max(0.0, budget_s - elapsed) / per_step))
                 trainer["total_steps"] = d.broadcast_int(max(fitted, step + 1))
-                trainer["calibrated"] = True
                 bar.total = trainer["total_steps"]
                 bar.refresh()
 

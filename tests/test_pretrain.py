@@ -1,0 +1,149 @@
+"""`python -m training.pretrain` end to end on the debug preset: outputs, resume, DDP, signals, errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import ElectraForPreTraining
+
+from training.pretrain import main
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(args, **env):
+    """Run the CLI in a subprocess (as a user would) and return it."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **env}
+    return subprocess.run([sys.executable, "-m", "training.pretrain", *map(str, args)], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def common(wiki_sample, tokenizer_dir, out, objective="electra", steps=6):
+    args = ["--objective", objective, "--preset", "debug", "--data", wiki_sample, "--tokenizer", tokenizer_dir,
+            "--out", out, "--max-steps", steps, "--num-proc", "1", "--log-every", 1, "--eval-every", 3]
+    return [str(a) for a in args]
+
+
+def read_metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_electric_run_writes_transformers_checkpoints_and_metrics(trained_run):
+    disc = ElectraForPreTraining.from_pretrained(trained_run / "discriminator")
+    assert disc.config.hidden_size == 64
+    cfg = json.loads((trained_run / "config.json").read_text())
+    assert cfg["objective"] == "electric" and cfg["preset"] == "debug" and cfg["max_steps"] == 30
+    gen_cfg = json.loads((trained_run / "generator" / "config.json").read_text())
+    assert gen_cfg["model_type"] == "electric-cloze" and gen_cfg["hidden_size"] == 16
+    rows = read_metrics(trained_run)
+    train_rows = [r for r in rows if "loss" in r]
+    val_rows = [r for r in rows if "val_loss" in r]
+    for key in ("step", "gen_loss", "disc_loss", "gen_acc", "disc_acc", "lr", "tokens_per_s"):
+        assert key in train_rows[-1], key
+    assert train_rows[-1]["step"] == 30 and val_rows
+    # the cloze model learns quickly even in 30 steps: its loss falls from log(V)
+    assert train_rows[-1]["gen_loss"] < train_rows[0]["gen_loss"]
+    assert (trained_run / "state" / "trainer.pt").is_file()
+
+
+@pytest.mark.parametrize("objective", ["mlm", "electra"])
+def test_other_objectives_train(objective, wiki_sample, tokenizer_dir, tmp_path):
+    out = tmp_path / objective
+    assert main(common(wiki_sample, tokenizer_dir, out, objective, steps=4)) == 0
+    assert (out / "generator" / "model.safetensors").is_file()
+    assert (out / "discriminator").is_dir() == (objective != "mlm")
+
+
+def test_resume_gives_the_same_weights_as_one_uninterrupted_run(wiki_sample, tokenizer_dir, tmp_path):
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    assert main(common(wiki_sample, tokenizer_dir, whole, steps=8)) == 0
+    assert main([*common(wiki_sample, tokenizer_dir, split, steps=8), "--stop-at", "5"]) == 0
+    assert read_metrics(split)[-1]["step"] == 5
+    assert main(["--resume", "--out", str(split), "--data", str(wiki_sample)]) == 0
+    a = load_file(whole / "discriminator" / "model.safetensors")
+    b = load_file(split / "discriminator" / "model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    # the log reads as one run
+    assert [r["step"] for r in read_metrics(split) if "loss" in r] == list(range(1, 9))
+
+
+def test_two_process_ddp_on_cpu_trains_and_writes_one_checkpoint(wiki_sample, tokenizer_dir, tmp_path):
+    out = tmp_path / "ddp"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                        "0", "-m", "training.pretrain", *map(str, common(wiki_sample, tokenizer_dir, out, steps=4))],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.count("stopped after 4 steps") == 1, "only rank 0 reports"
+    rows = [r for r in read_metrics(out) if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    # both ranks consumed a shard: the global batch (8) is counted once per step
+    assert rows[-1]["tokens"] <= 4 * 8 * 64
+    ElectraForPreTraining.from_pretrained(out / "discriminator")
+
+
+def test_sigint_saves_a_checkpoint_and_exits_cleanly(wiki_sample, tokenizer_dir, tmp_path):
+    out = tmp_path / "interrupted"
+    args = common(wiki_sample, tokenizer_dir, out, steps=100000)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "training.pretrain", *map(str, args)], cwd=REPO, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not (
+        (out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text().splitlines()) >= 2
+    ):
+        time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=300)
+    assert p.returncode == 0, stderr[-2000:]
+    assert "SIGINT" in stdout and "--resume" in stdout
+    trainer = torch.load(out / "state" / "trainer.pt", weights_only=False)
+    assert trainer["step"] >= 1
+    ElectraForPreTraining.from_pretrained(out / "discriminator")
+
+
+def test_bad_input_is_explained_and_leaves_nothing(wiki_sample, tokenizer_dir, tmp_path):
+    def err(*args):
+        p = run(args)
+        assert p.returncode == 2, p.stderr
+        assert "Traceback" not in p.stderr
+        return p.stderr
+
+    base = ["--preset", "debug", "--tokenizer", tokenizer_dir]
+    assert "does not exist" in err(*base, "--data", tmp_path / "missing.txt", "--out", tmp_path / "o1")
+    (tmp_path / "empty.txt").write_text("")
+    assert "empty" in err(*base, "--data", tmp_path / "empty.txt", "--out", tmp_path / "o2")
+    (tmp_path / "notok").mkdir()
+    assert "neither tokenizer.json nor vocab.txt" in err(
+        "--preset", "debug", "--tokenizer", tmp_path / "notok", "--data", wiki_sample, "--out", tmp_path / "o3")
+    assert "never downloads" in err("--tokenizer", "google/electra-small-discriminator", "--data", wiki_sample,
+                                    "--out", tmp_path / "o4")
+    assert "invalid choice" in err(*base, "--objective", "gpt", "--data", wiki_sample, "--out", tmp_path / "o5")
+    assert "invalid choice" in err("--preset", "huge", "--data", wiki_sample, "--out", tmp_path / "o6")
+    assert "unrecognized arguments" in err(*base, "--data", wiki_sample, "--out", tmp_path / "o7", "--bogus")
+    assert "no checkpoint to resume" in err("--resume", "--data", wiki_sample, "--out", tmp_path / "o8")
+    for i in range(1, 9):
+        assert not (tmp_path / f"o{i}").exists(), f"o{i} was written"
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "metrics.jsonl").write_text("{}\n")
+    assert "already holds a run" in err(*base, "--data", wiki_sample, "--out", occupied)
+    assert (occupied / "metrics.jsonl").read_text() == "{}\n"
+
+
+def test_help_explains_every_flag():
+    p = run(["--help"])
+    assert p.returncode == 0
+    for flag in ("--objective", "--preset", "--data", "--tokenizer", "--max-steps", "--time-budget", "--batch-size",
+                 "--grad-accum", "--lr", "--seed", "--precision", "--compile", "--resume", "--overwrite"):
+        assert flag in p.stdout
