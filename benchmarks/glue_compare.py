@@ -115,8 +115,8 @@ def fmt(v: float | None) -> str:
 
 
 def write_report(args: argparse.Namespace, models: dict[str, tuple[str, bool]], results: dict, elapsed: float,
-                 argv: list[str]) -> None:
-    seeds = args.seeds
+                 argv: list[str], seeds: list[int]) -> None:
+    """The Markdown table (medians over `seeds`, the rounds finished so far) and its JSON twin."""
     medians: dict[str, dict[str, float]] = {}
     for name in models:
         medians[name] = {}
@@ -131,7 +131,8 @@ def write_report(args: argparse.Namespace, models: dict[str, tuple[str, bool]], 
     lines = [
         "# GLUE dev: ELECTRA vs Electric vs MLM vs no pretraining",
         "",
-        f"Median over fine-tuning seeds {seeds} of the dev score (x100) of the epoch kept by early stopping on dev.",
+        f"Median over fine-tuning seeds {seeds} of the dev score (x100) of the epoch kept by early stopping on dev"
+        + ("." if seeds == args.seeds else f" (partial: {len(seeds)} of the {len(args.seeds)} seeds asked for)."),
         f"Average = mean of {', '.join(f'{t} {m}' for t, m in AVERAGE.items() if t in args.tasks)} "
         "(the ELECTRA paper's metric per task; 5 of the 8 GLUE tasks).",
         "",
@@ -212,16 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh and work.exists():
         shutil.rmtree(work)
     start = time.time()
-    results: dict[str, dict[str, dict[int, dict]]] = {}
-    for task in args.tasks:  # task-major, so a partial run already compares every model
-        for name, (path, is_random) in models.items():
-            for seed in args.seeds:
+    results: dict[str, dict[str, dict[int, dict]]] = {name: {} for name in models}
+    for i, seed in enumerate(args.seeds):  # seed-major: after each round the report covers every model and task
+        for task in args.tasks:
+            for name, (path, is_random) in models.items():
                 out = work / name / task / f"seed{seed}"
                 ev = run_one(finetune_argv(path, task, seed, out, args, is_random), out, args.fresh, args.keep_models)
-                results.setdefault(name, {}).setdefault(task, {})[seed] = ev
+                results[name].setdefault(task, {})[seed] = ev
                 print(f"[{time.time() - start:7.0f}s] {name} {task} seed {seed}: "
                       + ", ".join(f"{k} {v:.4f}" for k, v in ev["dev"].items()), flush=True)
-    write_report(args, models, results, time.time() - start, argv)
+        write_report(args, models, results, time.time() - start, argv, args.seeds[: i + 1])
     return 0
 
 
