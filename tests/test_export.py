@@ -135,8 +135,12 @@ def test_exported_runs_at_new_shapes_like_torch(exported, disc_dir):
 def test_parity_data_option_and_quantised_graph(disc_dir, tmp_path, sentences_file):
     m = ex.export_model(disc_dir, tmp_path / "o", quantize="int8", parity_data=sentences_file, log=lambda _: None)
     assert m["parity"]["source"] == str(sentences_file)
-    ops = {n.op_type for n in onnx.load(str(tmp_path / "o" / "model.int8.onnx")).graph.node}
-    assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
+    nodes = onnx.load(str(tmp_path / "o" / "model.int8.onnx")).graph.node
+    quantised = [n.name for n in nodes if n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul")]
+    assert len(quantised) == 2 * 6  # Q, K, V, attention output, FFN in and out in each of 2 layers
+    assert all("/encoder/" in name for name in quantised)
+    kept = [n.name for n in nodes if n.op_type == "MatMul" and any(k in n.name for k in ex.KEEP_FP32)]
+    assert len(kept) == 3  # head dense, head prediction, embedding projection stay fp32
 
 
 # ---- classifier and tagger heads ----------------------------------------------------------------
