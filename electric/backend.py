@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
-import torch
 
 from electric.checkpoint import CheckpointError, load_tokenizer, require_local_dir
 
@@ -52,7 +51,8 @@ def model_kind(config: dict, where: str) -> Kind:
 class TorchBackend:
     """A transformers ELECTRA model on torch (CPU or CUDA): the development and reference path."""
 
-    def __init__(self, model_dir: str | Path, device: str | None = None, dtype: torch.dtype = torch.float32):
+    def __init__(self, model_dir: str | Path, device: str | None = None, dtype=None):
+        import torch  # only the torch backend needs torch; ONNX serving images may leave it out
         import transformers
 
         d = require_local_dir(model_dir, "model")
@@ -66,7 +66,7 @@ class TorchBackend:
         cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         try:
-            self.model = cls.from_pretrained(d, dtype=dtype).to(self.device).eval()
+            self.model = cls.from_pretrained(d, dtype=dtype or torch.float32).to(self.device).eval()
         except (OSError, ValueError) as e:
             raise CheckpointError(f"could not load {str(d)!r}: {e}") from e
         self.tokenizer = load_tokenizer(d)
@@ -74,14 +74,16 @@ class TorchBackend:
         self.providers = [f"torch:{self.device.type}"]
         self.model_dir = d
 
-    @torch.inference_mode()
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray:
+        import torch
+
         kw = {}
         if token_type_ids is not None:
             kw["token_type_ids"] = torch.as_tensor(token_type_ids, device=self.device)
-        out = self.model(input_ids=torch.as_tensor(input_ids, device=self.device),
-                         attention_mask=torch.as_tensor(attention_mask, device=self.device), **kw)
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.as_tensor(input_ids, device=self.device),
+                             attention_mask=torch.as_tensor(attention_mask, device=self.device), **kw)
         return out.logits.float().cpu().numpy()
 
 

@@ -260,9 +260,12 @@ class PretrainingModel(nn.Module):
         log_q[real] = log_q_all.gather(-1, disc_inputs[real][:, None]).squeeze(-1)
         s = self.discriminator(disc_inputs, attention_mask=attention_mask).logits  # (B, T) energies
         logit = obj.electric_corrected_logits(s, log_q, self.cfg.mask_prob)  # (B, T)
-        out = obj.electric_loss(cloze_logits[is_cand], input_ids[candidates], logit, labels, attention_mask,
-                                self.cfg.gen_weight, self.cfg.disc_weight)
-        out["gen_acc"] = obj.accuracy(cloze_logits[is_cand], input_ids[candidates])
+        targets = input_ids[real]  # (N_real,)
+        target_log_q = log_q_all.gather(-1, targets[:, None]).squeeze(-1)  # (N_real,): log q(x_t | x_\t)
+        out = obj.electric_loss(target_log_q[is_cand], logit, labels, attention_mask, self.cfg.gen_weight,
+                                self.cfg.disc_weight)
+        with torch.no_grad():
+            out["gen_acc"] = (log_q_all.argmax(-1) == targets)[is_cand].float().mean()
         return out
 
     # ---- checkpoints ----------------------------------------------------------------------------

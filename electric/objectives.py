@@ -137,16 +137,19 @@ def electra_loss(
 
 
 def electric_loss(
-    cloze_logits: torch.Tensor,
-    cloze_targets: torch.Tensor,
+    cloze_target_log_q: torch.Tensor,
     corrected_logits: torch.Tensor,
     labels: torch.Tensor,
     attention_mask: torch.Tensor,
     gen_weight: float = 1.0,
     disc_weight: float = 50.0,
 ) -> dict:
-    """Cloze likelihood on all candidates + NCE's BCE on the corrected logits over non-pad tokens."""
-    gen = mlm_loss(cloze_logits, cloze_targets)
+    """Cloze likelihood on all candidates + NCE's BCE on the corrected logits over non-pad tokens.
+
+    cloze_target_log_q: (N_cand,) log q(x_t | x_\\t) of the true token at every candidate position
+    (the log-softmax the corrected logits already need, so it is computed once).
+    """
+    gen = -cloze_target_log_q.float().mean() if cloze_target_log_q.numel() else cloze_target_log_q.sum() * 0.0
     disc = masked_bce(corrected_logits, labels, attention_mask)
     out = {"loss": gen_weight * gen + disc_weight * disc, "gen_loss": gen.detach(), "disc_loss": disc.detach()}
     out.update(_disc_metrics(corrected_logits, labels, attention_mask))

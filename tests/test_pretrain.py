@@ -80,8 +80,8 @@ def test_resume_gives_the_same_weights_as_one_uninterrupted_run(wiki_sample, tok
 def test_two_process_ddp_on_cpu_trains_and_writes_one_checkpoint(wiki_sample, tokenizer_dir, tmp_path):
     out = tmp_path / "ddp"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                        "0", "-m", "training.pretrain", *map(str, common(wiki_sample, tokenizer_dir, out, steps=4))],
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                        "-m", "training.pretrain", *map(str, common(wiki_sample, tokenizer_dir, out, steps=4))],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.count("stopped after 4 steps") == 1, "only rank 0 reports"
@@ -147,3 +147,46 @@ def test_help_explains_every_flag():
     for flag in ("--objective", "--preset", "--data", "--tokenizer", "--max-steps", "--time-budget", "--batch-size",
                  "--grad-accum", "--lr", "--seed", "--precision", "--compile", "--resume", "--overwrite"):
         assert flag in p.stdout
+
+
+def test_continued_pretraining_starts_from_a_run_on_nbest_references(trained_run, tmp_path):
+    from conftest import require_shared
+
+    nbest = require_shared("nbest/atis_test.whisper5best.json")
+    out = tmp_path / "adapted"
+    assert main(["--init-from", str(trained_run), "--objective", "electric", "--preset", "debug",
+                 "--data-from-nbest", str(nbest), "--epochs", "1", "--out", str(out), "--num-proc", "1",
+                 "--log-every", "1"]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["lr"] == pytest.approx(1e-3 * 0.2), "continued pretraining lowers the default lr"
+    assert cfg["hidden_size"] == 64 and cfg["init_from"] == str(trained_run)
+    rows = [r for r in read_metrics(out) if "loss" in r]
+    assert 0 < rows[-1]["epoch"] <= 1.2
+    fresh_first = [r for r in read_metrics(trained_run) if "loss" in r][0]
+    assert rows[0]["gen_loss"] < fresh_first["gen_loss"], "the cloze model starts from the trained one"
+    src = load_file(trained_run / "discriminator" / "model.safetensors")
+    new = load_file(out / "discriminator" / "model.safetensors")
+    assert src.keys() == new.keys() and any(not torch.equal(src[k], new[k]) for k in src)
+
+
+def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
+    from electric.checkpoint import load_tokenizer
+    from electric.config import resolve_config
+    from electric.modeling import SpecialIds
+    from training.pretrain import adopt_architecture, build_model
+
+    tok = load_tokenizer(trained_run / "discriminator")
+    cfg = resolve_config("tiny", "electric", {"init_from": str(trained_run)})
+    adopt_architecture(cfg, cfg.init_from)
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.gen_hidden) == (64, 2, 16)
+    special = SpecialIds(tok.pad_token_id, tok.mask_token_id, tok.cls_token_id, tok.sep_token_id, len(tok),
+                         tuple(tok.all_special_ids))
+    model = build_model(cfg, special, cfg.init_from)
+    src = load_file(trained_run / "discriminator" / "model.safetensors")
+    for k, v in model.discriminator.state_dict().items():
+        if k in src:
+            assert torch.equal(v, src[k]), k
+    gen_src = load_file(trained_run / "generator" / "model.safetensors")
+    assert torch.equal(model.generator.ltr.layer[0].attention.self.query.weight,
+                       gen_src["ltr.layer.0.attention.self.query.weight"])
+    assert model.generator.embeddings is model.discriminator.electra.embeddings

@@ -30,6 +30,7 @@ from electric.config import OBJECTIVES, PRESETS, PretrainConfig, resolve_config
 from electric.data import DataError, build_datasets
 from electric.modeling import PretrainingModel, SpecialIds
 
+INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr
 CALIBRATION_STEPS = 5  # a --time-budget run refits its schedule length every this many steps
 
 
@@ -72,6 +73,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--save-every", type=int, help="steps between resumable checkpoints")
     ap.add_argument("--init-from", help="start from the weights of a run directory or an ELECTRA discriminator "
                                         "directory (continued pretraining)")
+    ap.add_argument("--data-from-nbest", nargs="+", default=[], metavar="NBEST",
+                    help="also train on the references (output/ref fields) of these n-best files (any format "
+                         "`electric rerank` reads); keep them apart from the lists you tune or test on")
     ap.add_argument("--cache-dir", help="datasets cache directory (default: datasets' own)")
     ap.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     ap.add_argument("--stop-at", type=int, metavar="STEP",
@@ -128,6 +132,29 @@ class Dist:
     def close(self) -> None:
         if self.world > 1 and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def nbest_references(paths: list[str]) -> list[str]:
+    """Write the references of n-best files to a temporary text file (one document each); return its path."""
+    if not paths:
+        return []
+    import tempfile
+
+    from electric.nbest import read_nbest
+
+    refs: list[str] = []
+    for path in paths:
+        lists, _ = read_nbest(path)
+        missing = [nb.utt_id for nb in lists if not nb.ref]
+        if missing:
+            raise DataError(f"--data-from-nbest {path}: {len(missing)} utterance(s) have no reference "
+                            f"(first: {missing[0]!r})")
+        refs += [nb.ref for nb in lists]
+    fd, name = tempfile.mkstemp(prefix="electric-nbest-refs-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("".join(f"{r}\n\n" for r in refs))
+    print(f"training on {len(refs):,} n-best references from {len(paths)} file(s)", file=sys.stderr)
+    return [name]
 
 
 def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
@@ -340,8 +367,11 @@ def main(argv: list[str] | None = None) -> int:
             cfg = resolve_config(args.preset, args.objective, overrides)
             if cfg.init_from:
                 adopt_architecture(cfg, cfg.init_from)
+        if cfg.init_from and not args.resume and args.lr is None:
+            cfg.lr *= INIT_FROM_LR_SCALE
+        args.data = list(args.data or []) + nbest_references(args.data_from_nbest)
         if not args.data:
-            raise DataError("no training data: pass --data FILE|DIR|GLOB ...")
+            raise DataError("no training data: pass --data FILE|DIR|GLOB ... (or --data-from-nbest FILE)")
         tok_dir = args.tokenizer
         if tok_dir is None and args.resume:
             tok_dir = str(out / ("generator" if cfg.objective == "mlm" else "discriminator"))
