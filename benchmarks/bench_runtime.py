@@ -275,7 +275,7 @@ def report(results: dict, cmp_rows, trained, args, meta) -> str:
              f"ElectraForPreTraining; each cell is the fastest of >= 5 calls over >= {args.seconds} s; "
              "torch = transformers eager mode (default SDPA "
              "attention, fp32, `torch.inference_mode`); ORT = `electric export` graphs through `OnnxBackend` "
-             "(legacy TorchScript exporter, eager attention, opset 17; int8 = dynamic quantisation of every MatMul).",
+             "(legacy TorchScript exporter, eager attention, opset 17; int8 = dynamic quantisation of the encoder MatMuls, head and embedding projection fp32).",
              ""]
     for size, res in results.items():
         lines += [f"## {size} ({', '.join(f'{k}={v}' for k, v in SIZES[size].items())})", "",

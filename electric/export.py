@@ -6,7 +6,7 @@ The output directory (written to a temporary directory and renamed into place, s
 absent) holds:
     model.onnx          fp32 graph: inputs input_ids, attention_mask, token_type_ids (int64, (B, T));
                         output logits (float32; (B, T) | (B, C) | (B, T, C)); B and T dynamic
-    model.int8.onnx     with --quantize int8: dynamic int8 quantisation of every MatMul (CPU)
+    model.int8.onnx     with --quantize int8: dynamic int8 quantisation of the encoder's MatMuls (CPU)
     model.fp16.onnx     with --fp16: fp16 weights and activations, fp32 inputs/outputs (CUDA)
     config.json, tokenizer files   copied from the checkpoint
     electric.json       the manifest (see `build_manifest`)
