@@ -104,7 +104,7 @@ def test_parity_recorded_at_other_shapes(exported):
     for prec in ("int8", "fp16"):
         assert p[prec]["passed"] and p[prec]["spearman"] >= 0.99 and not p[prec]["forced"]
         assert p[prec]["max_abs_diff"] > 0  # a real difference was measured
-    assert p["int8"]["max_abs_diff"] > p["fp16"]["max_abs_diff"]
+        assert p[prec]["spearman_per_token"] >= 0.9  # reported (not gated); high with the fp32 head
 
 
 def test_graph_has_dynamic_batch_and_sequence_axes(exported):
