@@ -120,7 +120,8 @@ def evaluate(run: Path, method: str, model_dir: Path, args, blimp_sets, nbest_li
 
 
 def markdown(results: list[dict], infos: dict, skipped: list[str], args, cmd: str, n_utts: int) -> str:
-    lines = ["# Scoring quality: BLiMP and LibriSpeech test-clean 5-best", "", f"Command: `{cmd}`", ""]
+    lines = ["# Scoring quality: BLiMP and LibriSpeech test-clean 5-best", "", f"Command: `{cmd}` "
+             f"({time.strftime('%Y-%m-%d %H:%M')})", ""]
     if args.limit:
         lines += [f"**Partial run**: first {args.limit} pairs of each BLiMP set and the first {args.limit} n-best "
                   "lists only.", ""]
@@ -138,7 +139,7 @@ def markdown(results: list[dict], infos: dict, skipped: list[str], args, cmd: st
         lines.append(f"| {path} | {info.get('objective', '?')} | {size} | {info.get('step', '?')} | {tokens} | "
                      f"{minutes} | {info.get('precision', '?')} |")
     for s in skipped:
-        lines.append(f"| {s} | not found: skipped | | | | | |")
+        lines.append(f"| {s} | {'not found: skipped' if '(' not in s else 'failed'} | | | | | |")
     if not results:
         return "\n".join(lines + ["", "No run could be evaluated.", ""])
     sets = list(results[0]["blimp"]["sets"])
@@ -218,25 +219,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r}: no discriminator or masked LM inside, skipped", file=sys.stderr)
         for method, model_dir in methods:
             t0 = time.perf_counter()
-            if method.startswith("mlm") and args.mlm_limit:
-                sub_sets = {k: v[: args.mlm_limit] for k, v in blimp_sets.items()}
-                res = evaluate(path, method, model_dir, args, sub_sets, lists[: args.mlm_limit])
-            else:
-                res = evaluate(path, method, model_dir, args, blimp_sets, lists)
+            try:
+                if method.startswith("mlm") and args.mlm_limit:
+                    sub_sets = {k: v[: args.mlm_limit] for k, v in blimp_sets.items()}
+                    res = evaluate(path, method, model_dir, args, sub_sets, lists[: args.mlm_limit])
+                else:
+                    res = evaluate(path, method, model_dir, args, blimp_sets, lists)
+            except (OSError, ValueError) as e:  # e.g. the run was overwritten while we read it
+                print(f"{r} {method}: failed: {e}", file=sys.stderr)
+                skipped.append(f"{r} ({method}: failed: {e})")
+                continue
             results.append(res)
             n = res["nbest"]
             print(f"{r} {method}: BLiMP {res['blimp']['overall']['accuracy']:.1f}%, test WER first "
                   f"{n['test']['first']:.2f}% -> reranked {n['test']['reranked']:.2f}% (oracle {n['test']['oracle']:.2f}%)"
                   f" [{time.perf_counter() - t0:.0f} s]", flush=True)
+            write_outputs(results, infos, skipped, args, argv, len(lists))  # keep what is done so far
+    write_outputs(results, infos, skipped, args, argv, len(lists))
+    print(f"-> {args.out}")
+    return 0 if results else 1
+
+
+def write_outputs(results, infos, skipped, args, argv, n_utts) -> None:
     cmd = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *(argv or sys.argv[1:])])
-    text = markdown(results, infos, skipped, args, cmd, len(lists))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    print(f"-> {out}")
+    out.write_text(markdown(results, infos, skipped, args, cmd, n_utts), encoding="utf-8")
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": infos, "skipped": skipped, "results": results}, indent=1))
-    return 0 if results else 1
 
 
 if __name__ == "__main__":
