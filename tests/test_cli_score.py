@@ -13,6 +13,17 @@ from conftest import require_shared
 from electric.cli import main
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Small models, small batches: one thread is faster and steadier than two on a shared 2-core machine."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="session")
 def wiki_sample(tmp_path_factory):
     """conftest's wiki_sample reads 3,000 lines of wiki_00, which has 2,805 (StopIteration); same text here."""

@@ -23,6 +23,15 @@ from electric.scoring import (
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Many tiny forward passes: one thread is faster and steadier than two on a shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="session")
 def wiki_sample(tmp_path_factory):
     """conftest's wiki_sample reads 3,000 lines of wiki_00, which has 2,805 (StopIteration); same text here."""
@@ -205,7 +214,7 @@ def brute_force_pll(model, tok, text: str, word_l2r: bool = False) -> np.ndarray
 
 
 def test_fast_mlm_pll_equals_brute_force(mlm):
-    texts = blimp_sentences(1) + librispeech_hyps(2)
+    texts = blimp_sentences(1) + librispeech_hyps(1)
     results = mlm.score(texts, per_token=True)  # copies of all texts batched together, several batches
     for text, r in zip(texts, results, strict=True):
         ref = brute_force_pll(mlm.model, mlm.tokenizer, text)
@@ -279,6 +288,6 @@ def test_mlm_pll_on_a_bert_checkpoint_equals_brute_force(tokenizer_dir, tmp_path
     tok.save_pretrained(tmp_path / "bert")
     bert = load_scorer(tmp_path / "bert", "mlm-pll", device="cpu", max_batch_tokens=128)
     assert isinstance(bert, MaskedLMScorer) and bert.max_length == 64
-    texts = blimp_sentences(1)[:3]
+    texts = blimp_sentences(1)[:2]
     for text, r in zip(texts, bert.score(texts), strict=True):
         assert r.score == pytest.approx(brute_force_pll(bert.model, bert.tokenizer, text).sum(), abs=1e-4)
