@@ -416,7 +416,7 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
     model.to(d.device).train()
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr,
                                   betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
-                                  fused=d.device.type == "cuda")
+                                  fused=True)  # fused AdamW runs on CPU and CUDA
     trainer = {"step": 0, "total_steps": cfg.max_steps, "elapsed": 0.0, "tokens": 0, "batches": None}
     metrics_path = out / "metrics.jsonl"
     if args.resume:
