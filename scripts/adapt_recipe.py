@@ -59,11 +59,26 @@ def _read(path):
     return lists, fmt
 
 
+def drop_overlap(lists, exclude_paths) -> tuple[list, list[str]]:
+    """`lists` without the utterances whose id or reference text also occurs in the n-best files
+    `exclude_paths` (ATIS train and ATIS test share 39 utterances: same id, same reference)."""
+    ids, refs = set(), set()
+    for path in exclude_paths:
+        other, _ = _read(path)
+        ids |= {nb.utt_id for nb in other}
+        refs |= {nb.ref for nb in other if nb.ref}
+    kept, dropped = [], []
+    for nb in lists:
+        (dropped if nb.utt_id in ids or (nb.ref and nb.ref in refs) else kept).append(nb)
+    return kept, [nb.utt_id for nb in dropped]
+
+
 def cmd_split(args) -> int:
     """ATIS train -> adapt.txt (references of the adaptation part), tune.json (lists of the tuning part)."""
     from electric.nbest import write_nbest
 
     lists, fmt = _read(args.nbest)
+    lists, excluded = drop_overlap(lists, args.exclude or [])
     ids = [nb.utt_id for nb in lists]
     adapt, tune = split_ids(ids, args.adapt_fraction, args.seed)
     out = Path(args.out)
@@ -73,9 +88,12 @@ def cmd_split(args) -> int:
         f.write("".join(f"{nb.ref}\n\n" for nb in lists if nb.utt_id in adapt_set))
     write_nbest([nb for nb in lists if nb.utt_id not in adapt_set], out / "tune.json", fmt)
     split = {"source": str(args.nbest), "seed": args.seed, "adapt_fraction": args.adapt_fraction,
-             "num_utterances": len(ids), "adapt": adapt, "tune": tune,
+             "num_utterances": len(ids), "excluded_files": [str(x) for x in args.exclude or []],
+             "excluded": excluded, "adapt": adapt, "tune": tune,
              "files": {"adapt_text": str(out / "adapt.txt"), "tune_nbest": str(out / "tune.json")}}
     (out / "split.json").write_text(json.dumps(split, indent=1) + "\n")
+    if excluded:
+        print(f"left out {len(excluded)} utterances whose id or reference is also in {', '.join(args.exclude)}")
     print(f"{len(adapt)} utterances for adaptation ({out / 'adapt.txt'}), {len(tune)} for tuning "
           f"({out / 'tune.json'}); ids in {out / 'split.json'}")
     return 0
@@ -382,7 +400,7 @@ def cmd_all(args) -> int:
         d = work / domain
         if domain == "atis":
             run([py, me, "split", "--nbest", str(ATIS_TRAIN), "--adapt-fraction", "0.6667", "--seed", str(args.seed),
-                 "--out", str(d)])
+                 "--exclude", str(ATIS_TEST), "--out", str(d)])
             text, dev, test = d / "adapt.txt", d / "tune.json", str(ATIS_TEST)
         else:
             run([py, me, "conll", "--conll", str(CONLL_TRAIN), "--out", str(d / "adapt.txt")])
@@ -412,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("split", help="ATIS train -> adaptation text + tuning lists + split.json")
     p.add_argument("--nbest", default=str(ATIS_TRAIN))
     p.add_argument("--adapt-fraction", type=float, default=0.6667)
+    p.add_argument("--exclude", nargs="*", default=[str(ATIS_TEST)], metavar="NBEST",
+                   help="leave out utterances whose id or reference is in these files (default: ATIS test)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
     p.set_defaults(fn=cmd_split)

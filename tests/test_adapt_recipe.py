@@ -1,0 +1,108 @@
+"""Fast tests of scripts/adapt_recipe.py: the splits and the CoNLL -> WSJ-style text conversion."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("adapt_recipe", ROOT / "scripts" / "adapt_recipe.py")
+recipe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(recipe)
+
+
+def test_split_ids_disjoint_covering_reproducible():
+    ids = [f"u{i}" for i in range(300)]
+    a, b = recipe.split_ids(ids, 0.6667, seed=0)
+    assert not set(a) & set(b)
+    assert set(a) | set(b) == set(ids)
+    assert len(a) == 200 and len(b) == 100
+    assert recipe.split_ids(ids, 0.6667, seed=0) == (a, b)
+    assert recipe.split_ids(ids, 0.6667, seed=1) != (a, b)
+    assert a == sorted(a, key=ids.index)  # file order kept
+
+
+def test_split_ids_rejects_bad_input():
+    with pytest.raises(ValueError):
+        recipe.split_ids(["a", "a", "b"], 0.5, 0)
+    with pytest.raises(ValueError):
+        recipe.split_ids(["a", "b"], 1.0, 0)
+
+
+def _lists(n):
+    return [{"id": f"utt{i}", "input": [f"hyp {i} a", f"hyp {i} b"], "output": f"ref {i}",
+             "am_score": [-0.1, -0.2]} for i in range(n)]
+
+
+def test_split_command_writes_disjoint_files(tmp_path):
+    src = tmp_path / "train.json"
+    src.write_text(json.dumps(_lists(30)))
+    out = tmp_path / "atis"
+    assert recipe.main(["split", "--nbest", str(src), "--out", str(out), "--seed", "3", "--exclude"]) == 0
+    split = json.loads((out / "split.json").read_text())
+    assert len(split["adapt"]) == 20 and len(split["tune"]) == 10
+    assert not set(split["adapt"]) & set(split["tune"])
+    tune = json.loads((out / "tune.json").read_text())
+    assert [x["id"] for x in tune] == split["tune"]
+    assert all("am_score" in x for x in tune)
+    adapt_refs = [x for x in (out / "adapt.txt").read_text().split("\n\n") if x.strip()]
+    assert adapt_refs == [f"ref {int(u[3:])}" for u in split["adapt"]]
+    # same seed, same split
+    out2 = tmp_path / "again"
+    recipe.main(["split", "--nbest", str(src), "--out", str(out2), "--seed", "3", "--exclude"])
+    assert json.loads((out2 / "split.json").read_text())["adapt"] == split["adapt"]
+
+
+def test_split_excludes_utterances_of_the_test_file(tmp_path):
+    src, test = tmp_path / "train.json", tmp_path / "test.json"
+    src.write_text(json.dumps(_lists(30)))
+    other = _lists(3)
+    other[1]["id"] = "elsewhere"  # same reference text, another id: left out too
+    test.write_text(json.dumps(other))
+    out = tmp_path / "atis"
+    assert recipe.main(["split", "--nbest", str(src), "--out", str(out), "--exclude", str(test)]) == 0
+    split = json.loads((out / "split.json").read_text())
+    assert split["excluded"] == ["utt0", "utt1", "utt2"]
+    assert not {"utt0", "utt1", "utt2"} & set(split["adapt"] + split["tune"])
+    assert len(split["adapt"]) + len(split["tune"]) == 27
+
+
+def test_split_lists_command(tmp_path):
+    src = tmp_path / "wsj.json"
+    src.write_text(json.dumps(_lists(11)))
+    assert recipe.main(["split-lists", "--nbest", str(src), "--out", str(tmp_path / "w")]) == 0
+    split = json.loads((tmp_path / "w" / "split.json").read_text())
+    assert sorted(split["dev"] + split["test"]) == sorted(f"utt{i}" for i in range(11))
+    assert not set(split["dev"]) & set(split["test"])
+
+
+@pytest.mark.parametrize("tokens, expected", [
+    ("Mr. Smith said the company 's profit rose 5 % .", "mister smith said the company is profit rose five percent"),
+    ("`` It does n't matter , '' he said .", "quote it does not matter unquote he said"),
+    ("The U.S. paid $ 175,000 in 1987 .", "the u s paid one hundred and seventy five thousand dollars in "
+                                          "nineteen eighty seven"),
+    ("a $ 3.2 billion deficit", "a three point two billion dollars deficit"),
+    ("IBM Corp. , a long-term buy-out", "i b m corporation a long term buy out"),
+    ("up 1\\/2 point -LRB- 3\\/4 -RRB- ;", "up one half point three quarters"),
+    ("Co. and Inc. ca n't", "company and incorporated can not"),
+])
+def test_conll_sentence_to_text(tokens, expected):
+    assert recipe.conll_sentence_to_text(tokens.split()) == expected
+
+
+def test_read_conll_sentences(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("Confidence NN B-NP\nin IN B-PP\n. . O\n\nHe PRP B-NP\nwon VBD B-VP\n")
+    assert recipe.read_conll_sentences(f) == [["Confidence", "in", "."], ["He", "won"]]
+    out = tmp_path / "out.txt"
+    assert recipe.main(["conll", "--conll", str(f), "--out", str(out)]) == 0
+    assert out.read_text() == "confidence in\n\nhe won\n\n"
+
+
+def test_number_words():
+    assert recipe.number_words(0) == ["zero"]
+    assert " ".join(recipe.number_words(2_500_013)) == "two million five hundred thousand thirteen"
+    assert " ".join(recipe.year_words(2005)) == "two thousand five"
+    assert " ".join(recipe.year_words(1905)) == "nineteen oh five"
+    assert recipe.numeral_words("abc") is None
