@@ -31,6 +31,8 @@ ATIS_TRAIN = DATA / "nbest" / "atis_train.whisper5best.json"
 ATIS_TEST = DATA / "nbest" / "atis_test.whisper5best.json"
 WSJ_EVAL = DATA / "nbest" / "wsj_eval.whisper5best.json"
 CONLL_TRAIN = DATA / "tagging" / "conll2000" / "train.txt"
+if str(ROOT) not in sys.path:  # run as `python scripts/adapt_recipe.py` from anywhere
+    sys.path.insert(0, str(ROOT))
 
 
 # ---- splits ------------------------------------------------------------------------------------------------
