@@ -355,6 +355,47 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    """Merge `evaluate` results (DOMAIN=FILE ...) into the markdown table of benchmarks/results/adaptation.md."""
+    lines = ["| domain (test) | model | LM score | first hyp | best first-pass | reranked, no adaptation | "
+             "reranked, adapted | oracle | test scoring time (s), base / adapted | weights (adapted: lm, length) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for spec in args.results:
+        domain, files = spec.split("=", 1)
+        rows, head = {}, None
+        for f in files.split(","):
+            if not Path(f).is_file():
+                continue
+            r = json.loads(Path(f).read_text())
+            head = head or r
+            for row in r["rows"]:
+                rows[row["label"]] = row
+        if head is None:
+            continue
+        for obj, name in (("electric", "electric (1 pass)"), ("mlm", "mlm-pll (n passes)")):
+            b, a = rows.get(f"{obj} base"), rows.get(f"{obj} adapted")
+            if not b and not a:
+                continue
+
+            def cell(row, key="test"):
+                return f"{row[row['chosen']][key]:.2f}" if row else "–"
+
+            def secs(row):
+                return f"{row['test_seconds']:.1f}" if row else "–"
+
+            w = a[a["chosen"]]["weights"] if a else None
+            wtxt = f"{w['lm']:g}, {w['length']:g}" if w else "–"
+            chosen = "/".join(sorted({r["chosen"] for r in (b, a) if r}))
+            lines.append(f"| {domain} ({head['num_test']} utt.) | {name} | {chosen} | {head['first']:.2f} | "
+                         f"{head['first_pass']:.2f} | {cell(b)} | {cell(a)} | {head['oracle']:.2f} | "
+                         f"{secs(b)} / {secs(a)} | {wtxt} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
 # ---- the whole recipe -------------------------------------------------------------------------------------
 
 
@@ -455,6 +496,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, help="torch threads")
     p.add_argument("--allow-overlap", action="store_true")
     p.set_defaults(fn=cmd_evaluate)
+    p = sub.add_parser("report", help="markdown table of evaluate results")
+    p.add_argument("results", nargs="+", metavar="DOMAIN=RESULTS.json[,MORE.json]")
+    p.add_argument("--out")
+    p.set_defaults(fn=cmd_report)
     p = sub.add_parser("all", help="the whole recipe")
     p.add_argument("--work", default="runs/adapt-data")
     p.add_argument("--domains", nargs="+", default=["atis", "wsj"], choices=["atis", "wsj"])
