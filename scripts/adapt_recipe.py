@@ -456,7 +456,8 @@ def cmd_all(args) -> int:
                 continue
             out = f"runs/adapt-{domain}-{obj}"
             if not args.skip_training:
-                times[f"{domain}/{obj}"] = run(pretrain_cmd(base, obj, str(text), out, args.epochs, args.seed,
+                epochs = args.epochs if domain == "atis" else args.wsj_epochs
+                times[f"{domain}/{obj}"] = run(pretrain_cmd(base, obj, str(text), out, epochs, args.seed,
                                                             args.lr, args.num_proc))
             specs += [f"{obj} base={base}:{method}", f"{obj} adapted={out}:{method}"]
         cmd = [py, me, "evaluate", "--dev", str(dev), "--test", test, "--out", str(d / "results.json")]
@@ -506,8 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--objectives", nargs="+", default=["electric", "mlm"], choices=["electric", "mlm"])
     p.add_argument("--electric", default="runs/electric-tiny")
     p.add_argument("--mlm", default="runs/mlm-tiny")
-    p.add_argument("--epochs", type=float, default=20)
-    p.add_argument("--lr", type=float)
+    p.add_argument("--epochs", type=float, default=4, help="ATIS adaptation epochs (4)")
+    p.add_argument("--wsj-epochs", type=float, default=1, help="CoNLL-2000 epochs (1)")
+    p.add_argument("--lr", type=float, default=5e-4, help="peak lr of continued pretraining (5e-4; the "
+                   "pretrain default for --init-from would be 1/5 of the preset's, 2e-4 for tiny)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-proc", type=int, default=1)
     p.add_argument("--skip-training", action="store_true")
