@@ -84,8 +84,8 @@ def main() -> None:
             f"| {v0['val_gen_loss']:.3f} → {v1['val_gen_loss']:.3f} | {math.exp(v1['val_gen_loss']):,.0f} "
             f"| {unigram_cache[key]:,.0f} | {disc[0]} | {disc[1]} | {disc[2]} |")
         axes[0].plot([r["tokens"] for r in train], [r["gen_loss"] for r in train], label=f"{run.name} train")
-        tokens_at = {r["step"]: r["tokens"] for r in train}
-        axes[0].plot([tokens_at.get(r["step"], 0) for r in val], [r["val_gen_loss"] for r in val], "o--",
+        tokens_per_step = last["tokens"] / last["step"]  # fixed batch: validation rows placed by step
+        axes[0].plot([r["step"] * tokens_per_step for r in val], [r["val_gen_loss"] for r in val], "o--",
                      label=f"{run.name} val")
         if "disc_loss" in last:
             axes[1].plot([r["tokens"] for r in train], [r["disc_loss"] for r in train], label=run.name)
