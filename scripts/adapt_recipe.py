@@ -106,6 +106,10 @@ def cmd_split_lists(args) -> int:
     from electric.nbest import write_nbest
 
     lists, fmt = _read(args.nbest)
+    for i, nb in enumerate(lists):  # lists without ids (WSJ) get "itemN" (N = 0-based position in the source),
+        if "id" not in nb.extra:  # written into both files so that dev and test ids stay distinct
+            nb.utt_id = f"item{i}"
+            nb.extra = {"id": nb.utt_id, **nb.extra}
     ids = [nb.utt_id for nb in lists]
     dev, test = split_ids(ids, args.dev_fraction, args.seed)
     out = Path(args.out)

@@ -77,6 +77,18 @@ def test_split_lists_command(tmp_path):
     assert not set(split["dev"]) & set(split["test"])
 
 
+def test_split_lists_names_lists_without_ids(tmp_path):
+    src = tmp_path / "wsj.json"
+    src.write_text(json.dumps([{k: v for k, v in x.items() if k != "id"} for x in _lists(10)]))
+    assert recipe.main(["split-lists", "--nbest", str(src), "--out", str(tmp_path / "w")]) == 0
+    split = json.loads((tmp_path / "w" / "split.json").read_text())
+    dev = json.loads((tmp_path / "w" / "dev.json").read_text())
+    test = json.loads((tmp_path / "w" / "test.json").read_text())
+    assert [x["id"] for x in dev] == split["dev"] and [x["id"] for x in test] == split["test"]
+    assert sorted(split["dev"] + split["test"]) == sorted(f"item{i}" for i in range(10))
+    assert all(x["output"] == f"ref {int(x['id'][4:])}" for x in dev + test)
+
+
 @pytest.mark.parametrize("tokens, expected", [
     ("Mr. Smith said the company 's profit rose 5 % .", "mister smith said the company is profit rose five percent"),
     ("`` It does n't matter , '' he said .", "quote it does not matter unquote he said"),
