@@ -368,6 +368,38 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_speed(args) -> int:
+    """Scoring wall time of the same texts (the first --limit distinct hypotheses of --nbest) with each
+    MODEL:METHOD, interleaved for --rounds rounds so that the shared machine's load hits every method alike."""
+    import torch
+
+    from electric.scoring import load_scorer
+
+    torch.set_num_threads(args.threads)
+    lists, _ = _read(args.nbest)
+    texts = list(dict.fromkeys(h for nb in lists for h in nb.hyps))[: args.limit]
+    scorers = []
+    for spec in args.model:
+        model, method = spec.rsplit(":", 1)
+        scorers.append((spec, method, load_scorer(model, method, backend="torch")))
+        scorers[-1][2].score(texts[:8], method=method)  # warm-up
+    times = {spec: [] for spec, _, _ in scorers}
+    for _ in range(args.rounds):
+        for spec, method, sc in scorers:
+            t0 = time.perf_counter()
+            sc.score(texts, method=method)
+            times[spec].append(time.perf_counter() - t0)
+    out = {"nbest": str(args.nbest), "texts": len(texts), "threads": args.threads, "rounds": args.rounds,
+           "seconds": times, "best_seconds": {k: min(v) for k, v in times.items()}}
+    first = min(times[args.model[0]])
+    for spec in args.model:
+        print(f"{spec}: {len(texts)} texts in {min(times[spec]):.2f}s (best of {args.rounds}; "
+              f"{min(times[spec]) / first:.1f}x the first)")
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
 def cmd_report(args) -> int:
     """Merge `evaluate` results (DOMAIN=FILE ...) into the markdown table of benchmarks/results/adaptation.md."""
     lines = ["| domain (test) | model | LM score | first hyp | best first-pass | reranked, no adaptation | "
@@ -510,6 +542,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, help="torch threads")
     p.add_argument("--allow-overlap", action="store_true")
     p.set_defaults(fn=cmd_evaluate)
+    p = sub.add_parser("speed", help="interleaved scoring time of the same texts per MODEL:METHOD")
+    p.add_argument("--nbest", default=str(ATIS_TEST))
+    p.add_argument("--model", action="append", required=True, metavar="DIR:METHOD")
+    p.add_argument("--limit", type=int, default=400)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out")
+    p.set_defaults(fn=cmd_speed)
     p = sub.add_parser("report", help="markdown table of evaluate results")
     p.add_argument("results", nargs="+", metavar="DOMAIN=RESULTS.json[,MORE.json]")
     p.add_argument("--out")
