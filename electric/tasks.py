@@ -297,13 +297,17 @@ def generic_task(task_type: str, *, text_column: str | None, label_column: str |
         raise ValueError(f"--format must be one of {FORMATS}, got {fmt!r}")
     if task_type == "pair-classification" and text_pair_column is None:
         raise ValueError("--task-type pair-classification needs --text-pair-column")
-    if task_type != "pair-classification" and text_pair_column is not None and task_type != "regression":
+    if text_pair_column is not None and task_type not in ("pair-classification", "regression"):
         raise ValueError(f"--text-pair-column is for pair-classification or regression, not {task_type}")
     if fmt == "conll":
         if task_type != "tagging":
             raise ValueError(f"the CoNLL column format holds tagging data, not {task_type}")
-        token_col = int(text_column) if text_column is not None else 0
-        label_col = int(label_column) if label_column is not None else -1
+        try:
+            token_col = int(text_column) if text_column is not None else 0
+            label_col = int(label_column) if label_column is not None else -1
+        except ValueError:
+            raise ValueError("CoNLL column files have no header: --text-column and --label-column are 0-based "
+                             f"indices (default 0 and -1), got {text_column!r} and {label_column!r}") from None
         read = partial(read_conll, token_col=token_col, label_col=label_col)
     else:
         if text_column is None or label_column is None:
