@@ -49,7 +49,7 @@ def load_tokenizer(path: str | os.PathLike):
         if (d / "tokenizer_config.json").is_file() or (d / "tokenizer.json").is_file():
             tok = AutoTokenizer.from_pretrained(d)
         else:  # a bare vocab.txt, as in the original ELECTRA release
-            tok = BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True)
+            tok = BertTokenizerFast.from_pretrained(d, do_lower_case=True)
     except Exception as e:  # noqa: BLE001 - turn library errors into one clear message
         raise CheckpointError(f"could not load the tokenizer in {str(d)!r}: {e}") from e
     missing = [t for t in ("cls_token", "sep_token", "mask_token", "pad_token") if getattr(tok, t) is None]

@@ -112,12 +112,14 @@ def test_sigint_saves_a_checkpoint_and_exits_cleanly(wiki_sample, tokenizer_dir,
     ElectraForPreTraining.from_pretrained(out / "discriminator")
 
 
-def test_bad_input_is_explained_and_leaves_nothing(wiki_sample, tokenizer_dir, tmp_path):
+def test_bad_input_is_explained_and_leaves_nothing(wiki_sample, tokenizer_dir, tmp_path, capsys):
     def err(*args):
-        p = run(args)
-        assert p.returncode == 2, p.stderr
-        assert "Traceback" not in p.stderr
-        return p.stderr
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as e:  # argparse's own errors
+            rc = e.code
+        assert rc == 2
+        return capsys.readouterr().err
 
     base = ["--preset", "debug", "--tokenizer", tokenizer_dir]
     assert "does not exist" in err(*base, "--data", tmp_path / "missing.txt", "--out", tmp_path / "o1")
@@ -139,6 +141,12 @@ def test_bad_input_is_explained_and_leaves_nothing(wiki_sample, tokenizer_dir, t
     (occupied / "metrics.jsonl").write_text("{}\n")
     assert "already holds a run" in err(*base, "--data", wiki_sample, "--out", occupied)
     assert (occupied / "metrics.jsonl").read_text() == "{}\n"
+
+
+def test_a_user_error_prints_a_message_not_a_traceback(tmp_path, tokenizer_dir):
+    p = run(["--preset", "debug", "--tokenizer", tokenizer_dir, "--data", tmp_path / "missing.txt",
+             "--out", tmp_path / "o"])
+    assert p.returncode == 2 and "does not exist" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_help_explains_every_flag():
