@@ -402,9 +402,10 @@ def cmd_speed(args) -> int:
 
 def cmd_report(args) -> int:
     """Merge `evaluate` results (DOMAIN=FILE ...) into the markdown table of benchmarks/results/adaptation.md."""
-    lines = ["| domain (test) | model | LM score | first hyp | best first-pass | reranked, no adaptation | "
-             "reranked, adapted | oracle | test scoring time (s), base / adapted | weights (adapted: lm, length) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| domain (test) | model | LM score | first hyp | best first-pass | first-pass + word bonus, no LM | "
+             "reranked, no adaptation | reranked, adapted | oracle | test scoring time (s), base / adapted | "
+             "weights (adapted: lm, length) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for spec in args.results:
         domain, files = spec.split("=", 1)
         rows, head = {}, None
@@ -432,7 +433,8 @@ def cmd_report(args) -> int:
             wtxt = f"{w['lm']:g}, {w['length']:g}" if w else "–"
             chosen = "/".join(sorted({r["chosen"] for r in (b, a) if r}))
             lines.append(f"| {domain} ({head['num_test']} utt.) | {name} | {chosen} | {head['first']:.2f} | "
-                         f"{head['first_pass']:.2f} | {cell(b)} | {cell(a)} | {head['oracle']:.2f} | "
+                         f"{head['first_pass']:.2f} | {head.get('first_pass_plus_words', float('nan')):.2f} | {cell(b)} | "
+                         f"{cell(a)} | {head['oracle']:.2f} | "
                          f"{secs(b)} / {secs(a)} | {wtxt} |")
     text = "\n".join(lines) + "\n"
     print(text)
