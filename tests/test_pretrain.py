@@ -170,6 +170,7 @@ def test_continued_pretraining_starts_from_a_run_on_nbest_references(trained_run
     assert cfg["hidden_size"] == 64 and cfg["init_from"] == str(trained_run)
     rows = [r for r in read_metrics(out) if "loss" in r]
     assert 0 < rows[-1]["epoch"] <= 1.2
+    assert rows[-1]["lr"] < 0.2 * cfg["lr"], "the schedule is fitted to the epochs: it decays to ~0 at the end"
     fresh_first = [r for r in read_metrics(trained_run) if "loss" in r][0]
     assert rows[0]["gen_loss"] < fresh_first["gen_loss"], "the cloze model starts from the trained one"
     src = load_file(trained_run / "discriminator" / "model.safetensors")

@@ -417,7 +417,11 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr,
                                   betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
                                   fused=True)  # fused AdamW runs on CPU and CUDA
-    trainer = {"step": 0, "total_steps": cfg.max_steps, "elapsed": 0.0, "tokens": 0, "batches": None}
+    total_steps = cfg.max_steps
+    if cfg.epochs:  # the schedule ends with the last epoch, not at the preset's max_steps
+        steps_per_epoch = max(1, batches.per_rank // (per_rank_batch * cfg.grad_accum))
+        total_steps = min(cfg.max_steps, math.ceil(cfg.epochs * steps_per_epoch))
+    trainer = {"step": 0, "total_steps": total_steps, "elapsed": 0.0, "tokens": 0, "batches": None}
     metrics_path = out / "metrics.jsonl"
     if args.resume:
         trainer.update(load_checkpoint(out, model, optimizer, d.device))
