@@ -18,20 +18,6 @@ from electric.backend import MANIFEST, TorchBackend, load_backend  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def wiki_sample(tmp_path_factory) -> Path:
-    """Overrides conftest's, which asks wiki_00 for 3,000 lines and it has 2,805 (StopIteration).
-    Remove once conftest stops at the end of the file."""
-    from conftest import require_shared
-
-    lines = require_shared("corpus/enwiki/wiki_00").read_text(encoding="utf-8").splitlines(keepends=True)[:3000]
-    while lines and not lines[-1].startswith("</doc>"):
-        lines.pop()
-    dst = tmp_path_factory.mktemp("wiki") / "wiki_sample"
-    dst.write_text("".join(lines), encoding="utf-8")
-    return dst
-
-
 def no_leftovers(parent: Path) -> bool:
     """atomic_dir's temporary directories are gone."""
     return not [p for p in parent.iterdir() if ".tmp-" in p.name or p.name.endswith(".old")]
@@ -132,10 +118,8 @@ def test_exported_runs_at_new_shapes_like_torch(exported, disc_dir):
         assert np.abs(got - want)[mask == 1].max() <= 1e-4
 
 
-def test_parity_data_option_and_quantised_graph(disc_dir, tmp_path, sentences_file):
-    m = ex.export_model(disc_dir, tmp_path / "o", quantize="int8", parity_data=sentences_file, log=lambda _: None)
-    assert m["parity"]["source"] == str(sentences_file)
-    nodes = onnx.load(str(tmp_path / "o" / "model.int8.onnx")).graph.node
+def test_int8_graph_quantises_the_encoder_only(exported):
+    nodes = onnx.load(str(exported[0] / "model.int8.onnx")).graph.node
     quantised = [n.name for n in nodes if n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul")]
     assert len(quantised) == 2 * 6  # Q, K, V, attention output, FFN in and out in each of 2 layers
     assert all("/encoder/" in name for name in quantised)
@@ -305,14 +289,15 @@ def test_not_electra_and_unsupported_heads(tmp_path, capsys, mlm_dir, tokenizer_
     assert not any((tmp_path / f"o{i}").exists() for i in range(1, 5)) and no_leftovers(tmp_path)
 
 
-def test_existing_output_is_refused_unless_overwrite(disc_dir, tmp_path, capsys):
+def test_existing_output_is_refused_unless_overwrite(disc_dir, tmp_path, capsys, sentences_file):
     out = tmp_path / "o"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     rc, err = run_cli(capsys, "--model", disc_dir, "--out", out)
     assert rc == 1 and "already exists" in err and (out / "keep.txt").read_text() == "mine"
-    rc, _ = run_cli(capsys, "--model", disc_dir, "--out", out, "--overwrite")
+    rc, _ = run_cli(capsys, "--model", disc_dir, "--out", out, "--overwrite", "--parity-data", sentences_file)
     assert rc == 0 and not (out / "keep.txt").exists() and (out / MANIFEST).is_file()
+    assert json.loads((out / MANIFEST).read_text())["parity"]["source"] == str(sentences_file)
     assert no_leftovers(tmp_path)
 
 

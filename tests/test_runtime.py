@@ -19,20 +19,6 @@ from electric.export import export_model, spearman  # noqa: E402
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
 
 
-@pytest.fixture(scope="session")
-def wiki_sample(tmp_path_factory) -> Path:
-    """Overrides conftest's, which asks wiki_00 for 3,000 lines and it has 2,805 (StopIteration).
-    Remove once conftest stops at the end of the file."""
-    from conftest import require_shared
-
-    lines = require_shared("corpus/enwiki/wiki_00").read_text(encoding="utf-8").splitlines(keepends=True)[:3000]
-    while lines and not lines[-1].startswith("</doc>"):
-        lines.pop()
-    dst = tmp_path_factory.mktemp("wiki") / "wiki_sample"
-    dst.write_text("".join(lines), encoding="utf-8")
-    return dst
-
-
 @pytest.fixture(scope="module")
 def onnx_dirs(disc_dir, tmp_path_factory) -> dict[str, Path]:
     """The discriminator exported twice: fp32 only, and fp32 + int8 + fp16."""
