@@ -52,40 +52,32 @@ def tokenizer_dir(wiki_sample, tmp_path_factory) -> Path:
     return out
 
 
-def _tiny_electra_config(vocab_size: int, pad_id: int, hidden: int = 64, **kw):
-    from transformers import ElectraConfig
+def save_random_electra(model_class: str, tokenizer_dir: Path, out: Path, hidden: int = 64) -> Path:
+    """A random-weight transformers ELECTRA model (2 layers) of `model_class`, saved with the tokenizer."""
+    import torch
+    import transformers
+    from transformers import AutoTokenizer, ElectraConfig
 
-    return ElectraConfig(vocab_size=vocab_size, embedding_size=32, hidden_size=hidden, num_hidden_layers=2,
-                         num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=128,
-                         pad_token_id=pad_id, **kw)
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=32, hidden_size=hidden, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=128,
+                        pad_token_id=tok.pad_token_id)
+    getattr(transformers, model_class)(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
 
 
 @pytest.fixture(scope="session")
 def disc_dir(tokenizer_dir, tmp_path_factory) -> Path:
     """A random-weight ElectraForPreTraining (hidden 64, 2 layers) saved with the tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, ElectraForPreTraining
-
-    torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    out = tmp_path_factory.mktemp("disc") / "discriminator"
-    ElectraForPreTraining(_tiny_electra_config(len(tok), tok.pad_token_id)).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return save_random_electra("ElectraForPreTraining", tokenizer_dir, tmp_path_factory.mktemp("disc") / "discriminator")
 
 
 @pytest.fixture(scope="session")
 def mlm_dir(tokenizer_dir, tmp_path_factory) -> Path:
     """A random-weight ElectraForMaskedLM (hidden 64, 2 layers) saved with the tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, ElectraForMaskedLM
-
-    torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    out = tmp_path_factory.mktemp("mlm") / "generator"
-    ElectraForMaskedLM(_tiny_electra_config(len(tok), tok.pad_token_id)).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return save_random_electra("ElectraForMaskedLM", tokenizer_dir, tmp_path_factory.mktemp("mlm") / "generator")
 
 
 @pytest.fixture(scope="session")
