@@ -24,18 +24,6 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-@pytest.fixture(scope="session")
-def wiki_sample(tmp_path_factory):
-    """conftest's wiki_sample reads 3,000 lines of wiki_00, which has 2,805 (StopIteration); same text here."""
-    src = require_shared("corpus/enwiki/wiki_00")
-    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)[:3000]
-    while not lines[-1].startswith("</doc>"):
-        lines.pop()
-    dst = tmp_path_factory.mktemp("wiki") / "wiki_sample"
-    dst.write_text("".join(lines), encoding="utf-8")
-    return dst
-
-
 def run(capsys, *argv) -> tuple[int, str, str]:
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()

@@ -32,18 +32,6 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-@pytest.fixture(scope="session")
-def wiki_sample(tmp_path_factory):
-    """conftest's wiki_sample reads 3,000 lines of wiki_00, which has 2,805 (StopIteration); same text here."""
-    src = require_shared("corpus/enwiki/wiki_00")
-    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)[:3000]
-    while not lines[-1].startswith("</doc>"):
-        lines.pop()
-    dst = tmp_path_factory.mktemp("wiki") / "wiki_sample"
-    dst.write_text("".join(lines), encoding="utf-8")
-    return dst
-
-
 def blimp_sentences(pairs_per_set: int = 2) -> list[str]:
     """Real sentences of varied length from BLiMP: good and bad of the first pairs of three sets."""
     out = []
