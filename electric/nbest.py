@@ -366,15 +366,16 @@ def reranked_nbest(nb: NBestList, r: RerankedList) -> NBestList:
     return out
 
 
-def score_nbest(lists: Sequence[NBestList], score_fn: Callable[[list[str]], Sequence[float]], *,
+def score_nbest(lists: Sequence[NBestList], score_fn: Callable[[list[str]], Sequence], *,
                 chunk_size: int = 2048, progress: bool = False) -> list[np.ndarray]:
-    """LM scores of every hypothesis; each distinct text is scored once, `chunk_size` texts at a time."""
+    """LM scores of every hypothesis; each distinct text is scored once, `chunk_size` texts at a time.
+    `score_fn` returns one score per text, or one row of K scores per text (then each list's array is (N, K))."""
     index: dict[str, int] = {}
     for nb in lists:
         for h in nb.hyps:
             index.setdefault(h, len(index))
     texts = list(index)
-    scores = np.empty(len(texts), dtype=np.float64)
+    scores: np.ndarray | None = None
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -382,11 +383,16 @@ def score_nbest(lists: Sequence[NBestList], score_fn: Callable[[list[str]], Sequ
         bar = tqdm(total=len(texts), unit="hyp", desc="scoring", leave=False, dynamic_ncols=True)
     for lo in range(0, len(texts), chunk_size):
         chunk = texts[lo: lo + chunk_size]
-        scores[lo: lo + len(chunk)] = np.asarray(score_fn(chunk), dtype=np.float64)
+        got = np.asarray(score_fn(chunk), dtype=np.float64)
+        if scores is None:
+            scores = np.empty((len(texts), *got.shape[1:]), dtype=np.float64)
+        scores[lo: lo + len(chunk)] = got
         if bar is not None:
             bar.update(len(chunk))
     if bar is not None:
         bar.close()
+    if scores is None:
+        scores = np.empty(0, dtype=np.float64)
     return [scores[[index[h] for h in nb.hyps]] for nb in lists]
 
 
@@ -665,6 +671,11 @@ def format_report(report: dict) -> str:
     w = report["weights"]
     lines.append(f"weights: lm {w['lm']:g}, length {w['length']:g}/word, beta {w['beta']:g} (rank prior, lists "
                  f"without first-pass scores){'' if report.get('tuned') else ' (given, not tuned)'}")
+    if "lm_score" in report:
+        what = {"sum": "sum over tokens", "mean": "mean per token (length-normalised)"}[report["lm_score"]]
+        dev = report.get("lm_score_dev")
+        chosen = (" (chosen on dev: " + ", ".join(f"{k} {v:.2f}{unit}" for k, v in dev.items()) + ")") if dev else ""
+        lines.append(f"LM score: {what}{chosen}")
     for edge in report.get("grid", {}).get("on_edge", []):
         lines.append(f"warning: optimum on the grid's edge: {edge}; widen the grid")
     for split in ("dev", "test", "all"):

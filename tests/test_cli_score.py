@@ -133,6 +133,35 @@ def test_eval_nbest_with_a_dev_file_and_first_pass_scores(capsys, disc_dir, tmp_
     assert rep["test"]["oracle"] <= rep["test"]["first"]
 
 
+def test_lm_score_auto_keeps_the_variant_better_on_dev_and_mean_is_length_normalised(capsys, disc_dir, tmp_path):
+    from electric.scoring import load_scorer
+
+    paths = {}
+    for name in ("atis_train", "atis_test"):
+        with open(require_shared(f"nbest/{name}.whisper5best.json"), encoding="utf-8") as f:
+            paths[name] = tmp_path / f"{name}.json"
+            paths[name].write_text(json.dumps(json.load(f)[:30]))
+    reports = {}
+    for kind in ("sum", "mean", "auto"):
+        rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", paths["atis_test"],
+                           "--dev", paths["atis_train"], "--lm-score", kind, "--json", "--quiet")
+        assert rc == 0, err
+        reports[kind] = json.loads(out)
+    assert reports["sum"]["lm_score"] == "sum" and reports["mean"]["lm_score"] == "mean"
+    auto = reports["auto"]
+    assert auto["lm_score_dev"] == {k: reports[k]["dev"]["reranked"] for k in ("sum", "mean")}
+    other = "mean" if auto["lm_score"] == "sum" else "sum"
+    assert auto["lm_score_dev"][auto["lm_score"]] <= auto["lm_score_dev"][other]
+    assert auto["test"] == reports[auto["lm_score"]]["test"]
+    # the mean written next to each hypothesis is the sentence score over its number of tokens
+    rc, _, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", paths["atis_test"], "--out",
+                     tmp_path / "r.json", "--lm-score", "mean", "--lm-weight", "1", "--quiet")
+    assert rc == 0, err
+    item = json.loads((tmp_path / "r.json").read_text())[0]
+    scored = load_scorer(disc_dir, "electric").score(item["input"])
+    assert item["lm_score"] == pytest.approx([r.score / r.num_tokens for r in scored], rel=1e-5)
+
+
 def test_eval_nbest_needs_references(capsys, disc_dir, tmp_path):
     src = tmp_path / "lists.txt"
     src.write_text("the cat sat\nthe cat sad\n\na dog ran\na dog\n")

@@ -24,6 +24,7 @@ from itertools import islice
 from pathlib import Path
 
 EXIT_USAGE = 2
+LM_SCORE_COLUMNS = {"sum": 0, "mean": 1}  # columns of the (sum, mean) pairs scored for n-best lists
 # modules that add a task to `electric eval` with add_eval_parser(eval_subparsers)
 EVAL_PLUGINS = ("electric.commands.eval_detect",)
 
@@ -239,18 +240,35 @@ def _nbest_job(args, *, write: bool) -> int:
     everything = lists + (dev_lists or [])
 
     def score_fn(texts):
-        return [s.score for s in scorer.score(texts, method=args.method)]
+        return [(s.score, s.mean) for s in scorer.score(texts, method=args.method)]
 
-    scores = score_nbest(everything, score_fn, chunk_size=args.chunk_size,
-                         progress=not args.quiet and sys.stderr.isatty())
-    test_scores, dev_scores = scores[: len(lists)], scores[len(lists):]
-    weights, report = rerank_report(
-        lists, test_scores, metric=args.metric,
-        dev=(dev_lists, dev_scores) if dev_lists is not None else None,
-        dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed, weights=weights,
-        lm_grid=lm_grid, length_grid=length_grid, beta=args.beta, path=args.nbest, dev_path=args.dev,
-        need_refs=not write)
-    report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt, **report}
+    both = score_nbest(everything, score_fn, chunk_size=args.chunk_size,
+                       progress=not args.quiet and sys.stderr.isatty())
+    # the LM score: its sum over tokens, or the length-normalised mean; "auto" tunes both and keeps the one
+    # better on dev (never on test); with fixed weights "auto" means the sum
+    kinds = ["sum", "mean"] if args.lm_score == "auto" and weights is None else \
+        ["sum" if args.lm_score == "auto" else args.lm_score]
+    tried = {}
+    for kind in kinds:
+        scores = [a[:, LM_SCORE_COLUMNS[kind]] for a in both]
+        test_scores, dev_scores = scores[: len(lists)], scores[len(lists):]
+        w, rep = rerank_report(
+            lists, test_scores, metric=args.metric,
+            dev=(dev_lists, dev_scores) if dev_lists is not None else None,
+            dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed,
+            weights=weights, lm_grid=lm_grid, length_grid=length_grid, beta=args.beta, path=args.nbest,
+            dev_path=args.dev, need_refs=not write)
+        tried[kind] = (w, rep, test_scores)
+    kind = kinds[0]
+    if len(kinds) > 1:
+        higher = tried[kind][1]["higher_is_better"]
+        dev_of = {k: rep["dev"]["reranked"] for k, (_, rep, _) in tried.items()}
+        kind = max(dev_of, key=lambda k: dev_of[k] if higher else -dev_of[k])  # ties keep the sum
+    weights, report, test_scores = tried[kind]
+    report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt,
+              "lm_score": kind, **report}
+    if len(kinds) > 1:
+        report["lm_score_dev"] = {k: rep["dev"]["reranked"] for k, (_, rep, _) in tried.items()}
     if write:
         out_fmt = args.out_format or fmt
         reranked = rerank_lists(lists, test_scores, weights)
@@ -304,6 +322,9 @@ def _nbest_options(p: argparse.ArgumentParser, write: bool) -> None:
     t.add_argument("--lm-weight", type=float, help="fixed LM weight: no tuning")
     t.add_argument("--length-weight", type=float, help="fixed per-word bonus: no tuning")
     t.add_argument("--beta", type=float, default=1.0, help="rank prior for lists without first-pass scores (1)")
+    t.add_argument("--lm-score", choices=("auto", "sum", "mean"), default="auto",
+                   help="LM score: sum over tokens (the PLL), or its mean per token (length-normalised); auto "
+                        "(default) tunes both and keeps the one better on dev; with fixed weights auto = sum")
     t.add_argument("--lm-grid", help="LM weights to try, comma-separated (default 0 and 1e-4 .. 1e3, 4 a decade)")
     t.add_argument("--length-grid", help="per-word bonus to try, in LM-score units (length = lm * g), "
                                          "comma-separated (default -4 .. 16)")
