@@ -118,3 +118,32 @@ def test_number_words():
     assert " ".join(recipe.year_words(2005)) == "two thousand five"
     assert " ".join(recipe.year_words(1905)) == "nineteen oh five"
     assert recipe.numeral_words("abc") is None
+
+
+def test_evaluate_tunes_on_dev_reports_test_and_report_renders(disc_dir, tmp_path, capsys):
+    """evaluate on real ATIS lists with a small model: both LM scores tuned on dev, the kept one chosen on
+    dev, test never used for tuning (overlapping ids are refused), and report renders the row."""
+    from conftest import require_shared
+
+    with open(require_shared("nbest/atis_test.whisper5best.json"), encoding="utf-8") as f:
+        items = json.load(f)[:40]
+    (tmp_path / "dev.json").write_text(json.dumps(items[:20]))
+    (tmp_path / "test.json").write_text(json.dumps(items[20:]))
+    out = tmp_path / "results.json"
+    args = ["evaluate", "--dev", str(tmp_path / "dev.json"), "--test", str(tmp_path / "test.json"),
+            "--model", f"electric adapted={disc_dir}:electric", "--out", str(out), "--threads", "1"]
+    assert recipe.main(args) == 0
+    res = json.loads(out.read_text())
+    assert res["num_dev"] == 20 and res["num_test"] == 20
+    assert res["oracle"] <= res["first"] and res["oracle"] <= res["first_pass_plus_words"]
+    (row,) = res["rows"]
+    assert row["test_texts"] == len({h for it in items[20:] for h in it["input"]})
+    better = min(("sum", "mean"), key=lambda k: (row[k]["dev"], k != "sum"))
+    assert row["chosen"] == better
+    assert recipe.main(["report", f"atis={out}", "--out", str(tmp_path / "t.md")]) == 0
+    line = [x for x in (tmp_path / "t.md").read_text().splitlines() if "electric (1 pass)" in x][0]
+    assert f"| {row[row['chosen']]['test']:.2f} |" in line and "| – |" in line  # no base row given
+    # the same lists as dev and test: refused
+    (tmp_path / "test.json").write_text(json.dumps(items[:20]))
+    assert recipe.main(args) == 2
+    assert "both in dev and test" in capsys.readouterr().err
