@@ -376,8 +376,9 @@ def render(args, rows, raws, notes, load_start, load_end, server_cmd) -> str:
     out = ["# `electric serve` under load", "",
            f"Command: `{cmd}`  ", f"Server: `python {server_cmd.replace(str(REPO) + '/', '')}` (per size)  ",
            f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-           f"load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end (other engineers share "
-           "these 2 cores, and the load generator runs on them too: figures are noisy, ±30% or worse).", "",
+           f"load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end ("
+           + ("other jobs shared the cores; " if load_start[0] > 1.0 else "nothing else running; ")
+           + "the load generator runs on the same cores: figures are noisy, ±30% or worse).", "",
            "Random-weight ELECTRA discriminators of the `tiny` and `small` preset shapes, exported by "
            "`electric export --quantize int8` (CPU runs the int8 graph). Sentences: the first hypothesis of "
            f"each of {args.sentences} ATIS test utterances. One sentence per request.", "",
