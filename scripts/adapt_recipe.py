@@ -2,7 +2,7 @@
 """Domain adaptation recipe: adapt a pretrained model to in-domain text, then rerank real first-pass n-best
 lists with the first-pass score + lambda * LM + gamma * words, tuned on utterances the model never saw.
 
-Stages (each is a sub-command; `all` runs them in order and writes benchmarks/results/adaptation.md):
+Stages (each is a sub-command; `all` runs them in order and writes the results table to WORK/report.md):
 
   split      ATIS train -> adaptation part (its references become training text) and tuning part
              (lists used to tune the weights); writes split.json with the ids that went where.
@@ -484,7 +484,7 @@ def cmd_all(args) -> int:
         for obj, base, method in (("electric", args.electric, "electric"), ("mlm", args.mlm, "mlm-pll")):
             if obj not in args.objectives:
                 continue
-            out = f"runs/adapt-{domain}-{obj}"
+            out = str(Path(args.models) / f"adapt-{domain}-{obj}")
             if not args.skip_training:
                 epochs = args.epochs if domain == "atis" else args.wsj_epochs
                 times[f"{domain}/{obj}"] = run(pretrain_cmd(base, obj, str(text), out, epochs, args.seed,
@@ -495,7 +495,8 @@ def cmd_all(args) -> int:
             cmd += ["--model", s]
         run(cmd)
     (work / "train_times.json").write_text(json.dumps(times, indent=1) + "\n")
-    return 0
+    results = [f"{d}={work / d / 'results.json'}" for d in args.domains]
+    return cmd_report(argparse.Namespace(results=results, out=str(work / "report.md")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -556,8 +557,9 @@ def main(argv: list[str] | None = None) -> int:
                    "pretrain default for --init-from would be 1/5 of the preset's, 2e-4 for tiny)")
     p.add_argument("--seed", type=int, default=0, help="seed of the splits and of training")
     p.add_argument("--num-proc", type=int, default=1, help="data preprocessing processes")
+    p.add_argument("--models", default="runs", help="adapted models go to MODELS/adapt-DOMAIN-OBJECTIVE (runs)")
     p.add_argument("--skip-training", action="store_true",
-                   help="reuse the adapted models already in runs/adapt-DOMAIN-OBJECTIVE")
+                   help="reuse the adapted models already in MODELS/adapt-DOMAIN-OBJECTIVE")
     p.set_defaults(fn=cmd_all)
     args = ap.parse_args(argv)
     return args.fn(args)
