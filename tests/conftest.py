@@ -23,6 +23,18 @@ def require_shared(rel: str) -> Path:
     return p
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Many tiny forward passes: one torch thread is faster and steadier than two on a shared 2-core machine.
+    Use with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     return require_shared("")

@@ -12,22 +12,24 @@ from conftest import require_shared
 
 from electric.cli import main
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small models, small batches: one thread is faster and steadier than two on a shared 2-core machine."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+@pytest.fixture
+def atis30(tmp_path) -> dict[str, Path]:
+    """The first 30 lists of ATIS train and of ATIS test (HyPoradise, with am_score), as files."""
+    paths = {}
+    for name in ("atis_train", "atis_test"):
+        with open(require_shared(f"nbest/{name}.whisper5best.json"), encoding="utf-8") as f:
+            paths[name] = tmp_path / f"{name}.json"
+            paths[name].write_text(json.dumps(json.load(f)[:30]))
+    return paths
 
 
 @pytest.fixture(scope="module")
@@ -117,12 +119,8 @@ def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libr
     assert [d["input"] for d in json.loads((tmp_path / "r0.json").read_text())] == [it["input"] for it in items]
 
 
-def test_eval_nbest_with_a_dev_file_and_first_pass_scores(capsys, disc_dir, tmp_path):
-    paths = {}
-    for name in ("atis_train", "atis_test"):
-        with open(require_shared(f"nbest/{name}.whisper5best.json"), encoding="utf-8") as f:
-            paths[name] = tmp_path / f"{name}.json"
-            paths[name].write_text(json.dumps(json.load(f)[:30]))
+def test_eval_nbest_with_a_dev_file_and_first_pass_scores(capsys, disc_dir, atis30):
+    paths = atis30
     rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", paths["atis_test"],
                        "--dev", paths["atis_train"], "--json", "--quiet")
     assert rc == 0, err
@@ -133,14 +131,11 @@ def test_eval_nbest_with_a_dev_file_and_first_pass_scores(capsys, disc_dir, tmp_
     assert rep["test"]["oracle"] <= rep["test"]["first"]
 
 
-def test_lm_score_auto_keeps_the_variant_better_on_dev_and_mean_is_length_normalised(capsys, disc_dir, tmp_path):
+def test_lm_score_auto_keeps_the_variant_better_on_dev_and_mean_is_length_normalised(capsys, disc_dir, atis30,
+                                                                                       tmp_path):
     from electric.scoring import load_scorer
 
-    paths = {}
-    for name in ("atis_train", "atis_test"):
-        with open(require_shared(f"nbest/{name}.whisper5best.json"), encoding="utf-8") as f:
-            paths[name] = tmp_path / f"{name}.json"
-            paths[name].write_text(json.dumps(json.load(f)[:30]))
+    paths = atis30
     reports = {}
     for kind in ("sum", "mean", "auto"):
         rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", paths["atis_test"],

@@ -22,14 +22,7 @@ from electric.scoring import (
     run_logits,
 )
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Many tiny forward passes: one thread is faster and steadier than two on a shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def blimp_sentences(pairs_per_set: int = 2) -> list[str]:

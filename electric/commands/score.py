@@ -259,16 +259,16 @@ def _nbest_job(args, *, write: bool) -> int:
             weights=weights, lm_grid=lm_grid, length_grid=length_grid, beta=args.beta, path=args.nbest,
             dev_path=args.dev, need_refs=not write)
         tried[kind] = (w, rep, test_scores)
-    kind = kinds[0]
+    kind, dev_of = kinds[0], None
     if len(kinds) > 1:
-        higher = tried[kind][1]["higher_is_better"]
+        sign = 1 if tried[kind][1]["higher_is_better"] else -1
         dev_of = {k: rep["dev"]["reranked"] for k, (_, rep, _) in tried.items()}
-        kind = max(dev_of, key=lambda k: dev_of[k] if higher else -dev_of[k])  # ties keep the sum
+        kind = max(dev_of, key=lambda k: sign * dev_of[k])  # ties keep the sum (listed first)
     weights, report, test_scores = tried[kind]
     report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt,
               "lm_score": kind, **report}
-    if len(kinds) > 1:
-        report["lm_score_dev"] = {k: rep["dev"]["reranked"] for k, (_, rep, _) in tried.items()}
+    if dev_of is not None:
+        report["lm_score_dev"] = dev_of
     if write:
         out_fmt = args.out_format or fmt
         reranked = rerank_lists(lists, test_scores, weights)
