@@ -288,29 +288,20 @@ def cmd_conll(args) -> int:
 
 
 def score_lists(model: str, method: str, lists, threads: int | None = None):
-    """(sum scores, mean scores, seconds) of every hypothesis of `lists` (each distinct text once)."""
-    import numpy as np
+    """(sum scores, mean scores, seconds, distinct texts) of every hypothesis of `lists` (each text once)."""
     import torch
 
+    from electric.nbest import score_nbest
     from electric.scoring import load_scorer
 
     if threads:
         torch.set_num_threads(threads)
     scorer = load_scorer(model, method, backend="torch")
-    index: dict[str, int] = {}
-    for nb in lists:
-        for h in nb.hyps:
-            index.setdefault(h, len(index))
-    texts = list(index)
     t0 = time.perf_counter()
-    res = []
-    for lo in range(0, len(texts), 1024):
-        res += scorer.score(texts[lo: lo + 1024], method=method)
+    both = score_nbest(lists, lambda texts: [(r.score, r.mean) for r in scorer.score(texts, method=method)],
+                       chunk_size=1024)
     secs = time.perf_counter() - t0
-    s = np.array([r.score for r in res])
-    m = np.array([r.mean if r.num_tokens else 0.0 for r in res])
-    return ([s[[index[h] for h in nb.hyps]] for nb in lists], [m[[index[h] for h in nb.hyps]] for nb in lists],
-            secs, len(texts))
+    return [a[:, 0] for a in both], [a[:, 1] for a in both], secs, len({h for nb in lists for h in nb.hyps})
 
 
 def first_pass_only(dev, test) -> dict:
