@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 Objective = Literal["mlm", "electra", "electric"]
 Precision = Literal["fp32", "bf16"]
+BiasInit = Literal["prior", "zero"]
 OBJECTIVES: tuple[str, ...] = ("mlm", "electra", "electric")
 
 
@@ -37,6 +38,7 @@ class PretrainConfig:
     gen_weight: float = 1.0  # weight of the generator (or cloze) likelihood loss
     disc_weight: float = 50.0  # weight of the discriminator BCE loss (lambda)
     temperature: float = 1.0  # sampling temperature for replacements
+    disc_bias_init: BiasInit = "prior"  # discriminator output bias: at the label prior, or 0 (the reference's)
     # --- optimisation
     lr: float = 5e-4  # peak learning rate (AdamW)
     batch_size: int = 128  # sequences per optimizer step, over all processes and micro-steps
@@ -46,7 +48,8 @@ class PretrainConfig:
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
     max_grad_norm: float = 1.0  # gradient-norm clip
-    warmup_steps: int = 10_000  # linear warmup; capped at 10% of max_steps
+    warmup_steps: int = 10_000  # linear warmup; capped at 10% of the run, but see min_warmup_steps
+    min_warmup_steps: int = 1_000  # the 10% cap never cuts warmup below this (0 = the plain 10% cap)
     max_steps: int = 1_000_000  # total optimizer steps (the schedule decays linearly to 0 here)
     time_budget_minutes: float = 0.0  # > 0: stop after this wall time; the schedule is fitted to it
     precision: Precision = "fp32"  # bf16 = autocast (CPU and CUDA); master weights stay fp32
@@ -111,6 +114,11 @@ class PretrainConfig:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be a positive multiple of grad_accum ({self.grad_accum})"
             )
+        if self.disc_bias_init not in ("prior", "zero"):
+            raise ValueError(f"disc_bias_init must be prior or zero, got {self.disc_bias_init!r}")
+        if self.min_warmup_steps < 0 or self.warmup_steps < 0:
+            raise ValueError(f"warmup steps must be >= 0, got warmup_steps {self.warmup_steps}, "
+                             f"min_warmup_steps {self.min_warmup_steps}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
@@ -136,13 +144,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Trains in seconds on a CPU; used by tests and CI.
     "debug": dict(
         hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-        embedding_size=32, max_seq_length=64, lr=1e-3, batch_size=8, warmup_steps=10,
+        embedding_size=32, max_seq_length=64, lr=1e-3, batch_size=8, warmup_steps=10, min_warmup_steps=10,
         max_steps=50, log_every=5, eval_every=25, save_every=25, eval_batches=2, val_sequences=16,
     ),
     # A CPU-sized model (about 1.5M non-embedding parameters): minutes to learn something.
+    # lr: ELECTRA-Small's 5e-4 at batch 128, scaled by sqrt(32/128) and confirmed by a sweep (BENCHMARKS.md);
+    # 1e-3 collapses the discriminator. Warmup 500 steps, never cut below 300 by a short run.
     "tiny": dict(
         hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512,
-        embedding_size=128, max_seq_length=128, lr=1e-3, batch_size=32, warmup_steps=500,
+        embedding_size=128, max_seq_length=128, lr=2.5e-4, batch_size=32, warmup_steps=500, min_warmup_steps=300,
         max_steps=100_000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         eval_every=100, save_every=250,
     ),

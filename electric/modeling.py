@@ -142,6 +142,18 @@ def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, *, 
     )
 
 
+@torch.no_grad()
+def _details(disc_logits, disc_output, labels, attention_mask, hidden, gen_logits, gen_targets) -> dict:
+    """The per-token tensors of one batch that electric.health measures, detached."""
+    d = {"disc_logits": disc_logits, "disc_output": disc_output, "labels": labels,
+         "attention_mask": attention_mask, "hidden": hidden}
+    d = {k: (v.detach() if v is not None else None) for k, v in d.items()}
+    if gen_logits is not None:
+        d["gen_nll"] = F.cross_entropy(gen_logits.float(), gen_targets, reduction="none")  # (N,)
+        d["gen_targets"] = gen_targets
+    return d
+
+
 @dataclass
 class SpecialIds:
     pad: int
@@ -178,9 +190,13 @@ class PretrainingModel(nn.Module):
                 ElectraConfig(**_electra_config(cfg, V, pad, generator=False))
             )
             return
-        self.discriminator = discriminator or ElectraForPreTraining(
-            ElectraConfig(**_electra_config(cfg, V, pad, generator=False))
-        )
+        if discriminator is None:
+            discriminator = ElectraForPreTraining(ElectraConfig(**_electra_config(cfg, V, pad, generator=False)))
+            if cfg.disc_bias_init == "prior":  # first logits at the label prior (a zero bias can collapse it)
+                with torch.no_grad():
+                    discriminator.discriminator_predictions.dense_prediction.bias.fill_(
+                        obj.disc_output_bias(cfg.objective, cfg.mask_prob, V))
+        self.discriminator = discriminator
         if generator is None:
             gen_kwargs = _electra_config(cfg, V, pad, generator=True)
             if cfg.objective == "electra":
@@ -205,47 +221,64 @@ class PretrainingModel(nn.Module):
 
     # ---- the three objectives -------------------------------------------------------------------
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rng: torch.Generator) -> dict:
-        """input_ids, attention_mask: (B, T). Returns {"loss": scalar, metric name: detached scalar}."""
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rng: torch.Generator,
+                details: bool = False) -> dict:
+        """input_ids, attention_mask: (B, T). Returns {"loss": scalar, metric name: detached scalar}.
+
+        details=True adds "details": the per-token tensors that training health is measured from
+        (electric.health.health_metrics): disc_logits (the logit the loss sees; Electric's is corrected),
+        disc_output (the discriminator's own output), labels, attention_mask, hidden (the last layer of
+        the discriminator, or of the MLM encoder), gen_nll and gen_targets (generator NLL per predicted token).
+        """
         if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
             raise ValueError(f"input_ids {tuple(input_ids.shape)} and attention_mask "
                              f"{tuple(attention_mask.shape)} must both be (B, T)")
         candidates = obj.candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
         chosen = obj.mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
         if self.cfg.objective == "mlm":
-            return self._mlm(input_ids, attention_mask, chosen, rng)
+            return self._mlm(input_ids, attention_mask, chosen, rng, details)
         if self.cfg.objective == "electra":
-            return self._electra(input_ids, attention_mask, chosen, rng)
-        return self._electric(input_ids, attention_mask, candidates, chosen, rng)
+            return self._electra(input_ids, attention_mask, chosen, rng, details)
+        return self._electric(input_ids, attention_mask, candidates, chosen, rng, details)
 
-    def _masked_lm_logits(self, model: ElectraForMaskedLM, inputs, attention_mask, positions) -> torch.Tensor:
-        """The vocabulary head only at `positions` (B, T) bool: (N, V)."""
+    def _masked_lm_logits(self, model: ElectraForMaskedLM, inputs, attention_mask, positions):
+        """The vocabulary head only at `positions` (B, T) bool: logits (N, V) and the last layer (B, T, H)."""
         h = model.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
-        return model.generator_lm_head(model.generator_predictions(h[positions]))  # (N, V)
+        return model.generator_lm_head(model.generator_predictions(h[positions])), h  # (N, V), (B, T, H)
 
-    def _mlm(self, input_ids, attention_mask, chosen, rng) -> dict:
+    def _discriminate(self, disc_inputs, attention_mask, details: bool):
+        """Discriminator outputs s (B, T), and its last layer (B, T, H) when details are asked for."""
+        out = self.discriminator(disc_inputs, attention_mask=attention_mask, output_hidden_states=details)
+        return out.logits, (out.hidden_states[-1] if details else None)
+
+    def _mlm(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
         s = self.special
         inputs = obj.bert_mask_inputs(input_ids, chosen, s.mask, s.vocab_size, rng)  # (B, T)
-        logits = self._masked_lm_logits(self.generator, inputs, attention_mask, chosen)  # (N, V)
+        logits, h = self._masked_lm_logits(self.generator, inputs, attention_mask, chosen)  # (N, V), (B, T, H)
         targets = input_ids[chosen]  # (N,)
         loss = obj.mlm_loss(logits, targets)
-        return {"loss": loss, "gen_loss": loss.detach(), "gen_acc": obj.accuracy(logits, targets)}
+        out = {"loss": loss, "gen_loss": loss.detach(), "gen_acc": obj.accuracy(logits, targets)}
+        if details:
+            out["details"] = _details(None, None, None, attention_mask, h, logits, targets)
+        return out
 
-    def _electra(self, input_ids, attention_mask, chosen, rng) -> dict:
+    def _electra(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
         gen_inputs = obj.electra_mask_inputs(input_ids, chosen, self.special.mask, rng)  # (B, T)
-        gen_logits = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen)  # (N, V)
+        gen_logits, _ = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen)  # (N, V)
         targets = input_ids[chosen]  # (N,)
         sampled = obj.sample_replacements(gen_logits, self.cfg.temperature, rng)  # (N,)
         disc_inputs = input_ids.clone()
         disc_inputs[chosen] = sampled
         labels = obj.electra_labels(input_ids, disc_inputs)  # (B, T)
-        s = self.discriminator(disc_inputs, attention_mask=attention_mask).logits  # (B, T)
+        s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T), (B, T, H) or None
         out = obj.electra_loss(gen_logits, targets, s, labels, attention_mask, self.cfg.gen_weight,
                                self.cfg.disc_weight)
         out["gen_acc"] = obj.accuracy(gen_logits, targets)
+        if details:
+            out["details"] = _details(s, s, labels, attention_mask, h, gen_logits, targets)
         return out
 
-    def _electric(self, input_ids, attention_mask, candidates, chosen, rng) -> dict:
+    def _electric(self, input_ids, attention_mask, candidates, chosen, rng, details=False) -> dict:
         real = attention_mask.bool()  # (B, T)
         feats = self.generator.cloze_hidden(input_ids, attention_mask)  # (B, T, E) on the clean input
         cloze_logits = self.generator.lm_head(feats[real]).float()  # (N_real, V): vocab head at real tokens
@@ -258,7 +291,7 @@ class PretrainingModel(nn.Module):
         labels = obj.electric_labels(chosen)  # (B, T): every sampled position is "noise"
         log_q = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)  # (B, T)
         log_q[real] = log_q_all.gather(-1, disc_inputs[real][:, None]).squeeze(-1)
-        s = self.discriminator(disc_inputs, attention_mask=attention_mask).logits  # (B, T) energies
+        s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T) energies, (B, T, H) or None
         logit = obj.electric_corrected_logits(s, log_q, self.cfg.mask_prob)  # (B, T)
         targets = input_ids[real]  # (N_real,)
         target_log_q = log_q_all.gather(-1, targets[:, None]).squeeze(-1)  # (N_real,): log q(x_t | x_\t)
@@ -266,6 +299,9 @@ class PretrainingModel(nn.Module):
                                 self.cfg.disc_weight)
         with torch.no_grad():
             out["gen_acc"] = (log_q_all.argmax(-1) == targets)[is_cand].float().mean()
+            if details:
+                out["details"] = {**_details(logit, s, labels, attention_mask, h, None, None),
+                                  "gen_nll": -target_log_q[is_cand], "gen_targets": targets[is_cand], "corrected": True}
         return out
 
     # ---- checkpoints ----------------------------------------------------------------------------

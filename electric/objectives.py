@@ -79,6 +79,27 @@ def log_odds(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
+def disc_output_bias(objective: str, mask_prob: float, vocab_size: int) -> float:
+    """Initial bias of the discriminator's output unit, so that its first logits sit at the label prior.
+
+    With the bias at 0 the first gradient is the same for every token ("move every logit to the prior"),
+    which AdamW turns into near rank-1 updates that collapse the discriminator (DESIGN §4).
+    - electra: log(p / (1 - p)), p = mask_prob, the expected replaced fraction (an untrained generator's
+      samples almost never equal the original).
+    - electric: log V. The corrected logit is s + log q + log(p / (1 - p)); with q uniform (log q = -log V)
+      an energy of log V makes it exactly log(p / (1 - p)), the prior.
+    """
+    if not 0.0 < mask_prob < 1.0:
+        raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
+    if objective == "electra":
+        return log_odds(mask_prob)
+    if objective == "electric":
+        if vocab_size < 2:
+            raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
+        return math.log(vocab_size)
+    raise ValueError(f"objective {objective!r} has no discriminator (expected electra or electric)")
+
+
 def electric_corrected_logits(energy: torch.Tensor, log_q: torch.Tensor, mask_prob: float) -> torch.Tensor:
     """l_t = s_t + stopgrad(log q(x~_t | x_\\t)) + log(p / (1 - p)): the noise-vs-data logit of NCE."""
     if energy.shape != log_q.shape:

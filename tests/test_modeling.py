@@ -1,5 +1,7 @@
 """The networks: cloze blindness, parity with transformers, shared embeddings, sizes, round-trips."""
 
+import math
+
 import pytest
 import torch
 from transformers import AutoModelForMaskedLM, ElectraConfig, ElectraForPreTraining, ElectraModel
@@ -124,3 +126,28 @@ def test_checkpoints_round_trip_through_transformers(tmp_path):
     with torch.no_grad():
         assert torch.allclose(disc(ids, attention_mask=am).logits, m.discriminator(ids, attention_mask=am).logits)
         assert torch.allclose(gen(ids, am), m.generator(ids, am), atol=1e-6)
+
+
+@pytest.mark.parametrize("objective, expected", [("electra", math.log(0.15 / 0.85)), ("electric", math.log(300))])
+def test_fresh_discriminator_output_bias_starts_at_the_prior(objective, expected):
+    bias = lambda m: m.discriminator.discriminator_predictions.dense_prediction.bias  # noqa: E731
+    m = PretrainingModel(resolve_config("debug", objective), SPECIAL)
+    assert torch.allclose(bias(m), torch.tensor([expected]))
+    ref = PretrainingModel(resolve_config("debug", objective, {"disc_bias_init": "zero"}), SPECIAL)
+    assert torch.equal(bias(ref), torch.zeros(1))
+
+
+@pytest.mark.parametrize("objective", ["mlm", "electra", "electric"])
+def test_details_give_the_per_token_tensors_health_needs(objective):
+    m = PretrainingModel(resolve_config("debug", objective), SPECIAL).eval()
+    ids = torch.randint(5, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0
+    d = m(ids, mask, torch.Generator().manual_seed(1), details=True)["details"]
+    assert d["hidden"].shape == (2, 12, 64) and torch.equal(d["attention_mask"], mask)
+    assert d["gen_nll"].shape == d["gen_targets"].shape and d["gen_nll"].numel() > 0 and (d["gen_nll"] > 0).all()
+    if objective == "mlm":
+        assert d["disc_logits"] is None
+    else:
+        assert d["disc_logits"].shape == d["labels"].shape == (2, 12)
+        assert d.get("corrected", False) == (objective == "electric")

@@ -139,3 +139,22 @@ def test_electric_loss_uses_the_corrected_logits():
     bce = math.log1p(math.exp(-10.0))
     assert out["loss"].item() == pytest.approx(math.log(2.0) + 50 * bce, abs=1e-4)  # fp32 BCE
     assert out["disc_acc"].item() == 1.0
+
+
+def test_discriminator_output_bias_sits_at_the_label_prior():
+    # ELECTRA: log(p / (1 - p)); p = 0.15 -> log(0.15 / 0.85) = -1.734601...
+    assert obj.disc_output_bias("electra", 0.15, 8000) == pytest.approx(-1.7346010553881064)
+    assert obj.disc_output_bias("electra", 0.25, 30522) == pytest.approx(math.log(1 / 3))
+    # Electric: log V; log(8000) = 8.987196...
+    assert obj.disc_output_bias("electric", 0.15, 8000) == pytest.approx(8.987196820661973)
+    with pytest.raises(ValueError, match="no discriminator"):
+        obj.disc_output_bias("mlm", 0.15, 8000)
+    with pytest.raises(ValueError, match="mask_prob"):
+        obj.disc_output_bias("electra", 1.0, 8000)
+
+
+def test_electric_bias_makes_the_initial_corrected_logit_the_prior_under_uniform_q():
+    V, p = 300, 0.15
+    s0 = torch.full((2, 3), obj.disc_output_bias("electric", p, V))
+    log_q = torch.full((2, 3), -math.log(V))  # q uniform
+    assert torch.allclose(obj.electric_corrected_logits(s0, log_q, p), torch.full((2, 3), math.log(p / (1 - p))))

@@ -199,3 +199,51 @@ def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
     assert torch.equal(model.generator.ltr.layer[0].attention.self.query.weight,
                        gen_src["ltr.layer.0.attention.self.query.weight"])
     assert model.generator.embeddings is model.discriminator.electra.embeddings
+
+
+def test_warmup_is_capped_at_a_tenth_of_the_run_but_never_below_the_floor():
+    from electric.config import resolve_config
+    from training.pretrain import lr_at, warmup_length
+
+    tiny = resolve_config("tiny", "electra")  # warmup 500, floor 300
+    assert warmup_length(tiny, 100_000) == 500
+    assert warmup_length(tiny, 2_000) == 300  # 10% would be 200: a time-budgeted run keeps 300
+    assert warmup_length(tiny, 400) == 200  # never more than half the run
+    plain = resolve_config("tiny", "electra", {"min_warmup_steps": 0})  # the old rule: 10% of the run
+    assert warmup_length(plain, 2_000) == 200
+    assert lr_at(299, tiny, 2_000) == pytest.approx(tiny.lr) and lr_at(149, tiny, 2_000) == pytest.approx(tiny.lr / 2)
+
+
+def collapse_args(wiki_sample, tokenizer_dir, out, objective, *extra):
+    return [*common(wiki_sample, tokenizer_dir, out, objective, steps=40), "--eval-every", "10",
+            "--log-every", "10", *map(str, extra)]
+
+
+def test_a_forced_collapse_is_detected_reported_and_can_stop_the_run(wiki_sample, tokenizer_dir, tmp_path):
+    # the old recipe: hot lr, output bias 0, warmup cut to 10% of a short run
+    out = tmp_path / "collapse"
+    p = run([*collapse_args(wiki_sample, tokenizer_dir, out, "electric", "--lr", "1e-3", "--disc-bias-init",
+                            "zero", "--min-warmup-steps", "0"), "--stop-on-collapse"])
+    assert p.returncode == 3, p.stderr[-2000:]
+    assert "WARNING at step" in p.stderr and "collapsed" in p.stderr
+    assert "WARNING: collapsed at step" in p.stdout and "(collapse)" in p.stdout  # the summary says it too
+    rows = read_metrics(out)
+    flagged = [r for r in rows if r.get("collapsed")]
+    assert flagged and flagged[0]["val_disc_auc"] < 0.6
+    assert max(r["step"] for r in rows) < 40  # it stopped early ...
+    assert (out / "state" / "trainer.pt").is_file() and (out / "curves.png").is_file()  # ... and lost nothing
+
+
+@pytest.mark.parametrize("objective", ["electra", "electric"])
+def test_the_default_recipe_stays_healthy_and_logs_health(objective, wiki_sample, tokenizer_dir, tmp_path):
+    out = tmp_path / objective
+    p = run(collapse_args(wiki_sample, tokenizer_dir, out, objective))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "WARNING" not in p.stderr + p.stdout
+    val = [r for r in read_metrics(out) if "val_loss" in r]
+    assert len(val) == 4 and not any(r.get("collapsed") for r in val)
+    for key in ("val_disc_auc", "val_disc_acc_gain", "val_logit_spread", "val_token_cosine", "val_gen_nll",
+                "val_unigram_nll", "tokens"):
+        assert key in val[-1], key
+    assert val[-1]["val_disc_auc"] > 0.6 and val[-1]["val_token_cosine"] < 0.9
+    assert "health: disc_auc" in p.stdout and (out / "curves.png").stat().st_size > 10_000

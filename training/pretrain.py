@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from electric import health
 from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer, require_local_dir
 from electric.config import OBJECTIVES, PRESETS, PretrainConfig, resolve_config
 from electric.data import DataError, build_datasets
@@ -57,16 +58,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batch-size", type=int, help="sequences per optimizer step (global, all processes)")
     ap.add_argument("--grad-accum", type=int, help="micro-steps per optimizer step")
     ap.add_argument("--lr", type=float, help="peak learning rate")
-    ap.add_argument("--warmup-steps", type=int, help="linear warmup steps (capped at 10%% of the run)")
+    ap.add_argument("--warmup-steps", type=int, help="linear warmup steps (capped at 10%% of the run, but never "
+                                                     "below --min-warmup-steps)")
+    ap.add_argument("--min-warmup-steps", type=int,
+                    help="floor of the 10%% warmup cap, so a short or time-budgeted run still warms up (tiny 300, "
+                         "debug 10, others 1000; 0 = the plain 10%% cap)")
     ap.add_argument("--max-seq-length", type=int, help="tokens per packed sequence")
     ap.add_argument("--mask-prob", type=float, help="fraction of tokens masked/replaced (0.15; 0.25 for large)")
     ap.add_argument("--disc-weight", type=float, help="discriminator loss weight (50)")
     ap.add_argument("--gen-weight", type=float, help="generator/cloze loss weight (1)")
     ap.add_argument("--temperature", type=float, help="sampling temperature (1.0)")
+    ap.add_argument("--disc-bias-init", choices=("prior", "zero"),
+                    help="discriminator output bias at start: prior (default; ELECTRA log(p/(1-p)), Electric log V, "
+                         "so the first logits sit at the label prior) or zero (google-research's; can collapse)")
     ap.add_argument("--generator-hidden-size", type=int, help="generator width (default hidden/4)")
     ap.add_argument("--seed", type=int, help="seed for init, masking, sampling and data order")
     ap.add_argument("--precision", choices=("fp32", "bf16"), help="bf16 = autocast on CPU and CUDA")
     ap.add_argument("--compile", action="store_true", default=None, help="torch.compile the models")
+    ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's, one per core)")
+    ap.add_argument("--stop-on-collapse", action="store_true",
+                    help="end the run (checkpoint saved, exit status 3) when the discriminator is found collapsed")
     ap.add_argument("--num-proc", type=int, help="tokenisation processes (default: CPUs)")
     ap.add_argument("--log-every", type=int, help="steps between metrics.jsonl lines")
     ap.add_argument("--eval-every", type=int, help="steps between validation passes")
@@ -86,7 +97,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "grad_accum", "lr", "warmup_steps",
-                "max_seq_length", "mask_prob", "disc_weight", "gen_weight", "temperature",
+                "min_warmup_steps", "max_seq_length", "mask_prob", "disc_weight", "gen_weight", "temperature",
+                "disc_bias_init",
                 "generator_hidden_size", "seed", "precision", "compile", "num_proc", "log_every", "eval_every",
                 "save_every", "init_from")
 
@@ -233,9 +245,15 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def warmup_length(cfg: PretrainConfig, total_steps: int) -> int:
+    """warmup_steps, capped at 10% of the run but never below min_warmup_steps (nor above half the run)."""
+    cap = max(total_steps // 10, min(cfg.min_warmup_steps, total_steps // 2))
+    return max(1, min(cfg.warmup_steps, cap))
+
+
 def lr_at(step: int, cfg: PretrainConfig, total_steps: int) -> float:
-    """Linear warmup (at most 10% of the run) then linear decay to 0 at total_steps."""
-    warmup = max(1, min(cfg.warmup_steps, total_steps // 10))
+    """Linear warmup (warmup_length) then linear decay to 0 at total_steps."""
+    warmup = warmup_length(cfg, total_steps)
     if step < warmup:
         return cfg.lr * (step + 1) / warmup
     return cfg.lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
@@ -252,14 +270,18 @@ class Batches:
             raise DataError(f"only {len(ds)} training sequences for {world} process(es); need at least "
                             f"{batch_size * world} for one micro-batch of {batch_size} each")
         self.epoch, self.index = 0, 0
+        self._perm: tuple[int, torch.Tensor] | None = None  # (epoch, this rank's order), drawn once per epoch
 
     @property
     def epoch_fraction(self) -> float:
         return self.epoch + self.index / self.per_rank
 
     def _order(self) -> torch.Tensor:
-        g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
-        return torch.randperm(len(self.ds), generator=g)[self.rank: self.per_rank * self.world: self.world]
+        if self._perm is None or self._perm[0] != self.epoch:
+            g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
+            order = torch.randperm(len(self.ds), generator=g)[self.rank: self.per_rank * self.world: self.world]
+            self._perm = (self.epoch, order)
+        return self._perm[1]
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.index + self.batch_size > self.per_rank:
@@ -331,24 +353,49 @@ def truncate_metrics(path: Path, after_step: int) -> None:
 
 # ---- the loop ------------------------------------------------------------------------------------
 
+UNIGRAM_SEQUENCES = 20_000  # training sequences counted for the unigram baseline of the health metrics
+
+
+def unigram_baseline(train_ds, vocab_size: int, special_ids: tuple[int, ...]) -> torch.Tensor:
+    """Add-one unigram log-probabilities (V,) from the first UNIGRAM_SEQUENCES training sequences."""
+    rows = train_ds.select(range(min(len(train_ds), UNIGRAM_SEQUENCES)))["input_ids"]
+    ids = torch.tensor([i for r in rows for i in r], dtype=torch.long)
+    counts = torch.bincount(ids, minlength=vocab_size)[:vocab_size]
+    counts[list(special_ids)] = 0
+    return health.unigram_log_probs(counts)
+
+
 @torch.no_grad()
-def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, device, autocast) -> dict:
-    """Mean metrics over the fixed validation slice, with fixed masking seeds (comparable across steps)."""
+def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, device, autocast,
+             unigram_lp: torch.Tensor | None = None) -> dict:
+    """Mean metrics and training health over the fixed validation slice, with fixed masking seeds
+    (comparable across steps)."""
     if len(val_ds) == 0:
         return {}
     model.eval()
     totals: dict[str, float] = {}
+    details = []
     n = 0
     bs = cfg.micro_batch_size
     for b in range(min(cfg.eval_batches, math.ceil(len(val_ds) / bs))):
         ids, mask = collate(val_ds[b * bs: (b + 1) * bs]["input_ids"], pad_id)
         with autocast():
-            out = model(ids.to(device), mask.to(device), step_rng(cfg.seed + 7, 0, b, 0, device))
+            out = model(ids.to(device), mask.to(device), step_rng(cfg.seed + 7, 0, b, 0, device), details=True)
+        details.append({k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in out.pop("details").items()})
         for k, v in out.items():
             totals[k] = totals.get(k, 0.0) + float(v)
         n += 1
     model.train()
-    return {f"val_{k}": v / n for k, v in totals.items()}
+    return {**{f"val_{k}": v / n for k, v in totals.items()},
+            **{f"val_{k}": v for k, v in health.health_metrics(details, unigram_lp).items()}}
+
+
+def check_health(val: dict) -> list[str]:
+    """Collapse reasons from one evaluation's metrics ([] when healthy, or when there is no discriminator)."""
+    if "val_disc_auc" not in val:
+        return []
+    return health.collapse_reasons(val["val_disc_auc"], val.get("val_token_cosine", math.nan),
+                                   val["val_logit_spread"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -387,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -> int:
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
     d = Dist(args.device)
     per_rank_batch, rem = divmod(cfg.micro_batch_size, d.world)
     if rem or per_rank_batch < 1:
@@ -413,6 +462,7 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
         return 2
     if d.main:
         d.barrier()
+    unigram_lp = unigram_baseline(train_ds, special.vocab_size, special.all_special) if d.main else None
     model.to(d.device).train()
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr,
                                   betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
@@ -421,7 +471,8 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
     if cfg.epochs:  # the schedule ends with the last epoch, not at the preset's max_steps
         steps_per_epoch = max(1, batches.per_rank // (per_rank_batch * cfg.grad_accum))
         total_steps = min(cfg.max_steps, math.ceil(cfg.epochs * steps_per_epoch))
-    trainer = {"step": 0, "total_steps": total_steps, "elapsed": 0.0, "tokens": 0, "batches": None}
+    trainer = {"step": 0, "total_steps": total_steps, "elapsed": 0.0, "tokens": 0, "batches": None,
+               "collapse": None}
     metrics_path = out / "metrics.jsonl"
     if args.resume:
         trainer.update(load_checkpoint(out, model, optimizer, d.device))
@@ -468,10 +519,11 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
             lr = lr_at(step, cfg, trainer["total_steps"])
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            sums: dict[str, float] = {}
+            sums: dict[str, torch.Tensor] = {}  # metrics stay on the device until a log step reads them
             step_tokens = 0
             for micro in range(cfg.grad_accum):
                 ids, mask = batches.next()
+                step_tokens += int(mask.sum()) * d.world  # counted on the host, before the copy
                 ids, mask = ids.to(d.device, non_blocking=True), mask.to(d.device, non_blocking=True)
                 last_micro = micro == cfg.grad_accum - 1
                 # Gradients are all-reduced once per optimizer step, on the last micro-step.
@@ -480,8 +532,7 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
                     res = step_model(ids, mask, step_rng(cfg.seed, step, micro, d.rank, d.device))
                 (res["loss"] / cfg.grad_accum).backward()
                 for k, v in res.items():
-                    sums[k] = sums.get(k, 0.0) + float(v.detach()) / cfg.grad_accum
-                step_tokens += int(mask.sum()) * d.world
+                    sums[k] = sums.get(k, 0) + v.detach() / cfg.grad_accum
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -504,26 +555,27 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
             if step % cfg.log_every == 0 or step == 1:
                 dt = time.time() - window["t"]
                 tok_s = window["tokens"] / dt if dt > 0 else 0.0
-                last = {"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer["tokens"],
-                        "tokens_per_s": round(tok_s, 1), "epoch": round(batches.epoch_fraction, 4),
-                        "elapsed_s": round(elapsed, 1), **{k: round(v, 5) for k, v in sums.items()}}
+                last.update({"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer["tokens"],
+                             "tokens_per_s": round(tok_s, 1), "epoch": round(batches.epoch_fraction, 4),
+                             "elapsed_s": round(elapsed, 1), **{k: round(float(v), 5) for k, v in sums.items()}})
                 window = {"t": time.time(), "tokens": 0}
-                bar.set_postfix(loss=f"{sums['loss']:.3f}", tok_s=f"{tok_s:,.0f}")
+                bar.set_postfix(progress_fields(last, tok_s))
                 if d.main:
                     with metrics_path.open("a") as f:
-                        f.write(json.dumps(last) + "\n")
+                        f.write(json.dumps({k: v for k, v in last.items() if not k.startswith("val_")}) + "\n")
+            collapsed_now = False
             if step % cfg.eval_every == 0 and d.main:
-                val = evaluate(model, val_ds, cfg, special.pad, d.device, dtype_ctx)
-                if val:
-                    with metrics_path.open("a") as f:
-                        f.write(json.dumps({"step": step, **{k: round(v, 5) for k, v in val.items()}}) + "\n")
-                    last.update(val)
+                val = evaluate(model, val_ds, cfg, special.pad, d.device, dtype_ctx, unigram_lp)
+                collapsed_now = record_eval(metrics_path, step, trainer, val, last, bar)
+                bar.set_postfix(progress_fields(last, None))
             time_up = bool(budget_s) and elapsed >= budget_s
             epochs_done = bool(cfg.epochs) and batches.epoch_fraction >= cfg.epochs
             paused = args.stop_at is not None and step >= args.stop_at
-            if d.any(stop["signal"] is not None or time_up or epochs_done or paused):
+            give_up = bool(getattr(args, "stop_on_collapse", False)) and collapsed_now
+            if d.any(stop["signal"] is not None or time_up or epochs_done or paused or give_up):
                 reason = stop["signal"] or ("time budget" if time_up else "epochs" if epochs_done
-                                            else "--stop-at" if paused else "another rank")
+                                            else "--stop-at" if paused else "collapse" if give_up
+                                            else "another rank")
                 break
             if step % cfg.save_every == 0:
                 trainer["batches"] = batches.state_dict()
@@ -537,16 +589,84 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
 
     trainer["batches"] = batches.state_dict()
     if d.main:
-        val = evaluate(model, val_ds, cfg, special.pad, d.device, dtype_ctx)
-        if val:
-            with metrics_path.open("a") as f:
-                f.write(json.dumps({"step": trainer["step"], **{k: round(v, 5) for k, v in val.items()}}) + "\n")
-            last.update(val)
+        if trainer["step"] % cfg.eval_every:  # the last step was not evaluated yet
+            val = evaluate(model, val_ds, cfg, special.pad, d.device, dtype_ctx, unigram_lp)
+            record_eval(metrics_path, trainer["step"], trainer, val, last, None)
         save_checkpoint(out, model, tokenizer, optimizer, trainer)
+        write_curves(out)
         print_summary(out, cfg, trainer, last, reason)
     d.barrier()
     d.close()
-    return 0
+    return 3 if reason == "collapse" else 0
+
+
+def progress_fields(last: dict, tok_s: float | None) -> dict:
+    """The progress bar's postfix: loss, speed and the latest validation health."""
+    fields = {"loss": f"{last['loss']:.3f}"} if "loss" in last else {}
+    if tok_s is not None:
+        fields["tok_s"] = f"{tok_s:,.0f}"
+    if "val_disc_auc" in last:
+        fields["auc"] = f"{last['val_disc_auc']:.3f}"
+    if "val_token_cosine" in last:
+        fields["cos"] = f"{last['val_token_cosine']:.3f}"
+    return fields
+
+
+def record_eval(metrics_path: Path, step: int, trainer: dict, val: dict, last: dict, bar) -> bool:
+    """Log one evaluation; warn (once) when it finds the discriminator collapsed. True iff it did."""
+    if not val:
+        return False
+    reasons = check_health(val)
+    row = {"step": step, "tokens": trainer["tokens"], **{k: round(v, 5) for k, v in val.items()}}
+    if reasons:
+        row["collapsed"] = True
+    with metrics_path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+    last.update(val)
+    if reasons and trainer.get("collapse") is None:
+        trainer["collapse"] = {"step": step, "reasons": reasons}
+        msg = f"WARNING at step {step}: {health.COLLAPSE_ADVICE} ({'; '.join(reasons)})"
+        (bar.write if bar is not None else print)(msg, file=sys.stderr)
+    return bool(reasons)
+
+
+def write_curves(out: Path) -> None:
+    """OUT/curves.png: losses, discriminator AUC and token cosine against tokens seen (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed (pip install -e '.[train]'); no curves.png", file=sys.stderr)
+        return
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    train_rows = [r for r in rows if "loss" in r]
+    val_rows = [r for r in rows if "val_loss" in r and "tokens" in r]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for key, label in (("gen_loss", "generator / cloze / MLM loss"), ("disc_loss", "discriminator BCE")):
+        pts = [(r["tokens"], r[key]) for r in train_rows if key in r]
+        if pts:
+            axes[0].plot(*zip(*pts, strict=True), label=f"train {label}")
+    for key, label in (("val_gen_nll", "val generator NLL"), ("val_unigram_nll", "val unigram NLL")):
+        pts = [(r["tokens"], r[key]) for r in val_rows if key in r]
+        if pts:
+            axes[0].plot(*zip(*pts, strict=True), "o--", label=label)
+    for ax, key, title in ((axes[1], "val_disc_auc", "validation AUC (replaced vs original)"),
+                           (axes[2], "val_token_cosine", "validation cross-sequence token cosine")):
+        pts = [(r["tokens"], r[key]) for r in val_rows if key in r]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), "o-")
+        ax.set_title(title)
+    axes[1].axhline(health.COLLAPSE_MAX_AUC, color="grey", ls=":", label="collapse if below (with cos/spread)")
+    axes[2].axhline(health.COLLAPSE_MIN_COSINE, color="grey", ls=":", label="collapse if above (with low AUC)")
+    axes[0].set_title("losses")
+    for ax in axes:
+        ax.set_xlabel("tokens")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=80)
+    plt.close(fig)
 
 
 def print_summary(out: Path, cfg: PretrainConfig, trainer: dict, last: dict, reason: str) -> None:
@@ -559,10 +679,19 @@ def print_summary(out: Path, cfg: PretrainConfig, trainer: dict, last: dict, rea
                         "val_disc_loss", "val_disc_acc") if k in last]
     if keys:
         lines.append("final: " + ", ".join(f"{k} {last[k]:.4f}" for k in keys))
+    health_keys = [k for k in ("val_disc_auc", "val_disc_acc_gain", "val_logit_spread", "val_token_cosine",
+                               "val_gen_nll", "val_unigram_nll") if k in last]
+    if health_keys:
+        lines.append("health: " + ", ".join(f"{k[4:]} {last[k]:.4f}" for k in health_keys))
+    if trainer.get("collapse"):
+        c = trainer["collapse"]
+        lines.append(f"WARNING: collapsed at step {c['step']} ({'; '.join(c['reasons'])}): {health.COLLAPSE_ADVICE}")
+    if (out / "curves.png").is_file():
+        lines.append(f"curves: {out / 'curves.png'}")
     for name in ("discriminator", "generator"):
         if (out / name).is_dir():
             lines.append(f"{name}: {out / name}")
-    if reason in ("SIGINT", "SIGTERM", "--stop-at"):
+    if reason in ("SIGINT", "SIGTERM", "--stop-at", "collapse"):
         lines.append(f"checkpoint saved; continue with: python -m training.pretrain --resume --out {out} --data ...")
     print("\n".join(lines))
 
