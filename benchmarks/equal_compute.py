@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -38,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.glue_compare import AVERAGE, TASK_DIRS, finetune_argv  # noqa: E402
+from electric.hardware import cpu_description  # noqa: E402
 
 OBJECTIVES = ("mlm", "electra", "electric")
 BLIMP_METHOD = {"mlm": "mlm-pll", "electra": "electra", "electric": "electric"}
@@ -340,21 +340,6 @@ def stage_report(args) -> None:
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
     print("\n".join(lines))
     print(f"wrote {out}")
-
-
-def cpu_description() -> str:
-    """CPU model and the flags that decide bf16 / int8 speed, from /proc/cpuinfo (Linux)."""
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and ":" in line:
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and ":" in line:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8") if f in flags]
-    return f"{model}, {os.cpu_count()} CPUs, flags: {' '.join(wanted) or 'none of avx2/avx512/amx'}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,7 +100,7 @@ def pretraining_budget(run: str) -> str:
     last = {}
     for line in metrics_file.read_text().splitlines():
         rec = json.loads(line) if line.strip() else {}
-        if "tokens" in rec:
+        if "tokens" in rec and "elapsed_s" in rec:  # a training line, not a validation one
             last = rec
     size = f"{cfg.get('num_hidden_layers')}x{cfg.get('hidden_size')}"
     if not last:

@@ -91,3 +91,4 @@ def test_health_metrics_from_model_details():
     # Electric: the energy alone is a constant here -> AUC 0.5 and spread 0, beside the corrected logit's 1.0
     assert e["disc_auc"] == pytest.approx(1.0) and e["energy_auc"] == pytest.approx(0.5)
     assert e["logit_spread"] == pytest.approx(0.0) and "unigram_nll" not in e
+

@@ -29,6 +29,7 @@ from electric import health
 from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer, require_local_dir
 from electric.config import OBJECTIVES, PRESETS, PretrainConfig, resolve_config
 from electric.data import DataError, build_datasets
+from electric.hardware import resolve_precision
 from electric.modeling import PretrainingModel, SpecialIds
 
 INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr
@@ -73,7 +74,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "so the first logits sit at the label prior) or zero (google-research's; can collapse)")
     ap.add_argument("--generator-hidden-size", type=int, help="generator width (default hidden/4)")
     ap.add_argument("--seed", type=int, help="seed for init, masking, sampling and data order")
-    ap.add_argument("--precision", choices=("fp32", "bf16"), help="bf16 = autocast on CPU and CUDA")
+    ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                    help="bf16 = autocast (master weights fp32). auto (default): bf16 on CUDA with bf16 support and on "
+                         "CPUs with native bf16 (AVX512-BF16 / AMX), fp32 elsewhere (bf16 is emulated and ~25x "
+                         "slower on AVX2-only CPUs)")
     ap.add_argument("--compile", action="store_true", default=None, help="torch.compile the models")
     ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's, one per core)")
     ap.add_argument("--stop-on-collapse", action="store_true",
@@ -411,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                     setattr(cfg, k, v)
         else:
             overrides = {k: getattr(args, k) for k in CONFIG_FLAGS}
+            overrides["precision"] = choose_precision(args.precision, args.device)
             cfg = resolve_config(args.preset, args.objective, overrides)
             if cfg.init_from:
                 adopt_architecture(cfg, cfg.init_from)
@@ -431,6 +436,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return train(cfg, args, tokenizer, out)
+
+
+def choose_precision(requested: str, device: str | None) -> str:
+    """--precision auto|fp32|bf16 -> fp32 or bf16 for this device (a warning when bf16 would be emulated)."""
+    device_type = torch.device(device).type if device else ("cuda" if torch.cuda.is_available() else "cpu")
+    cuda_bf16 = device_type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    precision, warning = resolve_precision(requested or "auto", device_type, cuda_bf16=cuda_bf16)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    return precision
 
 
 def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -> int:

@@ -1,0 +1,109 @@
+"""Tokens per second of the whole pretraining loop (`python -m training.pretrain`), per objective and setting.
+
+    python benchmarks/bench_train_loop.py --baseline-rev b16049f
+    python benchmarks/bench_train_loop.py --variants "electric --tokenizer runs/tok16k" "electra --compile"
+
+Each variant is an objective followed by extra `training.pretrain` flags; it trains the `tiny` preset for
+--steps optimizer steps on a slice of the Wikipedia corpus, and its speed is the median `tokens_per_s` of
+the logged windows after the first (which holds start-up and, with --compile, compilation). With
+--baseline-rev, every objective is also run from a git worktree of that revision (the loop before a
+change), in the same run. Variants run one after another, never side by side; run it on a quiet machine.
+Writes benchmarks/results/pretrain_throughput.md. A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from electric.hardware import cpu_description  # noqa: E402
+
+DEFAULT_VARIANTS = ["mlm", "electra", "electric"]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS,
+                    help="'OBJECTIVE [pretrain flags]' each (default: the three objectives, default flags)")
+    ap.add_argument("--baseline-rev", help="also run each objective with the code of this git revision")
+    ap.add_argument("--tokenizer", default=str(REPO / "runs" / "tok8k"), help="tokenizer directory (default runs/tok8k)")
+    ap.add_argument("--data", nargs="+", default=[str(REPO.parent / "shared" / "data" / "corpus" / "enwiki")],
+                    help="training text (default: the whole Wikipedia corpus, so the data order costs what it does "
+                         "in a real run)")
+    ap.add_argument("--steps", type=int, default=30, help="optimizer steps per variant (default 30)")
+    ap.add_argument("--log-every", type=int, default=5, help="steps per measured window (default 5)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretrain_throughput.md"))
+    return ap.parse_args(argv)
+
+
+def measure(code: Path, objective: str, flags: list[str], args, work: Path) -> dict:
+    out = work / f"run-{time.monotonic_ns()}"
+    cmd = [sys.executable, "-m", "training.pretrain", "--objective", objective, "--preset", "tiny",
+           "--data", *args.data, "--tokenizer", args.tokenizer, "--out", str(out), "--max-steps", str(args.steps),
+           "--log-every", str(args.log_every), "--eval-every", "1000000", "--save-every", "1000000",
+           "--num-proc", "2", *flags]
+    if code == REPO and "--threads" not in flags:
+        cmd += ["--threads", str(args.threads)]
+    env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": str(args.threads),
+           "TOKENIZERS_PARALLELISM": "false"}
+    p = subprocess.run(cmd, cwd=code, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"failed: {shlex.join(cmd)}\n{p.stderr[-2000:]}")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    speeds = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r and r["step"] > args.log_every]
+    return {"tokens_per_s": statistics.median(speeds), "windows": len(speeds)}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    load_before = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
+        work = Path(tmp)
+        codes = [("this checkout", REPO)]
+        if args.baseline_rev:
+            tree = work / "baseline"
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.baseline_rev], cwd=REPO,
+                           check=True, capture_output=True)
+            codes.insert(0, (f"before ({args.baseline_rev})", tree))
+        try:
+            for variant in args.variants:
+                objective, *flags = shlex.split(variant)
+                for label, code in codes:
+                    if code != REPO and flags:
+                        continue  # the baseline runs each objective with its defaults only
+                    r = measure(code, objective, flags, args, work)
+                    rows.append({"code": label, "variant": variant, **r})
+                    print(f"{label:>20}  {variant:<45} {r['tokens_per_s']:>9,.0f} tokens/s", flush=True)
+        finally:
+            if args.baseline_rev:
+                subprocess.run(["git", "worktree", "remove", "--force", str(work / "baseline")], cwd=REPO,
+                               capture_output=True)
+    load_after = os.getloadavg()
+    lines = ["# Pretraining loop throughput (`tiny`)", "",
+             f"Command: `python benchmarks/bench_train_loop.py {shlex.join(sys.argv[1:])}`", "",
+             f"Machine: {cpu_description()}; {args.threads} threads; load average (1 min) "
+             f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Median tokens/s of {args.log_every}-step "
+             f"windows after the first, {args.steps} steps per variant, one variant at a time.", "",
+             "| code | variant | tokens/s |", "|---|---|---:|"]
+    lines += [f"| {r['code']} | `{r['variant']}` | {r['tokens_per_s']:,.0f} |" for r in rows]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

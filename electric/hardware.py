@@ -1,0 +1,63 @@
+"""What this machine's CPU can do fast, read from /proc/cpuinfo, and the training precision that follows.
+
+bf16 is fast on a CPU only with native bf16 instructions (AVX512-BF16 or AMX); on an AVX2-only CPU
+torch emulates it and a bf16 GEMM runs ~25x slower than fp32 (DESIGN §4). So `auto` precision means
+bf16 on CUDA devices that support it and on CPUs with native bf16, fp32 everywhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from functools import lru_cache
+
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+REPORTED_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+@lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, frozenset[str]]:
+    model, flags = platform.processor() or platform.machine(), frozenset()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name":
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = frozenset(value.split())
+    except OSError:  # not Linux: no flags known
+        pass
+    return model, flags
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (empty when /proc/cpuinfo is unreadable)."""
+    return _cpuinfo()[1]
+
+
+def cpu_has_native_bf16(flags: frozenset[str] | None = None) -> bool:
+    return any(f in (cpu_flags() if flags is None else flags) for f in NATIVE_BF16_FLAGS)
+
+
+def cpu_description() -> str:
+    """e.g. 'AMD EPYC, 2 CPUs, flags: avx2' — the line every benchmark report names its machine with."""
+    model, flags = _cpuinfo()
+    wanted = [f for f in REPORTED_FLAGS if f in flags]
+    return f"{model}, {os.cpu_count()} CPUs, flags: {' '.join(wanted) or 'none of ' + '/'.join(REPORTED_FLAGS)}"
+
+
+def resolve_precision(requested: str, device_type: str, cuda_bf16: bool = False,
+                      flags: frozenset[str] | None = None) -> tuple[str, str | None]:
+    """(fp32 or bf16, a warning or None) for --precision auto|fp32|bf16 on a `cpu` or `cuda` device."""
+    if requested not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"precision must be auto, fp32 or bf16, got {requested!r}")
+    native = cuda_bf16 if device_type == "cuda" else cpu_has_native_bf16(flags)
+    if requested == "auto":
+        return ("bf16" if native else "fp32"), None
+    if requested == "bf16" and not native:
+        where = "this GPU" if device_type == "cuda" else "this CPU (no AVX512-BF16 or AMX)"
+        return "bf16", (f"bf16 requested but {where} has no native bf16: it is emulated and can be many times "
+                        "slower than fp32 (~25x for a GEMM on AVX2); use --precision fp32 or auto")
+    return requested, None
