@@ -162,9 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the shared data folder (default ../shared/data)")
     ap.add_argument("--data", nargs="+", help="your own training text (default: a slice of shared Wikipedia)")
     ap.add_argument("--minutes", type=float, default=3.0, help="pretraining time budget (default 3)")
-    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16 autocast pays off on GPUs and CPUs with AVX-512 BF16/AMX; on AVX2-only CPUs it is "
-                         "far slower than fp32 (default fp32)")
+    ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                    help="auto (default): bf16 autocast on GPUs and CPUs with native bf16 (AVX-512 BF16/AMX), fp32 "
+                         "elsewhere (on AVX2-only CPUs bf16 is far slower than fp32)")
     ap.add_argument("--utterances", type=int, default=100, help="ATIS test utterances to rerank (default 100)")
     ap.add_argument("--work", default=str(REPO / "runs" / "quickstart"))
     ap.add_argument("--retrain", action="store_true", help="train again even if --work has a model")
