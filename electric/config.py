@@ -148,11 +148,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_steps=50, log_every=5, eval_every=25, save_every=25, eval_batches=2, val_sequences=16,
     ),
     # A CPU-sized model (about 1.5M non-embedding parameters): minutes to learn something.
-    # lr: ELECTRA-Small's 5e-4 at batch 128, scaled by sqrt(32/128) and confirmed by a sweep (BENCHMARKS.md);
-    # 1e-3 collapses the discriminator. Warmup 500 steps, never cut below 300 by a short run.
+    # lr: ELECTRA-Small's 5e-4 at batch 128 scaled linearly to batch 32 is 1.25e-4; a sweep kept 1e-4 healthy
+    # where 2.5e-4 drifted towards collapse and 5e-4 / 1e-3 collapsed (BENCHMARKS.md). Warmup 500 steps, never
+    # cut below 300 by a short run.
     "tiny": dict(
         hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512,
-        embedding_size=128, max_seq_length=128, lr=2.5e-4, batch_size=32, warmup_steps=500, min_warmup_steps=300,
+        embedding_size=128, max_seq_length=128, lr=1e-4, batch_size=32, warmup_steps=500, min_warmup_steps=300,
         max_steps=100_000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         eval_every=100, save_every=250,
     ),
