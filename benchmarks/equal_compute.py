@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.glue_compare import AVERAGE, TASK_DIRS, finetune_argv  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
+from electric.health import collapse_reasons  # noqa: E402
 
 OBJECTIVES = ("mlm", "electra", "electric")
 BLIMP_METHOD = {"mlm": "mlm-pll", "electra": "electra", "electric": "electric"}
@@ -254,7 +255,9 @@ def stage_report(args) -> None:
     summary: dict = {"pretraining": {}, "machine": cpu_description()}
     for obj, (cfg, train, val) in runs.items():
         last, v = train[-1], (val[-1] if val else {})
-        collapsed = next((r["step"] for r in val if r.get("collapsed")), None)
+        collapsed = next((r["step"] for r in val if r.get("collapsed") or collapse_reasons(
+            r.get("val_disc_auc", math.nan), r.get("val_token_cosine", math.nan), r.get("val_logit_spread", 1.0))),
+            None)  # the rule of this checkout, whatever the run's code logged
         summary["pretraining"][obj] = {"steps": last["step"], "tokens": last["tokens"],
                                        "minutes": last["elapsed_s"] / 60, "health": {k: v.get(k) for k in HEALTH_KEYS},
                                        "first_collapse_step": collapsed, "lr": cfg["lr"]}

@@ -20,7 +20,7 @@ import torch
 # A discriminator is reported collapsed when it ranks replaced vs original no better than this ...
 COLLAPSE_MAX_AUC = 0.6
 # ... and, at the same time, its tokens share one state or its outputs do not vary.
-COLLAPSE_MIN_COSINE = 0.98
+COLLAPSE_MIN_COSINE = 0.9
 COLLAPSE_MAX_SPREAD = 0.01
 
 COLLAPSE_ADVICE = ("the discriminator has collapsed: every token gets nearly the same state and it cannot tell "

@@ -52,6 +52,7 @@ def test_unigram_log_probs_are_add_one_frequencies():
     (0.53, 0.998, 0.001, True),    # the collapse measured on the old tiny recipe (ELECTRA)
     (0.42, 0.998, 0.05, True),     # Electric: corrected logit worse than chance, tokens share one state
     (0.55, 0.50, 0.005, True),     # flat outputs alone are enough with a low AUC
+    (0.563, 0.944, 0.547, True),   # lr 5e-4 at tiny after 1.6M tokens: drifting into the collapsed state
     (0.70, 0.95, 0.3, False),      # healthy at ~2M tokens (ELECTRA, new recipe)
     (0.55, 0.60, 0.5, False),      # early and weak, but neither one state nor flat outputs
     (0.90, 0.999, 0.001, False),   # ranking well is never a collapse
