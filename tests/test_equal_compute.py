@@ -47,7 +47,8 @@ def test_report_tabulates_health_glue_and_blimp(tmp_path):
     assert "| electra | 200 | 819,200 | 10.0 | 1,365 | 0.900 |" in text
     assert "| electric |" in text and "step 100 |" in text  # when it first collapsed
     assert "| electra | 70.5 ± 0.7 | 70.5 |" in text and "| random-init | 55.5 ± 0.7 | 55.5 |" in text
-    assert "| mlm | mlm-pll | one per token | 60.00% | 61.00% | 100.0 |" in text
+    assert "| mlm | mlm-pll | one per token | 60.00% | 61.00% | 100.0 | 1.0× |" in text
+    assert "| electric | electric | one | 60.00% | 61.00% | 4.0 | 25.0× |" in text
     summary = json.loads(out.with_suffix(".json").read_text())
     assert summary["pretraining"]["electric"]["first_collapse_step"] == 100
     assert summary["glue"]["electra"]["average"] == pytest.approx(0.705)
