@@ -6,8 +6,8 @@
 Each variant is an objective followed by extra `training.pretrain` flags; it trains the `tiny` preset for
 --steps optimizer steps on a slice of the Wikipedia corpus, and its speed is the median `tokens_per_s` of
 the logged windows after the first (which holds start-up and, with --compile, compilation). With
---baseline-rev, every objective is also run from a git worktree of that revision (the loop before a
-change), in the same run. Variants run one after another, never side by side; run it on a quiet machine.
+--baseline-rev, every objective is also run, with that revision's defaults, from a git worktree of it (the
+loop before a change), in the same run. Variants run one after another, never side by side; run it on a quiet machine.
 Writes benchmarks/results/pretrain_throughput.md. A benchmark, not a test.
 """
 
@@ -78,15 +78,15 @@ def main(argv=None) -> int:
             subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.baseline_rev], cwd=REPO,
                            check=True, capture_output=True)
             codes.insert(0, (f"before ({args.baseline_rev})", tree))
+        jobs = [(label, code, obj) for label, code in codes[:-1]  # the baseline: each objective, its defaults
+                for obj in dict.fromkeys(shlex.split(v)[0] for v in args.variants)]
+        jobs += [(codes[-1][0], REPO, v) for v in args.variants]
         try:
-            for variant in args.variants:
+            for label, code, variant in jobs:
                 objective, *flags = shlex.split(variant)
-                for label, code in codes:
-                    if code != REPO and flags:
-                        continue  # the baseline runs each objective with its defaults only
-                    r = measure(code, objective, flags, args, work)
-                    rows.append({"code": label, "variant": variant, **r})
-                    print(f"{label:>20}  {variant:<45} {r['tokens_per_s']:>9,.0f} tokens/s", flush=True)
+                r = measure(code, objective, flags, args, work)
+                rows.append({"code": label, "variant": variant, **r})
+                print(f"{label:>20}  {variant:<45} {r['tokens_per_s']:>9,.0f} tokens/s", flush=True)
         finally:
             if args.baseline_rev:
                 subprocess.run(["git", "worktree", "remove", "--force", str(work / "baseline")], cwd=REPO,
