@@ -45,7 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--log-every", type=int, default=5, help="steps per measured window (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretrain_throughput.md"))
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    args.data = [str(Path(d).resolve()) for d in args.data]  # the baseline runs from another directory
+    args.tokenizer = str(Path(args.tokenizer).resolve())
+    return args
 
 
 def measure(code: Path, objective: str, flags: list[str], args, work: Path) -> dict:
