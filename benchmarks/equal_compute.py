@@ -8,6 +8,8 @@ Stages (each is a sub-command; `all` runs them in order):
   train   a WordPiece tokenizer (if WORK/tok is missing), then `python -m training.pretrain` for mlm,
           electra and electric at the same time (one thread each, so each gets the same CPU share) with
           `--time-budget MINUTES`; an existing finished run is kept unless --fresh.
+  health  re-evaluate each final checkpoint with this checkout's health metrics (incl. the AUC against fixed
+          unigram noise, which only context can detect).
   blimp   BLiMP-12 with each model's own scoring method (electric: one pass; electra: sum log(1 - sigma(s));
           mlm: classic n-pass PLL) on the first --blimp-pairs pairs of each set, timed (scoring only). Run
           alone: its times are the scoring-speed figures.
@@ -44,13 +46,13 @@ from electric.health import collapse_reasons  # noqa: E402
 OBJECTIVES = ("mlm", "electra", "electric")
 BLIMP_METHOD = {"mlm": "mlm-pll", "electra": "electra", "electric": "electric"}
 RANDOM = "random-init"
-HEALTH_KEYS = ("val_disc_auc", "val_energy_auc", "val_disc_acc_gain", "val_logit_spread", "val_token_cosine",
+HEALTH_KEYS = ("val_disc_auc", "val_energy_auc", "val_unigram_noise_auc", "val_disc_acc_gain", "val_logit_spread", "val_token_cosine",
                "val_gen_nll", "val_unigram_nll")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=("train", "blimp", "glue", "atis", "report", "all"))
+    ap.add_argument("stage", choices=("train", "health", "blimp", "glue", "atis", "report", "all"))
     ap.add_argument("--work", default=str(REPO / "runs" / "equal-compute"), help="everything goes here")
     ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the project's data folder")
     ap.add_argument("--minutes", type=float, default=90.0, help="pretraining budget of each run (default 90)")
@@ -196,6 +198,39 @@ def stage_glue(args) -> None:
         list(pool.map(one, jobs))
 
 
+def stage_health(args) -> None:
+    """Re-evaluate each run's final checkpoint with this checkout's health metrics (the same fixed validation
+    slice and masking seeds as the run's own evaluations), into WORK/health/OBJECTIVE.json."""
+    import contextlib
+
+    import torch
+
+    from electric.checkpoint import load_tokenizer
+    from electric.config import PretrainConfig
+    from electric.data import build_datasets
+    from electric.modeling import PretrainingModel, SpecialIds
+    from training.pretrain import evaluate, unigram_baseline
+
+    torch.set_num_threads(2)
+    work = Path(args.work)
+    (work / "health").mkdir(parents=True, exist_ok=True)
+    for obj in OBJECTIVES:
+        run_dir = work / obj
+        cfg = PretrainConfig.load(run_dir / "config.json")
+        tok = load_tokenizer(run_dir / ("generator" if obj == "mlm" else "discriminator"))
+        special = SpecialIds.from_tokenizer(tok)
+        train_ds, val_ds = build_datasets(corpus(args), tok, cfg.max_seq_length, cfg.val_sequences, num_proc=1)
+        model = PretrainingModel(cfg, special)
+        model.load_state_dict(torch.load(run_dir / "state" / "model.pt", map_location="cpu"))
+        model.share_embeddings()
+        autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if cfg.precision == "bf16" \
+            else contextlib.nullcontext
+        val = evaluate(model, val_ds, cfg, special.pad, torch.device("cpu"), autocast,
+                       unigram_baseline(train_ds, special.vocab_size, special.all_special))
+        (work / "health" / f"{obj}.json").write_text(json.dumps(val, indent=1) + "\n")
+        print(f"{obj}: " + ", ".join(f"{k[4:]} {v:.3f}" for k, v in val.items() if k in HEALTH_KEYS), flush=True)
+
+
 def stage_atis(args) -> None:
     work = Path(args.work)
     run([sys.executable, "scripts/adapt_recipe.py", "all", "--domains", "atis", "--objectives", "electric", "mlm",
@@ -265,12 +300,14 @@ def stage_report(args) -> None:
              "glue, atis, report). The three pretraining runs ran at the same time, one thread each, so each got "
              "the same share of the 2 cores.", "",
              "## Pretraining and health at the end", "",
-             "| run | steps | tokens | minutes | tokens/s | val AUC | energy AUC | acc − always-original | logit "
-             "spread | token cosine | gen NLL | unigram NLL | collapsed at |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| run | steps | tokens | minutes | tokens/s | val AUC | energy AUC | unigram-noise AUC | acc − "
+             "always-original | logit spread | token cosine | gen NLL | unigram NLL | collapsed at |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     summary: dict = {"pretraining": {}, "machine": cpu_description()}
     for obj, (cfg, train, val) in runs.items():
         last, v = train[-1], (val[-1] if val else {})
+        if (work / "health" / f"{obj}.json").is_file():  # the final checkpoint re-evaluated by this checkout
+            v = {**v, **json.loads((work / "health" / f"{obj}.json").read_text())}
         collapsed = next((r["step"] for r in val if r.get("collapsed") or collapse_reasons(
             r.get("val_disc_auc", math.nan), r.get("val_token_cosine", math.nan), r.get("val_logit_spread", 1.0))),
             None)  # the rule of this checkout, whatever the run's code logged
@@ -279,7 +316,8 @@ def stage_report(args) -> None:
                                        "first_collapse_step": collapsed, "lr": cfg["lr"]}
         lines.append(f"| {obj} | {last['step']:,} | {last['tokens']:,} | {last['elapsed_s'] / 60:.1f} "
                      f"| {last['tokens'] / max(last['elapsed_s'], 1e-9):,.0f} | {fmt(v.get('val_disc_auc'), 1, 3)} "
-                     f"| {fmt(v.get('val_energy_auc'), 1, 3)} | {fmt(v.get('val_disc_acc_gain'), 1, 3)} "
+                     f"| {fmt(v.get('val_energy_auc'), 1, 3)} | {fmt(v.get('val_unigram_noise_auc'), 1, 3)} "
+                     f"| {fmt(v.get('val_disc_acc_gain'), 1, 3)} "
                      f"| {fmt(v.get('val_logit_spread'), 1, 3)} | {fmt(v.get('val_token_cosine'), 1, 3)} "
                      f"| {fmt(v.get('val_gen_nll'), 1, 3)} | {fmt(v.get('val_unigram_nll'), 1, 3)} "
                      f"| {'step ' + str(collapsed) if collapsed else 'never'} |")
@@ -288,8 +326,10 @@ def stage_report(args) -> None:
         plot_curves({o: r[2] for o, r in runs.items()}, curves)
         lines += ["", f"Validation health against tokens seen: `{curves.relative_to(REPO) if curves.is_relative_to(REPO) else curves}`. "
                   "AUC is the discriminator's ranking of replaced vs original tokens on the fixed validation slice "
-                  "(Electric: its corrected logit s + log q + log(p/(1-p)); energy AUC: s alone); the MLM run has "
-                  "no discriminator. Generator NLL: the ELECTRA generator's at masked positions, the cloze model's "
+                  "(Electric: its corrected logit s + log q + log(p/(1-p)); energy AUC: s alone). Unigram-noise AUC: the "
+                  "same discriminator when the chosen tokens are replaced by unigram samples instead of its own "
+                  "generator's (only context can detect them; it does not move as the generator improves). The MLM "
+                  "run has no discriminator. Generator NLL: the ELECTRA generator's at masked positions, the cloze model's "
                   "at every candidate position, the MLM's at masked positions, each beside the unigram NLL of the "
                   "same tokens."]
 
@@ -366,7 +406,7 @@ def stage_report(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stages = {"train": stage_train, "blimp": stage_blimp, "glue": stage_glue, "atis": stage_atis,
+    stages = {"train": stage_train, "health": stage_health, "blimp": stage_blimp, "glue": stage_glue, "atis": stage_atis,
               "report": stage_report}
     for name, fn in stages.items():
         if args.stage in (name, "all"):

@@ -1,8 +1,9 @@
 """Training health: is the discriminator learning, or has it collapsed? Pure functions over tensors.
 
 Measured on the fixed validation slice at every evaluation (training/pretrain.py) and logged as
-`val_disc_auc`, `val_disc_acc_gain`, `val_logit_spread`, `val_token_cosine`, `val_gen_nll` and
-`val_unigram_nll`.
+`val_disc_auc` (`val_energy_auc` for Electric's energy alone), `val_unigram_noise_auc` (against fixed unigram
+noise, which only context can detect), `val_disc_acc_gain`, `val_logit_spread`, `val_token_cosine`,
+`val_gen_nll` and `val_unigram_nll`.
 
 What a collapse looks like (measured, BENCHMARKS.md "Pretraining recipe"): with the output bias at 0
 and a hot lr the discriminator maps every token to nearly the same last-layer state (cross-sequence
@@ -98,7 +99,8 @@ def collapse_reasons(auc: float, cosine: float, spread: float) -> list[str]:
 def health_metrics(details: list[dict], unigram_lp: torch.Tensor | None) -> dict[str, float]:
     """Health over validation batches. Each item of `details` is PretrainingModel's `details` output:
     disc_logits, disc_output, labels (B, T) or None (mlm), attention_mask (B, T), hidden (B, T, H),
-    gen_nll (N,), gen_targets (N,), and corrected (True when disc_logits are Electric's corrected logits)."""
+    gen_nll (N,), gen_targets (N,), and corrected (True when disc_logits are Electric's corrected logits);
+    optionally noise_scores and noise_labels (B, T): the discriminator's output on fixed unigram noise."""
     out: dict[str, float] = {}
     mask = torch.cat([d["attention_mask"].flatten() for d in details]).bool()
     if details[0].get("disc_logits") is not None:
@@ -111,6 +113,10 @@ def health_metrics(details: list[dict], unigram_lp: torch.Tensor | None) -> dict
         acc = ((logits > 0).float() == labels).float().mean()
         out["disc_acc_gain"] = float(acc - (labels == 0).float().mean())  # minus always answering "original"
         out["logit_spread"] = float(own.std()) if own.numel() > 1 else 0.0
+    if "noise_scores" in details[0]:  # the same discriminator against fixed unigram noise
+        noise_scores = torch.cat([d["noise_scores"].flatten() for d in details])[mask]
+        noise_labels = torch.cat([d["noise_labels"].flatten() for d in details])[mask]
+        out["unigram_noise_auc"] = roc_auc(noise_scores, noise_labels)
     out["token_cosine"] = _mean([token_cosine(d["hidden"], d["attention_mask"]) for d in details])
     nll = torch.cat([d["gen_nll"].flatten().float() for d in details])
     if nll.numel():

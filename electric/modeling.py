@@ -163,6 +163,11 @@ class SpecialIds:
     vocab_size: int
     all_special: tuple[int, ...]
 
+    @classmethod
+    def from_tokenizer(cls, tok) -> SpecialIds:
+        return cls(tok.pad_token_id, tok.mask_token_id, tok.cls_token_id, tok.sep_token_id, len(tok),
+                   tuple(tok.all_special_ids))
+
 
 class PretrainingModel(nn.Module):
     """Discriminator + generator with shared embeddings; `forward` runs one objective on a batch.
@@ -303,6 +308,25 @@ class PretrainingModel(nn.Module):
                 out["details"] = {**_details(logit, s, labels, attention_mask, h, None, None),
                                   "gen_nll": -target_log_q[is_cand], "gen_targets": targets[is_cand], "corrected": True}
         return out
+
+    @torch.no_grad()
+    def fixed_noise_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, noise_probs: torch.Tensor,
+                           rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The discriminator's output s (B, T) when the usual k positions are replaced by draws from a fixed
+        distribution `noise_probs` (V,) instead of the generator, and the labels (B, T), 1 = replaced.
+
+        With unigram noise the replaced tokens have the same marginal as the originals, so only context tells
+        them apart: a measure of the discriminator that does not move as its own generator improves.
+        """
+        if self.discriminator is None:
+            raise ValueError("objective mlm has no discriminator")
+        candidates = obj.candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
+        chosen = obj.mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
+        draws = torch.multinomial(noise_probs, int(chosen.sum()), replacement=True, generator=rng)  # (k,)
+        noisy = input_ids.clone()
+        noisy[chosen] = draws
+        s = self.discriminator(noisy, attention_mask=attention_mask).logits  # (B, T)
+        return s, (noisy != input_ids).float()
 
     # ---- checkpoints ----------------------------------------------------------------------------
 

@@ -151,3 +151,18 @@ def test_details_give_the_per_token_tensors_health_needs(objective):
     else:
         assert d["disc_logits"].shape == d["labels"].shape == (2, 12)
         assert d.get("corrected", False) == (objective == "electric")
+
+
+def test_fixed_noise_scores_replace_only_candidates_with_draws_from_the_given_distribution():
+    m = PretrainingModel(resolve_config("debug", "electra"), SPECIAL).eval()
+    ids = torch.randint(5, 300, (3, 16), generator=torch.Generator().manual_seed(0))
+    ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep
+    probs = torch.zeros(300)
+    probs[7] = 1.0  # every draw is token 7
+    s, labels = m.fixed_noise_scores(ids, torch.ones_like(ids), probs, torch.Generator().manual_seed(1))
+    assert s.shape == labels.shape == (3, 16)
+    assert labels[:, 0].sum() == 0 and labels[:, -1].sum() == 0  # [CLS] / [SEP] never replaced
+    k = round(0.15 * 14)  # mask_prob of the 14 candidates per row
+    assert (labels.sum(dim=1) <= k).all() and labels.sum() > 0  # a draw equal to the original is not "replaced"
+    with pytest.raises(ValueError, match="no discriminator"):
+        PretrainingModel(resolve_config("debug", "mlm"), SPECIAL).fixed_noise_scores(ids, ids, probs, None)

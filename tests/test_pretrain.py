@@ -242,8 +242,8 @@ def test_the_default_recipe_stays_healthy_and_logs_health(objective, wiki_sample
     assert "WARNING" not in p.stderr + p.stdout
     val = [r for r in read_metrics(out) if "val_loss" in r]
     assert len(val) == 4 and not any(r.get("collapsed") for r in val)
-    for key in ("val_disc_auc", "val_disc_acc_gain", "val_logit_spread", "val_token_cosine", "val_gen_nll",
-                "val_unigram_nll", "tokens"):
+    for key in ("val_disc_auc", "val_unigram_noise_auc", "val_disc_acc_gain", "val_logit_spread", "val_token_cosine",
+                "val_gen_nll", "val_unigram_nll", "tokens"):
         assert key in val[-1], key
     assert val[-1]["val_disc_auc"] > 0.6 and val[-1]["val_token_cosine"] < 0.9
     assert "health: disc_auc" in p.stdout and (out / "curves.png").stat().st_size > 10_000

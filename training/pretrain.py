@@ -379,6 +379,11 @@ def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, 
     model.eval()
     totals: dict[str, float] = {}
     details = []
+    noise_probs = None  # unigram noise for the fixed-noise AUC (special tokens never drawn)
+    if unigram_lp is not None and model.discriminator is not None:
+        noise_probs = unigram_lp.exp().float()
+        noise_probs[list(model.special.all_special)] = 0.0
+        noise_probs = noise_probs.to(device)
     n = 0
     bs = cfg.micro_batch_size
     for b in range(min(cfg.eval_batches, math.ceil(len(val_ds) / bs))):
@@ -386,6 +391,11 @@ def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, 
         with autocast():
             out = model(ids.to(device), mask.to(device), step_rng(cfg.seed + 7, 0, b, 0, device), details=True)
         details.append({k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in out.pop("details").items()})
+        if noise_probs is not None:
+            with autocast():
+                s, labels = model.fixed_noise_scores(ids.to(device), mask.to(device), noise_probs,
+                                                     step_rng(cfg.seed + 11, 0, b, 0, device))
+            details[-1].update(noise_scores=s.float().cpu(), noise_labels=labels.cpu())
         for k, v in out.items():
             totals[k] = totals.get(k, 0.0) + float(v)
         n += 1
@@ -458,8 +468,7 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
               f"{d.world} processes", file=sys.stderr)
         return 2
     torch.manual_seed(cfg.seed)
-    special = SpecialIds(tokenizer.pad_token_id, tokenizer.mask_token_id, tokenizer.cls_token_id,
-                         tokenizer.sep_token_id, len(tokenizer), tuple(tokenizer.all_special_ids))
+    special = SpecialIds.from_tokenizer(tokenizer)
 
     # Rank 0 tokenises first and fills the cache; the others then read it.
     if not d.main:
@@ -694,8 +703,8 @@ def print_summary(out: Path, cfg: PretrainConfig, trainer: dict, last: dict, rea
                         "val_disc_loss", "val_disc_acc") if k in last]
     if keys:
         lines.append("final: " + ", ".join(f"{k} {last[k]:.4f}" for k in keys))
-    health_keys = [k for k in ("val_disc_auc", "val_disc_acc_gain", "val_logit_spread", "val_token_cosine",
-                               "val_gen_nll", "val_unigram_nll") if k in last]
+    health_keys = [k for k in ("val_disc_auc", "val_energy_auc", "val_unigram_noise_auc", "val_disc_acc_gain",
+                               "val_logit_spread", "val_token_cosine", "val_gen_nll", "val_unigram_nll") if k in last]
     if health_keys:
         lines.append("health: " + ", ".join(f"{k[4:]} {last[k]:.4f}" for k in health_keys))
     if trainer.get("collapse"):
