@@ -174,7 +174,7 @@ def stage_blimp(args) -> None:
 
 def stage_glue(args) -> None:
     work = Path(args.work)
-    ft = argparse.Namespace(data=args.shared, max_train_examples=args.glue_examples, max_eval_examples=None,
+    ft = argparse.Namespace(data=str(Path(args.shared).resolve()), max_train_examples=args.glue_examples, max_eval_examples=None,
                             epochs=args.glue_epochs, lr=None, batch_size=None, precision=None, threads=1)
     jobs = []
     for seed in args.seeds:
