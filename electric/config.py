@@ -137,8 +137,12 @@ class PretrainConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> PretrainConfig:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """A saved config; fields it predates take the behaviour it was trained with, not today's default."""
+        return cls.from_dict({**LEGACY_DEFAULTS, **json.loads(Path(path).read_text())})
 
+
+# Values for fields added after a config was saved: what runs saved before them did.
+LEGACY_DEFAULTS: dict[str, Any] = {"disc_bias_init": "zero", "min_warmup_steps": 0}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Trains in seconds on a CPU; used by tests and CI.

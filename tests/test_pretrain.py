@@ -247,3 +247,15 @@ def test_the_default_recipe_stays_healthy_and_logs_health(objective, wiki_sample
         assert key in val[-1], key
     assert val[-1]["val_disc_auc"] > 0.6 and val[-1]["val_token_cosine"] < 0.9
     assert "health: disc_auc" in p.stdout and (out / "curves.png").stat().st_size > 10_000
+
+
+def test_a_config_saved_before_the_recipe_fields_resumes_with_its_old_behaviour(tmp_path):
+    from electric.config import PretrainConfig, resolve_config
+
+    old = resolve_config("tiny", "electra").to_dict()
+    del old["disc_bias_init"], old["min_warmup_steps"]  # a config.json written before they existed
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    cfg = PretrainConfig.load(tmp_path / "config.json")
+    assert (cfg.disc_bias_init, cfg.min_warmup_steps) == ("zero", 0)
+    resolve_config("tiny", "electra").save(tmp_path / "new.json")  # a new config keeps what it says
+    assert PretrainConfig.load(tmp_path / "new.json").min_warmup_steps == 300
