@@ -446,10 +446,11 @@ def run(cmd: list[str]) -> float:
 
 def pretrain_cmd(init: str, objective: str, data: str, out: str, epochs: float, seed: int, lr: float | None,
                  num_proc: int) -> list[str]:
-    # --epochs also fits the lr schedule (warmup at most 10%, linear decay to 0 at the last epoch)
+    # --epochs also fits the lr schedule (warmup 10% of the run, linear decay to 0 at the last epoch); the
+    # warmup floor that protects fresh discriminators is off: these runs are short by design, from trained weights
     cmd = [sys.executable, "-m", "training.pretrain", "--init-from", init, "--objective", objective,
            "--data", data, "--epochs", f"{epochs:g}", "--out", out, "--seed", str(seed),
-           "--num-proc", str(num_proc), "--overwrite"]
+           "--num-proc", str(num_proc), "--min-warmup-steps", "0", "--overwrite"]
     if lr is not None:
         cmd += ["--lr", f"{lr:g}"]
     return cmd
