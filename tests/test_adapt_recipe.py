@@ -147,3 +147,8 @@ def test_evaluate_tunes_on_dev_reports_test_and_report_renders(disc_dir, tmp_pat
     (tmp_path / "test.json").write_text(json.dumps(items[:20]))
     assert recipe.main(args) == 2
     assert "both in dev and test" in capsys.readouterr().err
+
+
+def test_adaptation_runs_keep_the_plain_ten_percent_warmup():
+    cmd = recipe.pretrain_cmd("runs/base", "electric", "adapt.txt", "out", 64, 0, 1e-3, 1)
+    assert cmd[cmd.index("--min-warmup-steps") + 1] == "0" and cmd[cmd.index("--epochs") + 1] == "64"
