@@ -259,3 +259,10 @@ def test_a_config_saved_before_the_recipe_fields_resumes_with_its_old_behaviour(
     assert (cfg.disc_bias_init, cfg.min_warmup_steps) == ("zero", 0)
     resolve_config("tiny", "electra").save(tmp_path / "new.json")  # a new config keeps what it says
     assert PretrainConfig.load(tmp_path / "new.json").min_warmup_steps == 300
+
+
+def test_a_time_budgeted_run_says_it_stopped_for_time(wiki_sample, tokenizer_dir, tmp_path, capsys):
+    args = [*common(wiki_sample, tokenizer_dir, tmp_path / "timed", steps=100_000), "--time-budget", "0.05",
+            "--eval-every", "1000"]
+    assert main(args) == 0
+    assert "(time budget)" in capsys.readouterr().out

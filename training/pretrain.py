@@ -611,6 +611,8 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
             signal.signal(s, h)
         bar.close()
 
+    if reason == "max steps" and budget_s and trainer["total_steps"] < cfg.max_steps:
+        reason = "time budget"  # the schedule was fitted to the budget and ended with it
     trainer["batches"] = batches.state_dict()
     if d.main:
         if trainer["step"] % cfg.eval_every:  # the last step was not evaluated yet
