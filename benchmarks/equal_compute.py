@@ -306,8 +306,8 @@ def stage_report(args) -> None:
     summary: dict = {"pretraining": {}, "machine": cpu_description()}
     for obj, (cfg, train, val) in runs.items():
         last, v = train[-1], (val[-1] if val else {})
-        if (work / "health" / f"{obj}.json").is_file():  # the final checkpoint re-evaluated by this checkout
-            v = {**v, **json.loads((work / "health" / f"{obj}.json").read_text())}
+        if (work / "health" / f"{obj}.json").is_file():  # what the run's own evaluations did not log yet
+            v = {**json.loads((work / "health" / f"{obj}.json").read_text()), **v}
         collapsed = next((r["step"] for r in val if r.get("collapsed") or collapse_reasons(
             r.get("val_disc_auc", math.nan), r.get("val_token_cosine", math.nan), r.get("val_logit_spread", 1.0))),
             None)  # the rule of this checkout, whatever the run's code logged
