@@ -359,6 +359,16 @@ def stage_report(args) -> None:
             summary["glue"][name] = {"per_task": {t: [d[AVERAGE[t]] for d in by_task.get(t, {}).values()]
                                                   for t in args.tasks}, "average": avg}
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {fmt(avg, 100)} |")
+        common = [sd for sd in args.seeds if all(sd in res.get(n, {}).get(t, {}) for n in res for t in args.tasks)]
+        if common != args.seeds:  # a comparison on the seeds every model finished, when some are missing
+            lines += ["", f"Seeds every model finished: {common or 'none'}."]
+            if common:
+                lines += ["", "| model | average over those seeds |", "|---|---:|"]
+                for name, by_task in res.items():
+                    avg = statistics.mean(statistics.mean(by_task[t][sd][AVERAGE[t]] for sd in common)
+                                          for t in args.tasks)
+                    summary["glue"][name]["average_common_seeds"] = avg
+                    lines.append(f"| {name} | {100 * avg:.1f} |")
 
     blimp_dir = work / "blimp"
     if (blimp_dir / "seconds.json").is_file():
