@@ -273,11 +273,11 @@ def plot_curves(runs: dict[str, list[dict]], path: Path) -> None:
             ("val_token_cosine", "last-layer cross-sequence token cosine"),
             ("val_gen_nll", "generator / cloze / MLM NLL (dashed: unigram)"))
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
-    for name, val in runs.items():
+    for i, (name, val) in enumerate(runs.items()):
         for ax, (key, title) in zip(axes, keys, strict=True):
             pts = [(r["tokens"], r[key]) for r in val if key in r]
             if pts:
-                line, = ax.plot(*zip(*pts, strict=True), label=name)
+                line, = ax.plot(*zip(*pts, strict=True), label=name, color=f"C{i}")  # one colour per run
                 if key == "val_gen_nll":
                     uni = [(r["tokens"], r["val_unigram_nll"]) for r in val if "val_unigram_nll" in r]
                     ax.plot(*zip(*uni, strict=True), ls="--", color=line.get_color(), alpha=0.5)
