@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.glue_compare import AVERAGE, TASK_DIRS, finetune_argv  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
-from electric.health import collapse_reasons  # noqa: E402
+from electric.health import collapse_reasons_in  # noqa: E402
 
 OBJECTIVES = ("mlm", "electra", "electric")
 BLIMP_METHOD = {"mlm": "mlm-pll", "electra": "electra", "electric": "electric"}
@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tokenizer", help="tokenizer directory (default: WORK/tok, trained with --vocab-size)")
     ap.add_argument("--vocab-size", type=int, default=8000,
                     help="WordPiece vocabulary of the trained tokenizer (8000: Electric's cloze head runs at "
-                         "every position, 16k costs it 1.6x the step time; BENCHMARKS.md)")
+                         "every position and trains 1.75x slower with 16k; BENCHMARKS.md)")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="fine-tuning seeds")
     ap.add_argument("--tasks", nargs="+", default=list(TASK_DIRS), choices=list(TASK_DIRS))
     ap.add_argument("--glue-examples", type=int, default=4000,
@@ -308,9 +308,8 @@ def stage_report(args) -> None:
         last, v = train[-1], (val[-1] if val else {})
         if (work / "health" / f"{obj}.json").is_file():  # what the run's own evaluations did not log yet
             v = {**json.loads((work / "health" / f"{obj}.json").read_text()), **v}
-        collapsed = next((r["step"] for r in val if r.get("collapsed") or collapse_reasons(
-            r.get("val_disc_auc", math.nan), r.get("val_token_cosine", math.nan), r.get("val_logit_spread", 1.0))),
-            None)  # the rule of this checkout, whatever the run's code logged
+        # the rule of this checkout, whatever the run's code logged
+        collapsed = next((r["step"] for r in val if r.get("collapsed") or collapse_reasons_in(r)), None)
         summary["pretraining"][obj] = {"steps": last["step"], "tokens": last["tokens"],
                                        "minutes": last["elapsed_s"] / 60, "health": {k: v.get(k) for k in HEALTH_KEYS},
                                        "first_collapse_step": collapsed, "lr": cfg["lr"]}

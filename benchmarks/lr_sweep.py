@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.equal_compute import read_metrics  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
-from electric.health import collapse_reasons  # noqa: E402
+from electric.health import collapse_reasons_in  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         _, _, val = read_metrics(out)
         for r in val:
             auc, cos, spread = r.get("val_disc_auc"), r.get("val_token_cosine"), r.get("val_logit_spread")
-            flag = "yes" if collapse_reasons(auc, cos, spread) else ""
+            flag = "yes" if collapse_reasons_in(r) else ""
             energy = f"{r['val_energy_auc']:.3f}" if "val_energy_auc" in r else "–"
             lines.append(f"| {o} | {lr} | {r['step']} | {r['tokens']:,} | {auc:.3f} | {energy} | {cos:.3f} "
                          f"| {spread:.3f} | {r['val_gen_nll']:.3f} | {flag} |")

@@ -153,7 +153,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
     # A CPU-sized model (about 1.5M non-embedding parameters): minutes to learn something.
     # lr: ELECTRA-Small's 5e-4 at batch 128 scaled linearly to batch 32 is 1.25e-4; a sweep kept 1e-4 healthy
-    # where 2.5e-4 drifted towards collapse and 5e-4 / 1e-3 collapsed (BENCHMARKS.md). Warmup 500 steps, never
+    # where 2.5e-4 drifted towards collapse and 5e-4 collapsed (BENCHMARKS.md). Warmup 500 steps, never
     # cut below 300 by a short run.
     "tiny": dict(
         hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512,

@@ -96,6 +96,14 @@ def collapse_reasons(auc: float, cosine: float, spread: float) -> list[str]:
     return reasons
 
 
+def collapse_reasons_in(row: dict) -> list[str]:
+    """collapse_reasons of one logged evaluation (`val_*` keys); [] when it has no discriminator figures."""
+    if "val_disc_auc" not in row:
+        return []
+    return collapse_reasons(row["val_disc_auc"], row.get("val_token_cosine", math.nan),
+                            row.get("val_logit_spread", math.inf))
+
+
 def health_metrics(details: list[dict], unigram_lp: torch.Tensor | None) -> dict[str, float]:
     """Health over validation batches. Each item of `details` is PretrainingModel's `details` output:
     disc_logits, disc_output, labels (B, T) or None (mlm), attention_mask (B, T), hidden (B, T, H),
@@ -106,13 +114,14 @@ def health_metrics(details: list[dict], unigram_lp: torch.Tensor | None) -> dict
     if details[0].get("disc_logits") is not None:
         logits = torch.cat([d["disc_logits"].flatten().float() for d in details])[mask]
         labels = torch.cat([d["labels"].flatten() for d in details])[mask]
-        own = torch.cat([d["disc_output"].flatten().float() for d in details])[mask]
+        own_all = torch.cat([d["disc_output"].flatten().float() for d in details])  # all tokens, pads too
+        own = own_all[mask]
         out["disc_auc"] = roc_auc(logits, labels)
         if details[0].get("corrected"):  # Electric: also the energy alone, without log q
             out["energy_auc"] = roc_auc(own, labels)
         acc = ((logits > 0).float() == labels).float().mean()
         out["disc_acc_gain"] = float(acc - (labels == 0).float().mean())  # minus always answering "original"
-        out["logit_spread"] = float(own.std()) if own.numel() > 1 else 0.0
+        out["logit_spread"] = logit_spread(own_all, mask)
     if "noise_scores" in details[0]:  # the same discriminator against fixed unigram noise
         noise_scores = torch.cat([d["noise_scores"].flatten() for d in details])[mask]
         noise_labels = torch.cat([d["noise_labels"].flatten() for d in details])[mask]

@@ -404,14 +404,6 @@ def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, 
             **{f"val_{k}": v for k, v in health.health_metrics(details, unigram_lp).items()}}
 
 
-def check_health(val: dict) -> list[str]:
-    """Collapse reasons from one evaluation's metrics ([] when healthy, or when there is no discriminator)."""
-    if "val_disc_auc" not in val:
-        return []
-    return health.collapse_reasons(val["val_disc_auc"], val.get("val_token_cosine", math.nan),
-                                   val["val_logit_spread"])
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = Path(args.out)
@@ -642,7 +634,7 @@ def record_eval(metrics_path: Path, step: int, trainer: dict, val: dict, last: d
     """Log one evaluation; warn (once) when it finds the discriminator collapsed. True iff it did."""
     if not val:
         return False
-    reasons = check_health(val)
+    reasons = health.collapse_reasons_in(val)
     row = {"step": step, "tokens": trainer["tokens"], **{k: round(v, 5) for k, v in val.items()}}
     if reasons:
         row["collapsed"] = True

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", nargs="+", required=True, help="text files, directories or globs (plain or WikiExtractor)")
     ap.add_argument("--vocab-size", type=int, default=8000,
                     help="WordPiece vocabulary size (default 8000, chosen for tiny: Electric's cloze head runs at "
-                         "every position and 16k costs it 1.6x the step time; ELECTRA uses 30522)")
+                         "every position and trains 1.75x slower with 16k, BENCHMARKS.md; ELECTRA uses 30522)")
     ap.add_argument("--min-frequency", type=int, default=2, help="ignore pieces seen fewer times (default 2)")
     ap.add_argument("--max-documents", type=int, default=0, help="train on at most this many documents (0 = all)")
     ap.add_argument("--out", required=True, help="output directory (loads with AutoTokenizer.from_pretrained)")
