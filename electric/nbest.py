@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -485,9 +485,10 @@ class Evaluator:
         """The evaluator of lists[idx] (statistics are sliced, not recomputed)."""
         sub = object.__new__(Evaluator)
         sub.lists, sub.metric = [self.lists[i] for i in idx], self.metric
-        sub.stats, sub.valid = self.stats[list(idx)], self.valid[list(idx)]
         if not sub.lists:
             raise ValueError("no utterances to evaluate")
+        n_max = max(len(nb.hyps) for nb in sub.lists)  # the subset's own longest list, as Components.of pads
+        sub.stats, sub.valid = self.stats[list(idx), :n_max], self.valid[list(idx), :n_max]
         return sub
 
     def score_selection(self, sel: np.ndarray) -> float:
@@ -510,6 +511,9 @@ class Evaluator:
 
     def select(self, totals: np.ndarray) -> np.ndarray:
         """(U, N) combined scores -> best index per utterance (first of ties)."""
+        if totals.shape != self.valid.shape:
+            raise ValueError(f"combined scores of shape {totals.shape} for {self.valid.shape} (utterances, "
+                             "longest list)")
         return np.argmax(np.where(self.valid, totals, -np.inf), axis=1)
 
     def better(self, a: float, b: float) -> bool:
@@ -535,6 +539,12 @@ class Components:
 
     @classmethod
     def of(cls, lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]]) -> Components:
+        """Each list padded to the longest of `lists` (N); the padding is never selected (Evaluator.valid)."""
+        if len(lm_scores) != len(lists):
+            raise ValueError(f"{len(lm_scores)} LM score lists for {len(lists)} n-best lists")
+        for nb, s in zip(lists, lm_scores, strict=True):
+            if len(s) != len(nb.hyps):
+                raise NBestError(None, f"{len(s)} LM scores for {len(nb.hyps)} hypotheses", repr(nb.utt_id))
         n_max = max(len(nb.hyps) for nb in lists)
         fp = _pad([np.asarray(nb.first_pass_scores if nb.first_pass_scores is not None else [0.0] * len(nb.hyps))
                    for nb in lists], n_max)
@@ -552,6 +562,8 @@ class Components:
 
 DEFAULT_LM_GRID = (0.0, *[float(f"{10 ** (e / 4):.4g}") for e in range(-16, 13)])  # 0 and 1e-4 .. 1e3
 DEFAULT_LENGTH_GRID = tuple(float(g) for g in range(-4, 17))  # word bonus in LM-score units: -4 .. 16
+# word bonus without an LM, in first-pass-score (or rank) units: 0 and +-1e-4 .. +-1e3
+DEFAULT_BONUS_GRID = (0.0, *[sign * x for x in DEFAULT_LM_GRID[1:] for sign in (1.0, -1.0)])
 
 
 @dataclass
@@ -572,17 +584,8 @@ def tune_weights(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[f
     length_grid = sorted(set(float(x) for x in length_grid), key=lambda g: (abs(g), g))
     if any(x < 0 for x in lm_grid):
         raise ValueError("LM weights must be >= 0")
-    best: tuple[float, Weights, float] | None = None
-    n = 0
-    for lm in lm_grid:
-        for g in (length_grid if lm > 0 else [0.0]):
-            w = Weights(lm=lm, length=lm * g, beta=beta)
-            s = evaluator.score_selection(evaluator.select(comps.totals(w)))
-            n += 1
-            if best is None or evaluator.better(s, best[0]):
-                best = (s, w, g)
-    assert best is not None
-    s, w, g = best
+    s, w, g, n = _grid_search(evaluator, comps, ((Weights(lm=lm, length=lm * g, beta=beta), g)
+                                                 for lm in lm_grid for g in (length_grid if lm > 0 else [0.0])))
     on_edge = []
     positive = [x for x in lm_grid if x > 0]
     if positive and w.lm == max(positive) and len(positive) > 1:
@@ -593,6 +596,33 @@ def tune_weights(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[f
         on_edge.append(f"length bonus at the grid's {'maximum' if g == max(length_grid) else 'minimum'} "
                        f"({g:g} per word, in LM units)")
     return TuneResult(w, s, g, on_edge, n)
+
+
+def tune_without_lm(evaluator: Evaluator, comps: Components, *, bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID,
+                    beta: float = 1.0) -> TuneResult:
+    """The baseline an LM has to beat: a(h) + length * words(h) with no LM (lm = 0), the per-word bonus
+    tuned on dev over `bonus_grid` (in first-pass-score or rank units). Ties keep the smaller |bonus|."""
+    grid = sorted(set(float(x) for x in bonus_grid), key=lambda b: (abs(b), b))
+    s, w, b, n = _grid_search(evaluator, comps, ((Weights(lm=0.0, length=b, beta=beta), b) for b in grid))
+    on_edge = []
+    if b != 0 and abs(b) == max(abs(x) for x in grid) and len(grid) > 1:
+        on_edge.append(f"word bonus without the LM at the grid's {'maximum' if b > 0 else 'minimum'} ({b:g})")
+    return TuneResult(w, s, 0.0, on_edge, n)
+
+
+def _grid_search(evaluator: Evaluator, comps: Components,
+                 candidates: Iterable[tuple[Weights, float]]) -> tuple[float, Weights, float, int]:
+    """(dev score, weights, tag, candidates tried) of the best (weights, tag) candidate; the first of ties wins."""
+    best: tuple[float, Weights, float] | None = None
+    n = 0
+    for w, tag in candidates:
+        s = evaluator.score_selection(evaluator.select(comps.totals(w)))
+        n += 1
+        if best is None or evaluator.better(s, best[0]):
+            best = (s, w, tag)
+    if best is None:
+        raise ValueError("an empty weight grid")
+    return (*best, n)
 
 
 def split_dev(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
@@ -607,12 +637,16 @@ def split_dev(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tup
     return sorted(idx[:n_dev]), sorted(idx[n_dev:])
 
 
-def evaluate_split(ev: Evaluator, lm_scores: Sequence[np.ndarray], weights: Weights | None = None) -> dict:
-    """first-hypothesis, oracle, LM-only and (with weights) reranked scores of one split."""
+def evaluate_split(ev: Evaluator, lm_scores: Sequence[np.ndarray], weights: Weights | None = None,
+                   no_lm: Weights | None = None) -> dict:
+    """first-hypothesis, oracle, LM-only, (with `no_lm`, weights whose lm is 0) the score without the LM,
+    and (with `weights`) the reranked score of one split."""
     lists = ev.lists
     comps = Components.of(lists, lm_scores)
     out = {"num_utterances": len(lists), "first": ev.first(), "oracle": ev.oracle(),
            "lm_only": ev.score_selection(ev.select(comps.lm))}
+    if no_lm is not None:
+        out["no_lm"] = ev.score_selection(ev.select(comps.totals(no_lm)))
     if weights is not None:
         out["reranked"] = ev.score_selection(ev.select(comps.totals(weights)))
     return out
@@ -622,18 +656,20 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
                   dev: tuple[Sequence[NBestList], Sequence[np.ndarray]] | None = None,
                   dev_fraction: float | None = 0.5, seed: int = 0, weights: Weights | None = None,
                   lm_grid: Sequence[float] = DEFAULT_LM_GRID, length_grid: Sequence[float] = DEFAULT_LENGTH_GRID,
-                  beta: float = 1.0, path: str | Path | None = None, dev_path: str | Path | None = None,
-                  need_refs: bool = True) -> tuple[Weights, dict]:
+                  bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID, beta: float = 1.0, path: str | Path | None = None,
+                  dev_path: str | Path | None = None, need_refs: bool = True) -> tuple[Weights, dict]:
     """Tune (unless `weights` is given) and evaluate. Dev is `dev` (lists, scores) when given, else a seeded
-    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file).
+    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file). Every split
+    also reports `no_lm`: the first-pass score (or rank prior) with a word bonus tuned on dev and no LM
+    (`weights_no_lm`; with given weights, those weights with lm 0), so the LM's own gain is visible.
     Returns (weights, report)."""
     m = make_metric(metric)
     report: dict = {"metric": m.name, "higher_is_better": m.higher_is_better, "num_utterances": len(lists)}
     if weights is not None:
-        report["weights"] = weights.to_dict()
-        report["tuned"] = False
+        no_lm = replace(weights, lm=0.0)  # the same weights without the LM
+        report.update(weights=weights.to_dict(), tuned=False, weights_no_lm=no_lm.to_dict())
         if need_refs or all(nb.ref is not None for nb in lists):
-            report["test"] = {**evaluate_split(Evaluator(lists, m, path), lm_scores, weights),
+            report["test"] = {**evaluate_split(Evaluator(lists, m, path), lm_scores, weights, no_lm),
                               "ids": [nb.utt_id for nb in lists]}
         return weights, report
     ev_all = Evaluator(lists, m, path)
@@ -648,15 +684,20 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
         ev_dev, dev_scores = ev_all.subset(dev_idx), [lm_scores[i] for i in dev_idx]
         ev_test, test_scores = ev_all.subset(test_idx), [lm_scores[i] for i in test_idx]
         report["dev_source"] = {"fraction": dev_fraction, "seed": seed}
-    res = tune_weights(ev_dev, Components.of(ev_dev.lists, dev_scores), lm_grid=lm_grid, length_grid=length_grid,
-                       beta=beta)
+    dev_comps = Components.of(ev_dev.lists, dev_scores)
+    res = tune_weights(ev_dev, dev_comps, lm_grid=lm_grid, length_grid=length_grid, beta=beta)
+    base = tune_without_lm(ev_dev, dev_comps, bonus_grid=bonus_grid, beta=beta)  # what the LM has to beat
     report.update(
         tuned=True,
         weights=res.weights.to_dict(),
-        grid={"lm": list(lm_grid), "length_per_lm": list(length_grid), "beta": beta, "evaluated": res.evaluated,
-              "chosen_length_per_lm": res.length_per_lm, "on_edge": res.on_edge},
-        dev={**evaluate_split(ev_dev, dev_scores, res.weights), "ids": [nb.utt_id for nb in ev_dev.lists]},
-        test={**evaluate_split(ev_test, test_scores, res.weights), "ids": [nb.utt_id for nb in ev_test.lists]},
+        weights_no_lm=base.weights.to_dict(),
+        grid={"lm": list(lm_grid), "length_per_lm": list(length_grid), "beta": beta, "bonus_no_lm": list(bonus_grid),
+              "evaluated": res.evaluated + base.evaluated, "chosen_length_per_lm": res.length_per_lm,
+              "on_edge": res.on_edge + base.on_edge},
+        dev={**evaluate_split(ev_dev, dev_scores, res.weights, base.weights),
+             "ids": [nb.utt_id for nb in ev_dev.lists]},
+        test={**evaluate_split(ev_test, test_scores, res.weights, base.weights),
+              "ids": [nb.utt_id for nb in ev_test.lists]},
     )
     if dev is None:
         report["all"] = evaluate_split(ev_all, lm_scores)  # first and oracle; reranked only on held-out test
@@ -678,10 +719,19 @@ def format_report(report: dict) -> str:
         lines.append(f"LM score: {what}{chosen}")
     for edge in report.get("grid", {}).get("on_edge", []):
         lines.append(f"warning: optimum on the grid's edge: {edge}; widen the grid")
+    if "weights_no_lm" in report:
+        b = report["weights_no_lm"]["length"]
+        lines.append(f"no_lm: without the LM: first-pass score (or rank prior) and a word bonus of {b:g}/word "
+                     f"({'tuned on dev' if report.get('tuned') else 'the given weights with lm 0'})")
     for split in ("dev", "test", "all"):
         r = report.get(split)
         if not r:
             continue
-        parts = [f"{k} {r[k]:.2f}{unit}" for k in ("first", "oracle", "lm_only", "reranked") if k in r]
+        parts = [f"{k} {r[k]:.2f}{unit}" for k in ("first", "oracle", "lm_only", "no_lm", "reranked") if k in r]
         lines.append(f"{split:>4} ({r['num_utterances']} utterances) {name}: " + ", ".join(parts))
+    test = report.get("test", {})
+    if "no_lm" in test and "reranked" in test:
+        gain = test["reranked"] - test["no_lm"]
+        lines.append(f"the LM's own gain on test: {name} {test['no_lm']:.2f}{unit} without it, "
+                     f"{test['reranked']:.2f}{unit} with it ({gain:+.2f})")
     return "\n".join(lines)

@@ -157,6 +157,49 @@ def test_lm_score_auto_keeps_the_variant_better_on_dev_and_mean_is_length_normal
     assert item["lm_score"] == pytest.approx([r.score / r.num_tokens for r in scored], rel=1e-5)
 
 
+def ragged_items(seed: int, sizes, scored: bool) -> list[dict]:
+    """HyPoradise items of the given list sizes (real ATIS hypotheses and references; am_score or none)."""
+    import random
+
+    with open(require_shared("nbest/atis_test.whisper5best.json"), encoding="utf-8") as f:
+        pool = json.load(f)
+    rng = random.Random(seed)
+    hyps = [h for it in pool[:60] for h in it["input"]]
+    out = []
+    for n in sizes:
+        item = {"input": rng.sample(hyps, n), "output": rng.choice(pool[:60])["output"]}
+        if scored:
+            item["am_score"] = sorted((rng.uniform(-1, 0) for _ in range(n)), reverse=True)
+        out.append(item)
+    return out
+
+
+@pytest.mark.parametrize("scored", [False, True])
+def test_ragged_nbest_lists_through_the_cli(capsys, disc_dir, tmp_path, scored):
+    """Lists of 1 to 19 hypotheses: a split whose dev part's longest list differs from the test part's, a dev
+    file whose longest list differs from the test file's, WER and BLEU, eval and rerank; no_lm in each report."""
+    sizes = [1, 19, 2, 13, 1, 7, 3, 1, 5, 13, 2, 1, 4, 9, 6, 1, 11, 2, 8, 3]
+    lists = tmp_path / "ragged.json"
+    lists.write_text(json.dumps(ragged_items(0, sizes, scored)))
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps(ragged_items(1, [1, 1, 2, 17, 1, 3], scored)))
+    for metric in ("wer", "bleu"):
+        for split in (["--dev-fraction", "0.5", "--seed", "2"], ["--dev", dev]):
+            rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", lists, "--metric", metric,
+                               *split, "--quiet", "--report", tmp_path / "rep.json")
+            assert rc == 0, err
+            assert "no_lm" in out and "the LM's own gain on test" in out
+            rep = json.loads((tmp_path / "rep.json").read_text())
+            assert rep["weights_no_lm"]["lm"] == 0 and {"first", "no_lm", "reranked"} <= set(rep["test"])
+    rc, out, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", lists, "--dev-fraction", "0.5", "--seed",
+                       "2", "--out", tmp_path / "r.json", "--json", "--quiet")
+    assert rc == 0, err
+    rep = json.loads(out)
+    longest = {p: max(sizes[int(i)] for i in rep[p]["ids"]) for p in ("dev", "test")}
+    assert longest["dev"] != longest["test"]  # the shape that crashed
+    assert [len(it["input"]) for it in json.loads((tmp_path / "r.json").read_text())] == sizes
+
+
 def test_eval_nbest_needs_references(capsys, disc_dir, tmp_path):
     src = tmp_path / "lists.txt"
     src.write_text("the cat sat\nthe cat sad\n\na dog ran\na dog\n")

@@ -17,6 +17,7 @@ from electric.nbest import (
     Weights,
     combine,
     detect_format,
+    format_report,
     make_metric,
     read_nbest,
     rerank_lists,
@@ -211,3 +212,103 @@ def test_reranked_lists_keep_format_and_add_scores(tmp_path):
     assert data["utt_a"]["hyp_1"]["text"] == "the cat sad" and data["utt_a"]["hyp_1"]["tokens"] == [1, 3]
     assert data["utt_a"]["hyp_1"]["score"] == -2.0 and data["utt_a"]["hyp_1"]["total_score"] == -2.0
     assert data["utt_a"]["ref"] == "the cat sat" and data["utt_a"]["speaker"] == "s1"
+
+
+# ---- ragged lists: any list size, in any mix, in dev and test ----------------------------------------------
+
+WORDS = ["show", "me", "the", "flights", "from", "boston", "to", "denver", "on", "monday", "morning", "list", "all",
+         "fares"]
+
+
+def random_lists(rng: np.random.Generator, sizes, first_pass: str, prefix: str = "u") -> list[NBestList]:
+    """One list per entry of `sizes`, of random hypotheses around a random reference; first-pass scores on
+    every list ("all"), none ("none") or about half of them ("mixed")."""
+    out = []
+    for i, n in enumerate(sizes):
+        ref = " ".join(rng.choice(WORDS, size=int(rng.integers(1, 9))))
+        hyps = [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 9)))) if rng.random() < 0.8 else ref
+                for _ in range(n)]
+        scored = first_pass == "all" or (first_pass == "mixed" and rng.random() < 0.5)
+        fp = sorted(rng.normal(size=n).tolist(), reverse=True) if scored else None
+        out.append(NBestList(f"{prefix}{i}", hyps, fp, ref))
+    return out
+
+
+def corpus_score(metric: str, lists: list[NBestList], best: list[str]) -> float:
+    import sacrebleu
+
+    refs = [nb.ref for nb in lists]
+    if metric == "wer":
+        return 100 * jiwer.wer(refs, best)
+    return (sacrebleu.corpus_bleu if metric == "bleu" else sacrebleu.corpus_chrf)(best, [refs]).score
+
+
+def check_report_against_per_list_reranking(report: dict, test: list[NBestList], lm: list[np.ndarray]) -> None:
+    """Every figure of the test split equals the corpus metric of what rerank_lists (one list at a time, no
+    padding) puts first."""
+    metric, t = report["metric"], report["test"]
+    assert t["first"] == pytest.approx(corpus_score(metric, test, [nb.hyps[0] for nb in test]), abs=1e-6)
+    for key, w in (("reranked", report["weights"]), ("no_lm", report["weights_no_lm"])):
+        best = [r.hyps[0] for r in rerank_lists(test, lm, Weights(**w))]
+        assert t[key] == pytest.approx(corpus_score(metric, test, best), abs=1e-6), key
+
+
+@pytest.mark.parametrize("metric", ["wer", "bleu", "chrf"])
+@pytest.mark.parametrize("first_pass", ["none", "all", "mixed"])
+def test_ragged_lists_with_a_dev_file_of_another_longest_size(metric, first_pass):
+    rng = np.random.default_rng(["wer", "bleu", "chrf"].index(metric) * 3 + ["none", "all", "mixed"].index(first_pass))
+    for dev_sizes, test_sizes in (([19, *rng.integers(1, 14, size=30)], rng.integers(1, 14, size=30)),
+                                  ([1] * 10, [1, *rng.integers(1, 20, size=25)]),  # single-hypothesis dev lists
+                                  (rng.integers(1, 5, size=20), [1] * 8)):
+        dev, test = random_lists(rng, dev_sizes, first_pass, "d"), random_lists(rng, test_sizes, first_pass, "t")
+        assert max(len(nb.hyps) for nb in dev) != max(len(nb.hyps) for nb in test)
+        dev_lm = [rng.normal(size=len(nb.hyps)) * 3 for nb in dev]
+        test_lm = [rng.normal(size=len(nb.hyps)) * 3 for nb in test]
+        _, report = rerank_report(test, test_lm, metric=metric, dev=(dev, dev_lm))
+        check_report_against_per_list_reranking(report, test, test_lm)
+        assert report["dev"]["num_utterances"] == len(dev)
+
+
+@pytest.mark.parametrize("metric", ["wer", "bleu"])
+@pytest.mark.parametrize("seed", range(4))
+def test_ragged_lists_split_by_fraction(metric, seed):
+    """One list of 19 among lists of 1-13: the dev and test parts of the split have different longest lists."""
+    rng = np.random.default_rng(seed)
+    lists = random_lists(rng, [*rng.integers(1, 14, size=40), 19], ["none", "all", "mixed", "mixed"][seed])
+    lm = [rng.normal(size=len(nb.hyps)) * 3 for nb in lists]
+    _, report = rerank_report(lists, lm, metric=metric, dev_fraction=0.5, seed=seed)
+    test = [lists[[nb.utt_id for nb in lists].index(u)] for u in report["test"]["ids"]]
+    check_report_against_per_list_reranking(report, test, [lm[[nb.utt_id for nb in lists].index(u)]
+                                                           for u in report["test"]["ids"]])
+    # fixed weights on ragged lists, and a selection of the wrong width is a clear error
+    _, fixed = rerank_report(lists, lm, metric=metric, weights=Weights(lm=0.5, length=0.1))
+    check_report_against_per_list_reranking(fixed, lists, lm)
+    ev = Evaluator(lists, make_metric(metric))
+    with pytest.raises(ValueError, match=r"shape \(41, 18\) for \(41, 19\)"):
+        ev.select(np.zeros((41, 18)))
+
+
+# ---- the result without the LM ----------------------------------------------------------------------------
+
+
+def test_reports_show_the_dev_tuned_result_without_the_lm():
+    """A word bonus alone can fix lists whose recogniser drops a word: the report shows how much of the gain
+    needs no LM at all, and what the LM adds on top."""
+    lists = []
+    for i in range(40):
+        ref = f"flights from city{i} to denver"
+        lists.append(NBestList(str(i), [f"flights from city{i} denver", ref, f"flights city{i} to denver"], ref=ref))
+    lm = [np.zeros(3) for _ in lists]  # an LM that knows nothing
+    w, report = rerank_report(lists, lm, dev_fraction=0.5)
+    assert report["weights_no_lm"]["lm"] == 0 and report["weights_no_lm"]["length"] > 0
+    for split in ("dev", "test"):
+        assert report[split]["no_lm"] == report[split]["oracle"] == 0.0 < report[split]["first"]
+    assert report["grid"]["bonus_no_lm"][0] == 0.0 and report["test"]["reranked"] == report["test"]["no_lm"]
+    text = format_report(report)
+    assert "no_lm 0.00%" in text and "without the LM" in text and "tuned on dev" in text
+    assert "the LM's own gain on test: WER 0.00% without it, 0.00% with it (+0.00)" in text
+    # with given weights, no_lm is the same weights with the LM weight set to 0
+    _, fixed = rerank_report(lists, lm, weights=Weights(lm=2.0, length=-1.0, beta=1.0))
+    assert fixed["weights_no_lm"] == {"lm": 0.0, "length": -1.0, "beta": 1.0}
+    assert fixed["test"]["no_lm"] == fixed["test"]["first"]  # a word penalty keeps the shorter first hypothesis
+    assert "the given weights with lm 0" in format_report(fixed)
