@@ -14,6 +14,7 @@ minimise WER/CER (jiwer, corpus-level) or maximise BLEU/chrF (sacrebleu).
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import random
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+
+from electric.textio import decode_text, iter_lines
 
 FORMATS = ("hyporadise", "espnet", "text")
 SCORE_KEYS = ("score", "am_score")  # HyPoradise first-pass score fields, in order of preference
@@ -76,24 +79,22 @@ def _is_number(x) -> bool:
 
 def detect_format(path: str | Path) -> str:
     """`hyporadise` for a file starting with '[', `espnet` for '{', otherwise `text`."""
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         while True:
             chunk = f.read(4096)
             if not chunk:
                 raise NBestError(path, "the file is empty (no utterances)")
-            stripped = chunk.lstrip()
+            stripped = chunk.removeprefix(codecs.BOM_UTF8).lstrip()
             if stripped:
-                return {"[": "hyporadise", "{": "espnet"}.get(stripped[0], "text")
+                return {ord("["): "hyporadise", ord("{"): "espnet"}.get(stripped[0], "text")
 
 
 def _load_json(path: str | Path):
+    text = decode_text(Path(path).read_bytes(), str(path))
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise NBestError(path, f"not valid JSON ({e}); for plain text n-best lists use --format text") from e
-    except UnicodeDecodeError as e:
-        raise NBestError(path, f"not UTF-8 text ({e})") from e
 
 
 def parse_hyporadise(data, path: str | Path | None = None) -> list[NBestList]:
@@ -179,14 +180,12 @@ def iter_text_nbest(path: str | Path) -> Iterator[NBestList]:
     """Plain text, read lazily: one hypothesis a line, blank lines between utterances."""
     hyps: list[str] = []
     i = 0
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\r\n")
-            if line.strip():
-                hyps.append(line)
-            elif hyps:
-                yield NBestList(str(i), hyps)
-                i, hyps = i + 1, []
+    for line in iter_lines(path):
+        if line.strip():
+            hyps.append(line)
+        elif hyps:
+            yield NBestList(str(i), hyps)
+            i, hyps = i + 1, []
     if hyps:
         yield NBestList(str(i), hyps)
 
@@ -214,8 +213,7 @@ def read_nbest(path: str | Path, format: str = "auto", refs: str | Path | None =
 
 
 def attach_refs(lists: list[NBestList], refs_path: str | Path) -> list[NBestList]:
-    with open(refs_path, encoding="utf-8") as f:
-        refs = [line.rstrip("\r\n") for line in f]
+    refs = list(iter_lines(refs_path))
     if len(refs) != len(lists):
         raise NBestError(refs_path, f"{len(refs)} reference lines for {len(lists)} utterances (one a line expected)")
     return [replace(nb, ref=r) for nb, r in zip(lists, refs, strict=True)]

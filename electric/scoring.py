@@ -433,15 +433,8 @@ def _read_config(d: Path) -> dict:
         raise CheckpointError(f"{p}: not valid JSON ({e})") from e
 
 
-def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None):
-    """(model, tokenizer) of a local masked-LM checkpoint: ELECTRA generator/MLM, BERT, RoBERTa, ...
-
-    Rejects an ELECTRA discriminator and Electric's two-tower cloze generator, which are not masked LMs.
-    """
-    import torch
-    from transformers import AutoModelForMaskedLM
-
-    d = require_local_dir(model_dir, "model")
+def _check_masked_lm_config(d: Path) -> Path:
+    """`d`, unless its config.json says it is not a masked LM (a discriminator, Electric's cloze generator)."""
     cfg = _read_config(d)
     archs = cfg.get("architectures") or []
     if cfg.get("model_type") == "electric-cloze" or "ElectricForClozeLM" in archs:
@@ -454,6 +447,18 @@ def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None)
             and not any(a.endswith("ForMaskedLM") for a in archs) and cfg.get("model_type") == "electra":
         raise CheckpointError(f"{str(d)!r} holds an ELECTRA {archs[0]}, not a masked LM; use --method electric or "
                               "electra with it, or point mlm-pll at a generator / masked-LM directory")
+    return d
+
+
+def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None):
+    """(model, tokenizer) of a local masked-LM checkpoint: ELECTRA generator/MLM, BERT, RoBERTa, ...
+
+    Rejects an ELECTRA discriminator and Electric's two-tower cloze generator, which are not masked LMs.
+    """
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    d = _check_masked_lm_config(require_local_dir(model_dir, "model"))
     try:
         model, info = AutoModelForMaskedLM.from_pretrained(d, output_loading_info=True,
                                                            **({"dtype": dtype} if dtype is not None else {}))
@@ -584,24 +589,32 @@ def resolve_model_dir(path: str | Path, method: str) -> Path:
     return d
 
 
-def load_scorer(model: str | Path, method: str = "electric", backend: str = "auto", device: str | None = None,
-                **kwargs) -> Scorer | MaskedLMScorer:
-    """A scorer for `method` from a model or run directory (see `resolve_model_dir`); `kwargs` go to
-    `Scorer` / `MaskedLMScorer` (max_batch_tokens, batch_size, truncate, sliding_window, progress)."""
+def check_model_dir(model: str | Path, method: str, backend: str = "auto") -> Path:
+    """The model directory for `method` (`resolve_model_dir`), checked from its config.json alone (no model is
+    loaded, torch is not imported): a masked LM for mlm-pll methods, a discriminator for the others."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r} (one of {', '.join(METHODS)})")
     d = resolve_model_dir(model, method)
     if method in MLM_METHODS:
         if backend not in ("auto", "torch"):
             raise ValueError(f"--method {method} runs on torch only (got --backend {backend})")
-        return MaskedLMScorer(d, device=device, **kwargs)
-    cfg_path = d / "config.json"
-    if cfg_path.is_file():
+        return _check_masked_lm_config(d)
+    if (d / "config.json").is_file():
         archs = _read_config(d).get("architectures") or []
         if any(a.endswith("ForMaskedLM") or a == "ElectricForClozeLM" for a in archs):
             raise CheckpointError(f"{str(d)!r} holds a {archs[0]}, not a discriminator; --method {method} needs "
                                   "an ElectraForPreTraining directory (e.g. RUN/discriminator); use --method mlm-pll "
                                   "for a masked LM")
+    return d
+
+
+def load_scorer(model: str | Path, method: str = "electric", backend: str = "auto", device: str | None = None,
+                **kwargs) -> Scorer | MaskedLMScorer:
+    """A scorer for `method` from a model or run directory (see `resolve_model_dir`); `kwargs` go to
+    `Scorer` / `MaskedLMScorer` (max_batch_tokens, batch_size, truncate, sliding_window, progress)."""
+    d = check_model_dir(model, method, backend)
+    if method in MLM_METHODS:
+        return MaskedLMScorer(d, device=device, **kwargs)
     from electric.backend import load_backend
 
     try:

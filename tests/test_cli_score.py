@@ -48,8 +48,8 @@ def test_score_writes_one_json_object_per_line(capsys, disc_dir, tmp_path):
     assert rc == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["text"] for r in rows] == ["Aaron breaks the glass.", "", "he hoped there would be stew for dinner"]
-    assert rows[1]["num_tokens"] == 0 and rows[1]["score"] == 0
-    for r in rows:
+    assert rows[1]["num_tokens"] == 0 and rows[1]["score"] is None and rows[1]["tokens"] == []
+    for r in rows[::2]:
         assert r["score"] == pytest.approx(sum(t["score"] for t in r["tokens"]), abs=1e-6)
         assert all(r["text"][t["start"]:t["end"]].lower() == t["token"].removeprefix("##") for t in r["tokens"])
     # electra --per-token: replaced probabilities per token and per word; --out writes the same lines
@@ -59,6 +59,73 @@ def test_score_writes_one_json_object_per_line(capsys, disc_dir, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and [w["word"] for w in rows[0]["words"]] == ["Aaron", "breaks", "the", "glass", "."]
     assert all(0 < t["prob"] < 1 for t in rows[0]["tokens"])
+
+
+def test_blank_lines_get_no_score_and_a_note(capsys, disc_dir, tmp_path):
+    """A blank line is not a sentence: no score (0.0 would outrank every real sentence), as the server rejects it."""
+    src = tmp_path / "in.txt"
+    src.write_text("the cat sat\n\n   \n\t\na dog ran\n")
+    for extra in ([], ["--method", "electra", "--per-token"]):
+        rc, out, err = run(capsys, "score", "--model", disc_dir, "--quiet", *extra, src)
+        assert rc == 0, err
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert [r["score"] is None for r in rows] == [False, True, True, True, False]
+        assert all(r["error"] == "blank line: nothing to score" and r["num_tokens"] == 0 for r in rows[1:4])
+        assert rows[0]["score"] < 0 and "error" not in rows[0]
+        assert f"3 blank lines of {src} got no score" in err and "lines 2, 3, 4" in err
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"fine\ncaf\xe9 au lait\n", "line 2: byte 0xe9 at byte offset 8 is not UTF-8"),  # Latin-1
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00", "line 1: a NUL byte at byte offset 7: this is a binary file"),
+    (b"\xef\xbb\xbfok\n\xff", "line 2: byte 0xff at byte offset 6 is not UTF-8"),  # offsets count the BOM
+])
+def test_binary_or_non_utf8_input_is_named_with_the_byte_offset_before_any_model_loads(capsys, tmp_path, content,
+                                                                                       words):
+    src = tmp_path / "in.bin"
+    src.write_bytes(content)
+    rc, out, err = run(capsys, "score", "--model", tmp_path / "no-model", src)  # the file is checked first
+    assert rc == 2 and f"{src}: {words}" in err and "Traceback" not in err and out == ""
+    text_nbest = tmp_path / "lists.txt"  # the same for plain text n-best lists and reference files
+    text_nbest.write_bytes(content)
+    rc, _, err = run(capsys, "eval", "nbest", "--model", tmp_path / "no-model", "--nbest", text_nbest)
+    assert rc == 2 and f"{text_nbest}: {words}" in err
+
+
+def test_stdin_with_a_bad_byte_names_stdin(capsys, disc_dir, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\nnot \xff ok\n")))
+    rc, out, err = run(capsys, "score", "--model", disc_dir, "--quiet", "-")
+    assert rc == 2 and "stdin: line 2: byte 0xff at byte offset 7 is not UTF-8" in err
+    assert [json.loads(line)["text"] for line in out.splitlines()] == []  # the chunk holding the bad line is not written
+
+
+def test_arguments_and_files_are_checked_before_a_model_is_loaded(capsys, disc_dir, tmp_path, monkeypatch):
+    import electric.scoring
+
+    def no_loading(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(electric.scoring, "load_scorer", no_loading)
+    src = tmp_path / "in.txt"
+    src.write_text("a\n")
+    for argv, words in ((["score", "--model", disc_dir, tmp_path / "nope.txt"], "nope.txt: no such file"),
+                        (["score", "--model", disc_dir, tmp_path], "is a directory"),
+                        (["score", "--model", disc_dir, "--out", tmp_path, src], f"--out {tmp_path}: is a directory"),
+                        (["score", "--model", disc_dir, "--batch-size", "0", src], "--batch-size must be at least 1"),
+                        (["score", "--model", tmp_path / "typo", src], "typo' does not exist"),
+                        (["score", "--model", disc_dir, "--method", "mlm-pll", src], "not a masked LM")):
+        rc, _, err = run(capsys, *argv)
+        assert rc == 2 and words in err, (argv, err)
+    # and torch is not even imported for a typo in --model (a fresh process, as a user runs it)
+    code = ("import sys; from electric.cli import main; rc = main(['score', '--model', sys.argv[1], sys.argv[2]]); "
+            "print(rc, 'torch' in sys.modules)")
+    import subprocess
+
+    from conftest import REPO
+
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "typo"), str(src)], cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert p.stdout.split() == ["2", "False"], p.stderr
 
 
 def test_score_reads_stdin(capsys, disc_dir, monkeypatch):

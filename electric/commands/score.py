@@ -65,6 +65,7 @@ def _progress_disable(args) -> bool | None:
 
 
 def _load_scorer(args):
+    _check_model(args)  # before the slow imports
     from transformers.utils import logging as hf_logging
 
     from electric.scoring import load_scorer
@@ -105,18 +106,6 @@ def _chunks(it: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
-def _count_lines(path: str) -> int | None:
-    p = Path(path)
-    if not p.is_file():
-        return None
-    n, last = 0, b"\n"
-    with open(p, "rb") as f:
-        while block := f.read(1 << 20):
-            n += block.count(b"\n")
-            last = block[-1:]
-    return n + (last != b"\n")
-
-
 def _write_json(path: str, obj) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -134,48 +123,88 @@ def scorer_dir(args) -> str:
 # ---- electric score -----------------------------------------------------------------------------------
 
 
+def _check_model(args) -> None:
+    """The --model directory exists and suits --method (cheap: no model is loaded, torch is not imported)."""
+    from electric.scoring import check_model_dir
+
+    for name in ("batch_size", "max_batch_tokens"):
+        _positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    check_model_dir(args.model, args.method, args.backend)
+
+
+def _check_output(path: str | None, flag: str) -> None:
+    if path not in (None, "-") and Path(path).is_dir():
+        raise InputError(f"{flag} {path}: is a directory, expected a file name")
+
+
+def _blank_row(text: str, args) -> dict:
+    """The row of a blank line: no score (the server rejects blank texts too)."""
+    if args.method == "electra" and args.per_token:  # the fields of Detection.to_dict
+        return {"text": text, "score": None, "mean": None, "num_tokens": 0, "tokens": [], "words": [],
+                "error": "blank line: nothing to score"}
+    row = {"text": text, "score": None, "mean": None, "num_tokens": 0, "method": args.method,
+           "error": "blank line: nothing to score"}
+    return {**row, "tokens": []} if args.per_token else row
+
+
 def cmd_score(args) -> int:
+    from electric.textio import check_text_file, iter_lines
+
+    # arguments and files first, then the model (_load_scorer checks its directory first): a typo costs well
+    # under a second
+    _positive("--chunk-size", args.chunk_size)
+    _check_output(args.out, "--out")
+    src = args.input
+    total = check_text_file(src) if src != "-" else None
     from tqdm.auto import tqdm
 
     from electric.scoring import InputTooLongError, MaskedLMScorer
 
-    _positive("--chunk-size", args.chunk_size)
-    src = args.input
-    if src != "-" and not Path(src).is_file():
-        raise InputError(f"{src}: no such file")
     scorer = _load_scorer(args)
-    fin = sys.stdin if src == "-" else open(src, encoding="utf-8")  # noqa: SIM115 - closed below
+    where = "stdin" if src == "-" else src
+    fin = getattr(sys.stdin, "buffer", sys.stdin) if src == "-" else open(src, "rb")  # noqa: SIM115 - closed below
+    if args.out not in (None, "-"):
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fout = sys.stdout if args.out in (None, "-") else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
-    bar = tqdm(total=_count_lines(src) if src != "-" else None, unit="line", desc="scoring",
-               disable=_progress_disable(args), dynamic_ncols=True, file=sys.stderr)
+    bar = tqdm(total=total, unit="line", desc="scoring", disable=_progress_disable(args), dynamic_ncols=True,
+               file=sys.stderr)
     n = 0
+    blank: list[int] = []  # line numbers of blank lines (not scored)
     try:
-        lines = (line.rstrip("\r\n") for line in fin)
-        for chunk in _chunks(lines, args.chunk_size):
+        for chunk in _chunks(iter_lines(fin, where), args.chunk_size):
+            keep = [i for i, t in enumerate(chunk) if t.strip()]
+            texts = [chunk[i] for i in keep]
             try:
                 if args.method == "electra" and args.per_token:
-                    rows = [d.to_dict(per_token=True) for d in scorer.detect(chunk, start_index=n)]
+                    scored = [d.to_dict(per_token=True) for d in scorer.detect(texts)]
                 else:
-                    rows = [s.to_dict() for s in scorer.score(chunk, method=args.method, per_token=args.per_token,
-                                                                start_index=n)]
+                    scored = [s.to_dict() for s in scorer.score(texts, method=args.method, per_token=args.per_token)]
             except InputTooLongError as e:
-                where = "stdin" if src == "-" else src
-                raise InputError(f"{where}: line {e.index + 1} has {e.num_tokens} tokens ([CLS] and [SEP] included), "
-                                 f"more than the model's maximum of {e.max_length}; pass --truncate or "
+                raise InputError(f"{where}: line {n + keep[e.index] + 1} has {e.num_tokens} tokens ([CLS] and [SEP] "
+                                 f"included), more than the model's maximum of {e.max_length}; pass --truncate or "
                                  "--sliding-window") from e
+            rows = [_blank_row(t, args) for t in chunk]
+            for i, row in zip(keep, scored, strict=True):
+                rows[i] = row
+            blank += [n + i + 1 for i, t in enumerate(chunk) if not t.strip()]
             fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
             fout.flush()
             n += len(chunk)
             bar.update(len(chunk))
     finally:
         bar.close()
-        if fin is not sys.stdin:
+        if fin is not sys.stdin and src != "-":
             fin.close()
         if fout is not sys.stdout:
             fout.close()
+    if blank:
+        shown = ", ".join(map(str, blank[:10])) + (", ..." if len(blank) > 10 else "")
+        print(f"note: {len(blank)} blank line{'s' if len(blank) != 1 else ''} of {where} got no score (\"score\": null, "
+              f"with an \"error\"): line{'s' if len(blank) != 1 else ''} {shown}", file=sys.stderr)
     kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else "discriminator"
     if not args.quiet:
-        print(f"scored {n} line{'s' if n != 1 else ''} with {args.method} ({kind} {scorer_dir(args)})", file=sys.stderr)
+        print(f"scored {n - len(blank)} line{'s' if n - len(blank) != 1 else ''} with {args.method} ({kind} "
+              f"{scorer_dir(args)})", file=sys.stderr)
     return 0
 
 
@@ -218,6 +247,8 @@ def _nbest_job(args, *, write: bool) -> int:
     )
 
     _positive("--chunk-size", args.chunk_size)
+    for path, flag in ((getattr(args, "out", None), "--out"), (args.report, "--report")):
+        _check_output(path, flag)
     lists, fmt = read_nbest(args.nbest, args.format, refs=args.refs)
     fixed = [args.lm_weight, args.length_weight]
     if any(v is not None for v in fixed) and (args.dev or args.dev_fraction is not None):
