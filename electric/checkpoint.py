@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ def require_local_dir(path: str | os.PathLike, what: str) -> Path:
     p = Path(path).expanduser()
     if p.is_dir():
         return p
+    if existing_dir(p).is_dir():  # a save of `p` was killed between its two renames: read the complete copy
+        return existing_dir(p)
     if p.exists():
         raise CheckpointError(f"{what} {str(path)!r} is a file, expected a directory")
     if _HUB_NAME.match(str(path)):
@@ -58,9 +61,40 @@ def load_tokenizer(path: str | os.PathLike):
     return tok
 
 
+def _old_copy(final: Path) -> Path:
+    return final.with_name(f".{final.name}.old")
+
+
+def existing_dir(final: str | os.PathLike) -> Path:
+    """`final`; or, when it is missing and its `.old` copy is on disk (a save killed between `atomic_dir`'s two
+    renames), that complete copy. For readers: nothing is renamed (a writer may be mid-save)."""
+    final = Path(final)
+    old = _old_copy(final)
+    return old if not final.exists() and old.is_dir() else final
+
+
+def recover_dir(final: str | os.PathLike) -> bool:
+    """For the owner of `final` (e.g. `--resume`): when a save was killed between `atomic_dir`'s two renames,
+    put the complete `.old` copy back as `final`. True when it did."""
+    final = Path(final)
+    old = _old_copy(final)
+    if final.exists() or not old.is_dir():
+        return False
+    try:
+        old.rename(final)
+    except FileNotFoundError:  # another process (a DDP rank) recovered it first
+        return False
+    return True
+
+
 @contextmanager
 def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary directory beside `final`; on success it replaces `final`, on error it vanishes."""
+    """Yield a temporary directory beside `final`; on success it replaces `final`, on error it vanishes.
+
+    Replacing is `final -> .final.old`, `tmp -> final`, then removing `.final.old`. A kill between the two
+    renames leaves no `final` but a complete `.final.old` (`existing_dir` reads it, `recover_dir` puts it back);
+    a kill while writing leaves a `.final.tmp-*`. Once the new `final` is in place, `.final.old` and every
+    `.final.tmp-*` left by earlier kills are removed (one writer per directory)."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
@@ -69,9 +103,11 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = final.with_name(f".{final.name}.old")
+    old = _old_copy(final)
     if final.exists():
         shutil.rmtree(old, ignore_errors=True)
         final.rename(old)
+    # else: the last save was killed between the renames; its complete copy stays in .old until the rename below
     tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
+    for stale in [old, *final.parent.glob(f".{glob.escape(final.name)}.tmp-*")]:
+        shutil.rmtree(stale, ignore_errors=True)

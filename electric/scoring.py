@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electric.checkpoint import CheckpointError, load_tokenizer, require_local_dir
+from electric.checkpoint import CheckpointError, existing_dir, load_tokenizer, require_local_dir
 
 DISCRIMINATOR_METHODS = ("electric", "electra")
 MLM_METHODS = ("mlm-pll", "mlm-pll-word-l2r")
@@ -582,9 +582,9 @@ def resolve_model_dir(path: str | Path, method: str) -> Path:
     RUN/discriminator (electric, electra) or RUN/generator (mlm-pll)."""
     d = require_local_dir(path, "model")
     sub = "generator" if method in MLM_METHODS else "discriminator"
-    if (d / sub).is_dir():
-        return d / sub
-    if (d / "discriminator").is_dir() or (d / "generator").is_dir():
+    if existing_dir(d / sub).is_dir():  # (or its complete copy, when a save was killed mid-rename)
+        return existing_dir(d / sub)
+    if existing_dir(d / "discriminator").is_dir() or existing_dir(d / "generator").is_dir():
         raise CheckpointError(f"run directory {str(d)!r} has no {sub}/ for --method {method}")
     return d
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer, require_local_dir
+from electric.checkpoint import CheckpointError, atomic_dir, existing_dir, load_tokenizer, require_local_dir
 from electric.tasks import (
     FORMATS,
     IGNORE_INDEX,
@@ -165,7 +165,7 @@ CONFIG_FLAGS = ("random_init", "lr", "layer_decay", "epochs", "batch_size", "war
 def resolve_model_dir(path: str) -> Path:
     """The encoder directory behind --model: a run's discriminator/ (else generator/), or the dir itself."""
     d = require_local_dir(path, "--model")
-    for candidate in (d / "discriminator", d / "generator", d):
+    for candidate in (existing_dir(d / "discriminator"), existing_dir(d / "generator"), d):
         cfg_file = candidate / "config.json"
         if not cfg_file.is_file():
             continue

@@ -26,7 +26,14 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from electric import health
-from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer, require_local_dir
+from electric.checkpoint import (
+    CheckpointError,
+    atomic_dir,
+    existing_dir,
+    load_tokenizer,
+    recover_dir,
+    require_local_dir,
+)
 from electric.config import OBJECTIVES, PRESETS, PretrainConfig, resolve_config
 from electric.data import DataError, build_datasets
 from electric.hardware import resolve_precision
@@ -175,6 +182,10 @@ def nbest_references(paths: list[str]) -> list[str]:
 
 def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
     if resume:
+        for name in ("state", "discriminator", "generator"):  # a save killed between atomic_dir's renames
+            if recover_dir(out / name):
+                print(f"recovered {out / name} from its complete copy .{name}.old (a save was interrupted)",
+                      file=sys.stderr)
         if not (out / "state" / "trainer.pt").is_file():
             raise CheckpointError(f"--resume: {str(out)!r} holds no checkpoint to resume (no state/trainer.pt)")
         return
@@ -186,9 +197,10 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
 def init_source(path: str) -> tuple[Path | None, Path | None, Path]:
     """(discriminator dir, generator dir, tokenizer dir) of --init-from: a run directory or a model dir."""
     d = require_local_dir(path, "--init-from")
-    if (d / "discriminator").is_dir() or (d / "generator").is_dir():
-        disc = d / "discriminator" if (d / "discriminator").is_dir() else None
-        gen = d / "generator" if (d / "generator").is_dir() else None
+    disc, gen = existing_dir(d / "discriminator"), existing_dir(d / "generator")
+    if disc.is_dir() or gen.is_dir():
+        disc = disc if disc.is_dir() else None
+        gen = gen if gen.is_dir() else None
         return disc, gen, (disc or gen)
     if (d / "config.json").is_file():
         return d, None, d
