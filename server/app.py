@@ -7,8 +7,10 @@ calling one `Engine`.
 Startup: uvicorn runs the lifespan, which starts the gRPC server and the engine's loading task and
 returns at once, so /health answers while the models load; /ready (and gRPC health) turn SERVING after
 warm-up. Shutdown (SIGTERM/SIGINT): the engine refuses new requests (503 / UNAVAILABLE), uvicorn waits
-for in-flight HTTP requests, then the lifespan stops gRPC with a grace period and waits for the engine's
-queue to empty.
+for in-flight HTTP requests, then the lifespan stops gRPC and waits for the engine's queue to empty. One
+grace period (`shutdown_grace_s`, counted from the signal) bounds it all: when it is over, the engine
+answers the requests still in flight with `ShuttingDown` (503 / UNAVAILABLE), and the transports get
+FLUSH_S more to send those answers before they cut connections.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from server.settings import Settings
 
 log = logging.getLogger("electric.server")
 SWITCH_INTERVAL_S = 0.0005
+FLUSH_S = 1.0  # after the shutdown grace: time to send the 503 / UNAVAILABLE answers before cutting connections
 
 DESCRIPTION = """Electric pseudo-log-likelihood scores, n-best reranking, ELECTRA replaced-token detection and
 fine-tuned classifiers, batched across requests. The same calls are served over gRPC (`electric.v1`).
@@ -79,11 +82,12 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await startup
             if grpc_server is not None:
-                await grpc_server.stop(settings.shutdown_grace_s)
-            await engine.close(settings.shutdown_grace_s)
+                await grpc_server.stop(engine.grace_left() + FLUSH_S)
+            await engine.close(engine.grace_left() + FLUSH_S)
             log.info("stopped")
 
-    app = FastAPI(title="Electric", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="Electric", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  swagger_ui_oauth2_redirect_url=None)  # no OAuth2: one route fewer that answers without the key
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.engine = None
@@ -126,7 +130,7 @@ def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None
             app.state.engine.begin_shutdown()
 
     config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None, access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=settings.shutdown_grace_s,
+                            lifespan="on", timeout_graceful_shutdown=settings.shutdown_grace_s + FLUSH_S,
                             server_header=False, log_level=settings.log_level)
     server = _Uvicorn(config, on_exit)
 

@@ -16,7 +16,8 @@
 - Inference (padding, forward pass and per-input post-processing) runs in one worker thread, off the
   event loop; large requests are tokenised in another thread.
 - Lifecycle: `start()` loads and warms every model, then `ready` turns true; `begin_shutdown()` refuses
-  new requests; `close()` waits for the queued inputs of admitted requests, then stops the worker.
+  new requests and, once `shutdown_grace_s` has passed, fails the requests still in flight with
+  `ShuttingDown`; `close()` waits for the queued inputs of admitted requests, then stops the worker.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from server.errors import (
     Overloaded,
     PayloadTooLarge,
     ServerError,
+    ShuttingDown,
     Timeout,
     ValidationError,
 )
@@ -150,6 +152,9 @@ class Engine:
         self.draining = False
         self.failed: BaseException | None = None
         self.in_flight = 0
+        self._requests: set[_Request] = set()  # submitted, not yet answered
+        self._shutdown_at: float | None = None  # time.monotonic() of begin_shutdown
+        self.grace_over = False  # shutdown_grace_s has passed since begin_shutdown
         self._batch_id = 0
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="electric-infer")
         self._tokenizer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="electric-tokenize")
@@ -213,12 +218,34 @@ class Engine:
         log.info("warmed up in %.2f s", time.perf_counter() - t0)
 
     def begin_shutdown(self) -> None:
-        """Refuse new requests (503); admitted ones still finish."""
-        if not self.draining:
+        """Refuse new requests (503); admitted ones may finish within shutdown_grace_s, then they fail with
+        `ShuttingDown`. Safe to call from a signal handler, and more than once."""
+        if self._shutdown_at is None:
             log.info("shutting down: refusing new requests, finishing %d in flight", self.in_flight)
+            self._shutdown_at = time.monotonic()
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._arm_grace)
         self.draining = True
         self.ready = False
         self.metrics.ready.set(0)
+
+    def grace_left(self) -> float:
+        """Seconds of shutdown_grace_s left (all of it before begin_shutdown)."""
+        elapsed = 0.0 if self._shutdown_at is None else time.monotonic() - self._shutdown_at
+        return max(0.0, self.settings.shutdown_grace_s - elapsed)
+
+    def _arm_grace(self) -> None:
+        self._loop.call_later(self.grace_left(), self._end_grace)
+
+    def _end_grace(self) -> None:
+        """The grace period is over: answer every request still in flight with ShuttingDown."""
+        self.grace_over = True
+        cut = [r for r in self._requests if not r.future.done()]
+        if cut:
+            log.warning("shutdown grace of %g s is over: failing %d requests still in flight",
+                        self.settings.shutdown_grace_s, len(cut))
+        for r in cut:
+            r.future.set_exception(ShuttingDown.after_grace(self.settings.shutdown_grace_s))
 
     async def close(self, timeout: float | None = None) -> None:
         """Wait (up to `timeout`) for admitted requests to finish, then stop the batchers and threads."""
@@ -239,8 +266,9 @@ class Engine:
     def _admitted(self, internal: bool = False):
         if not internal:
             if not self.ready:
-                raise NotReady("the server is shutting down" if self.draining else
-                               "the models are still loading" if self.failed is None else
+                if self.draining:
+                    raise ShuttingDown("the server is shutting down; retry")
+                raise NotReady("the models are still loading" if self.failed is None else
                                f"the models failed to load: {self.failed}")
             if self.in_flight >= self.settings.max_concurrent_requests:
                 raise Overloaded(f"{self.in_flight} requests in flight, the limit is "
@@ -343,8 +371,6 @@ class Engine:
                     raise ValidationError(f"lists[{i}] has no hypotheses")
                 if scores is not None and len(scores) != len(hyps):
                     raise ValidationError(f"lists[{i}] has {len(hyps)} hypotheses but {len(scores)} scores")
-                if scores is not None and not all(math.isfinite(s) for s in scores):
-                    raise ValidationError(f"lists[{i}].scores has a value that is not a finite number")
                 for j, h in enumerate(hyps):
                     self._check_text(h, f"lists[{i}].hypotheses[{j}]")
                     flat.append(h)
@@ -416,7 +442,10 @@ class Engine:
 
     async def _submit(self, slot: ModelSlot, items: list[tuple], timing: Timing) -> list[Any]:
         """Queue one request's inputs; wait for all their results (or the client going away)."""
+        if self.grace_over:
+            raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
         req = _Request(len(items), asyncio.get_running_loop(), timing)
+        self._requests.add(req)
         slot.pending.extend(_Item(req, i, ids, tt, post) for i, (ids, tt, post) in enumerate(items))
         slot.metrics.queued.set(len(slot.pending))
         slot.wakeup.set()
@@ -425,6 +454,7 @@ class Engine:
         except asyncio.TimeoutError:
             raise Timeout(f"no answer within {self.settings.request_timeout_s:g} s") from None
         finally:
+            self._requests.discard(req)
             if not req.future.done():
                 req.future.cancel()  # the client went away or timed out: drop its queued inputs
 

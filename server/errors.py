@@ -57,11 +57,23 @@ class Overloaded(ServerError):
 
 
 class NotReady(ServerError):
-    """Models still loading or warming up, or the server is shutting down (503 / UNAVAILABLE)."""
+    """Models still loading or warming up (503 / UNAVAILABLE)."""
 
     error_type = "not_ready"
     http_status = 503
     grpc_status = grpc.StatusCode.UNAVAILABLE
+
+
+class ShuttingDown(NotReady):
+    """The server is stopping: it refuses new requests, and answers this to requests still running when
+    shutdown_grace_s runs out (503 / UNAVAILABLE). Retry on another replica."""
+
+    error_type = "shutting_down"
+
+    @classmethod
+    def after_grace(cls, grace_s: float) -> ShuttingDown:
+        return cls(f"the server is shutting down and the request did not finish within the shutdown grace period "
+                   f"of {grace_s:g} s; retry")
 
 
 class Timeout(ServerError):

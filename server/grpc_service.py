@@ -1,24 +1,29 @@
 """gRPC transport (grpc.aio, same event loop as HTTP): converts protobuf to engine calls and back.
 
 Errors are mapped here, once: `ServerError.grpc_status` with the message as details and the
-`error-type` trailing metadata; anything unexpected -> INTERNAL without a traceback. Engine timing goes
-back as trailing metadata (`x-queue-time`, `x-inference-time`, ... in ms), as the HTTP headers do.
+`error-type` trailing metadata; anything unexpected -> INTERNAL without a traceback. A request that is
+not a valid protobuf message of its type, or has a NaN or infinite number in any float field, is
+INVALID_ARGUMENT. Engine timing goes back as trailing metadata (`x-queue-time`, `x-inference-time`, ...
+in ms), as the HTTP headers do. Every call is counted and logged once, failures included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
+import math
 import secrets
 import time
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from server.engine import Answer, Engine
-from server.errors import ServerError, Unauthorized
+from server.errors import BackendError, ServerError, Unauthorized, ValidationError
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.http import log_request
@@ -38,43 +43,68 @@ def _metadata(a: Answer) -> tuple[tuple[str, str], ...]:
             ("x-inference-time", f"{t.inference * 1e3:.3f}"), ("x-batches", str(t.batches)))
 
 
+def _record(metrics: Metrics, settings: Settings, route: str, status: str, error_type: str | None, seconds: float,
+            timing=None, peer: str = "") -> None:
+    """Count and log one answered call."""
+    metrics.observe_request(route, "grpc", status, error_type, seconds)
+    if settings.access_log:
+        log_request("grpc", route, status, error_type, seconds, timing, client=peer)
+
+
+async def _abort(context: grpc.aio.ServicerContext, err: ServerError) -> None:
+    await context.abort(err.grpc_status, err.message, trailing_metadata=(("error-type", err.error_type),))
+
+
+def _non_finite(msg, path: str = "") -> str | None:
+    """`where: ...` for the first float field of `msg` (nested messages included) that is NaN or infinite."""
+    for fd, value in msg.ListFields():
+        name = f"{path}.{fd.name}" if path else fd.name
+        for k, x in enumerate(value) if fd.is_repeated else ((None, value),):
+            where = name if k is None else f"{name}[{k}]"
+            if fd.type == fd.TYPE_MESSAGE:
+                bad = _non_finite(x, where)
+                if bad:
+                    return bad
+            elif fd.type in (fd.TYPE_DOUBLE, fd.TYPE_FLOAT) and not math.isfinite(x):
+                return f"{where}: should be a finite number, got {x}"
+    return None
+
+
 def rpc(route: str):
-    """Wrap a servicer method returning (Answer | None, response): error mapping, metrics, access log."""
+    """Wrap a servicer method returning (Answer | None, response): validation of float fields, error mapping,
+    metrics, access log."""
 
     def deco(fn):
         @functools.wraps(fn)
         async def wrapper(self, request, context: grpc.aio.ServicerContext):
             t0 = time.perf_counter()
             status, error_type, timing = "OK", None, None
-            m: Metrics = self.metrics
             try:
+                bad = _non_finite(request)
+                if bad:
+                    raise ValidationError(bad)
                 answer, response = await fn(self, request, context)
                 if answer is not None:
                     timing = answer.timing
                     context.set_trailing_metadata(_metadata(answer)
                                                   + (("x-total-time", f"{(time.perf_counter() - t0) * 1e3:.3f}"),))
                 return response
-            except ServerError as e:
-                status, error_type = e.grpc_status.name, e.error_type
-                await context.abort(e.grpc_status, e.message, trailing_metadata=(("error-type", e.error_type),))
-            except asyncio.CancelledError:
-                status, error_type = "CANCELLED", "client_closed"
+            except asyncio.CancelledError:  # the client went away, or grpc cut the call FLUSH_S after the grace
+                status, error_type = ("UNAVAILABLE", "shutting_down") if self.engine.grace_over else \
+                    ("CANCELLED", "client_closed")
                 raise
-            except Exception as e:  # noqa: BLE001 - never a traceback to the client
+            except Exception as e:  # noqa: BLE001 - typed errors as they are, anything else without a traceback
                 if isinstance(e, grpc.aio.AbortError):
                     raise
-                log.error("unexpected error on %s: %s", route, e, exc_info=e)
-                status, error_type = "INTERNAL", "backend_error"
-                await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(e).__name__})",
-                                    trailing_metadata=(("error-type", "backend_error"),))
+                err = e if isinstance(e, ServerError) else None
+                if err is None:
+                    log.error("unexpected error on %s: %s", route, e, exc_info=e)
+                    err = BackendError(f"internal error ({type(e).__name__})")
+                status, error_type = err.grpc_status.name, err.error_type
+                await _abort(context, err)
             finally:
-                seconds = time.perf_counter() - t0
-                m.requests.labels(route, "grpc").inc()
-                m.request_seconds.labels(route, "grpc").observe(seconds)
-                if error_type:
-                    m.failures.labels(route, "grpc", error_type).inc()
-                if self.settings.access_log:
-                    log_request("grpc", route, status, error_type, seconds, timing, client=context.peer())
+                _record(self.metrics, self.settings, route, status, error_type, time.perf_counter() - t0, timing,
+                        context.peer())
 
         return wrapper
 
@@ -175,38 +205,87 @@ class InfoService(_Base, pb_grpc.InfoServicer):
                                      rerank_defaults=pb.RerankWeights(**i["rerank_defaults"]))
 
 
+async def _refuse(context: grpc.aio.ServicerContext, err: ServerError, route: str, engine: Engine, t0: float) -> None:
+    """Answer `err` from an interceptor, counted and logged like any call."""
+    try:
+        await _abort(context, err)
+    finally:
+        _record(engine.metrics, engine.settings, route, err.grpc_status.name, err.error_type,
+                time.perf_counter() - t0, peer=context.peer())
+
+
+class _Undecodable:
+    """What a request that is not a valid message of its type parses to; its handler answers INVALID_ARGUMENT."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ValidationError):
+        self.error = error
+
+
+def _tolerant(parse: Callable[[bytes], object]) -> Callable[[bytes], object]:
+    def tolerant_parse(data: bytes) -> object:
+        try:
+            return parse(data)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or anything a parser raises
+            return _Undecodable(ValidationError(f"the request could not be decoded: {e}"))
+
+    return tolerant_parse
+
+
+class DecodeGuard(grpc.aio.ServerInterceptor):
+    """Bytes that are not a valid request message (not protobuf, a string field that is not UTF-8) get
+    INVALID_ARGUMENT with a plain message, instead of grpc's UNKNOWN naming a Python exception. Unary calls."""
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+
+    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+        handler = await continuation(details)
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+            return handler
+        behaviour = handler.unary_unary
+
+        async def guarded(request, context):
+            if isinstance(request, _Undecodable):
+                return await _refuse(context, request.error, details.method, self._engine, time.perf_counter())
+            result = behaviour(request, context)
+            return await result if inspect.isawaitable(result) else result
+
+        return handler._replace(request_deserializer=_tolerant(handler.request_deserializer), unary_unary=guarded)
+
+
 class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
     """Require `authorization: Bearer KEY` metadata, except on health checks and reflection."""
 
-    def __init__(self, key: str, metrics: Metrics):
+    def __init__(self, key: str, engine: Engine):
         self._key = key.encode()
-        self._metrics = metrics
-
-        async def deny(request, context):
-            err = Unauthorized("missing or wrong API key: send metadata \"authorization: Bearer KEY\"")
-            await context.abort(err.grpc_status, err.message, trailing_metadata=(("error-type", err.error_type),))
-
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._engine = engine
 
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
-        if details.method.startswith(OPEN_METHOD_PREFIXES):
-            return await continuation(details)
+        t0 = time.perf_counter()
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(OPEN_METHOD_PREFIXES):
+            return handler  # None: grpc answers UNIMPLEMENTED
         given = next((v for k, v in details.invocation_metadata or () if k == "authorization"), "")
         scheme, _, token = (given if isinstance(given, str) else given.decode()).partition(" ")
         if scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), self._key):
-            return await continuation(details)
-        self._metrics.requests.labels(details.method, "grpc").inc()
-        self._metrics.failures.labels(details.method, "grpc", "unauthorized").inc()
-        return self._deny
+            return handler
+
+        async def deny(request, context):
+            err = Unauthorized("missing or wrong API key: send metadata \"authorization: Bearer KEY\"")
+            await _refuse(context, err, details.method, self._engine, t0)
+
+        return grpc.unary_unary_rpc_method_handler(deny)
 
 
 class GrpcServer:
     """The grpc.aio server with our services, health and reflection; started inside the running loop."""
 
     def __init__(self, engine: Engine, settings: Settings):
-        interceptors = []
+        interceptors: list[grpc.aio.ServerInterceptor] = [DecodeGuard(engine)]  # sees the handler the next one picks
         if settings.api_key is not None:
-            interceptors.append(ApiKeyInterceptor(settings.api_key.get_secret_value(), engine.metrics))
+            interceptors.append(ApiKeyInterceptor(settings.api_key.get_secret_value(), engine))
         self.server = grpc.aio.server(interceptors=interceptors, options=[
             ("grpc.max_receive_message_length", settings.max_body_bytes),
             ("grpc.so_reuseport", 0),

@@ -1,8 +1,10 @@
 """HTTP transport (FastAPI): converts JSON to engine calls and engine answers to JSON. Nothing else.
 
 Errors are mapped here, once: `ServerError` subclasses -> their status and `{error, error_type}`;
-FastAPI's request validation -> 422 naming the field; unknown routes -> 404; anything unexpected ->
-500 `backend_error` without a traceback (it is logged).
+FastAPI's request validation -> 422 naming the field; unknown routes -> 404; a wrong method -> 405 with
+an `Allow` header; a body that cannot be read -> 400 `http_error`; anything unexpected -> 500
+`backend_error` without a traceback (it is logged); a request cut by the end of the shutdown grace ->
+503 `shutting_down`. Every response, failures included, is counted and logged once.
 """
 
 from __future__ import annotations
@@ -15,20 +17,19 @@ import time
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server import schemas
 from server.engine import Answer, Engine
-from server.errors import PayloadTooLarge, ServerError, Unauthorized
+from server.errors import BackendError, PayloadTooLarge, ServerError, ShuttingDown, Unauthorized
 from server.metrics import Metrics
 from server.settings import Settings
 
 log = logging.getLogger("electric.server")
 access_log = logging.getLogger("electric.access")
 
-OPEN_PATHS = ("/health", "/metrics")  # never need the API key
 QUIET_PATHS = ("/health", "/ready", "/metrics")  # probes: counted, not logged
 
 
@@ -71,6 +72,9 @@ async def _call(request: Request, coro) -> Answer:
     watch = asyncio.ensure_future(_until_disconnect(request))
     try:
         await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        work.cancel()  # uvicorn cancels what still runs after the shutdown grace: drop the queued inputs too
+        raise
     finally:
         watch.cancel()
     if not work.done():
@@ -176,18 +180,12 @@ def add_error_handlers(app: FastAPI) -> None:
         kind = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code,
                                                                                         "http_error")
         request.state.error_type = kind
-        return _json({"error": str(exc.detail), "error_type": kind}, exc.status_code)
+        return _json({"error": str(exc.detail), "error_type": kind}, exc.status_code, exc.headers)  # 405: Allow
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:
         request.state.error_type = "client_closed"
         return Response(status_code=499)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> Response:
-        log.error("unexpected error on %s: %s", request.url.path, exc, exc_info=exc)
-        request.state.error_type = "backend_error"
-        return JSONResponse({"error": f"internal error ({type(exc).__name__})", "error_type": "backend_error"}, 500)
 
 
 def _describe(errors: list[dict]) -> str:
@@ -208,11 +206,13 @@ def _describe(errors: list[dict]) -> str:
 
 
 class ObservabilityMiddleware:
-    """Pure ASGI: body-size limit (413), per-request metrics, x-total-time header, one JSON log line."""
+    """Pure ASGI: body-size limit (413), per-request metrics, x-total-time header, one JSON log line - for every
+    response, including the ones it writes itself for what escaped FastAPI's handlers: an unexpected exception
+    (500 `backend_error`, logged with its traceback) and uvicorn cancelling a request that still runs when the
+    shutdown grace is over (503 `shutting_down`)."""
 
     def __init__(self, app, settings: Settings, metrics: Metrics):
         self.app, self.settings, self.metrics = app, settings, metrics
-        self._per_route: dict[str, tuple] = {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -220,7 +220,7 @@ class ObservabilityMiddleware:
         t0 = time.perf_counter()
         limit = self.settings.max_body_bytes
         state = scope.setdefault("state", {})
-        status = {"code": 500}
+        status = {"code": 0}  # set when the response starts
         received = 0
 
         async def limited_receive():
@@ -240,27 +240,34 @@ class ObservabilityMiddleware:
                 message = {**message, "headers": headers}
             await send(message)
 
+        async def fail(err: ServerError) -> None:
+            state["error_type"] = err.error_type
+            if status["code"]:  # too late for an error body: the client sees a cut response
+                status["code"] = 500
+            else:
+                await _send_json(timed_send, err.http_status, err.body())
+
         length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
         if length is not None and length.isdigit() and int(length) > limit:
-            state["error_type"] = "payload_too_large"
-            await _send_json(timed_send, 413, PayloadTooLarge(f"request body of {int(length)} bytes is over the limit "
-                                                              f"of {limit} bytes").body())
+            await fail(PayloadTooLarge(f"request body of {int(length)} bytes is over the limit of {limit} bytes"))
         else:
-            await self.app(scope, limited_receive, timed_send)
-        self._record(scope, state, status["code"], time.perf_counter() - t0)
+            try:
+                await self.app(scope, limited_receive, timed_send)
+            except asyncio.CancelledError:  # only uvicorn cancels a request: FLUSH_S after the shutdown grace
+                asyncio.current_task().uncancel()
+                await fail(ShuttingDown.after_grace(self.settings.shutdown_grace_s))
+            except Exception as e:  # noqa: BLE001 - typed errors as they are, anything else without a traceback
+                err = e if isinstance(e, ServerError) else None
+                if err is None:
+                    log.error("unexpected error on %s: %s", scope.get("path"), e, exc_info=e)
+                    err = BackendError(f"internal error ({type(e).__name__})")
+                await fail(err)
+        self._record(scope, state, status["code"] or 500, time.perf_counter() - t0)  # 0: uvicorn answers 500
 
     def _record(self, scope, state: dict, code: int, seconds: float) -> None:
         route = getattr(scope.get("route"), "path", None) or "unmatched"
-        m = self.metrics
-        per_route = self._per_route.get(route)
-        if per_route is None:  # labelled children, looked up once per route
-            per_route = self._per_route[route] = (m.requests.labels(route, "http"),
-                                                  m.request_seconds.labels(route, "http"))
-        per_route[0].inc()
-        per_route[1].observe(seconds)
-        error_type = state.get("error_type") if code >= 400 else None
-        if code >= 400:
-            m.failures.labels(route, "http", error_type or "http_error").inc()
+        error_type = (state.get("error_type") or "http_error") if code >= 400 else None
+        self.metrics.observe_request(route, "http", code, error_type, seconds)
         if self.settings.access_log and route not in QUIET_PATHS:
             log_request("http", route, code, error_type, seconds, state.get("timing"),
                         client=(scope.get("client") or ("", 0))[0])

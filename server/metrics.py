@@ -15,8 +15,9 @@ class Metrics:
         self.registry = r = CollectorRegistry()
         self.requests = Counter("electric_requests", "Requests answered, by route and transport",
                                 ["route", "transport"], registry=r)
-        self.failures = Counter("electric_request_failures", "Requests that failed, by route, transport and "
-                                "error type", ["route", "transport", "error_type"], registry=r)
+        self.failures = Counter("electric_request_failures", "Requests that failed, by route, transport, status "
+                                "(HTTP code or gRPC status name) and error type",
+                                ["route", "transport", "status", "error_type"], registry=r)
         self.request_seconds = Histogram("electric_request_duration_seconds", "Total time to answer a request",
                                          ["route", "transport"], buckets=LATENCY_BUCKETS, registry=r)
         self.queue_seconds = Histogram("electric_queue_duration_seconds", "Time an input waited for its batch",
@@ -34,6 +35,19 @@ class Metrics:
         self.in_flight = Gauge("electric_requests_in_flight", "Requests admitted and not yet answered", registry=r)
         self.queued = Gauge("electric_queue_inputs", "Inputs waiting for a batch", ["model"], registry=r)
         self.ready = Gauge("electric_ready", "1 when the models are loaded and warmed up", registry=r)
+        self._per_route: dict[tuple[str, str], tuple] = {}
+
+    def observe_request(self, route: str, transport: str, status: int | str, error_type: str | None,
+                        seconds: float) -> None:
+        """Count one answered request; a failed one (error_type set) also by its status and error type."""
+        per_route = self._per_route.get((route, transport))
+        if per_route is None:  # labelled children, looked up once per route
+            per_route = self._per_route[route, transport] = (self.requests.labels(route, transport),
+                                                             self.request_seconds.labels(route, transport))
+        per_route[0].inc()
+        per_route[1].observe(seconds)
+        if error_type is not None:
+            self.failures.labels(route, transport, str(status), error_type).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

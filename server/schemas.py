@@ -1,21 +1,36 @@
 """HTTP request and response bodies (pydantic), separate models with examples for /docs.
 
 Requests are strict (no coercion of numbers to strings, unknown fields rejected) so a wrong JSON type
-is a 422 naming the field. Limits that depend on settings (input count, token length) are checked by
-the engine, the same for HTTP and gRPC.
+is a 422 naming the field; so are a NaN or infinite number (`NaN`, `1e400`) in any float field, a string
+that is not valid Unicode (a lone surrogate escape such as `"\ud800"`, which JSON can spell but UTF-8
+cannot) and an empty list. Limits that depend on settings (input count, token length) are checked by the
+engine, the same for HTTP and gRPC.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
-_STRICT = ConfigDict(extra="forbid", strict=True)
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # every request model
 
 
 def _examples(*examples: dict) -> ConfigDict:
-    return ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": list(examples)})
+    return ConfigDict(**_STRICT, json_schema_extra={"examples": list(examples)})
+
+
+def _unicode(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise PydanticCustomError("unicode", "not valid Unicode: a lone surrogate {code} at character {at}",
+                                  {"code": f"\\u{ord(text[e.start]):04x}", "at": e.start}) from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(_unicode)]  # every string of a request
 
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -23,18 +38,21 @@ def _examples(*examples: dict) -> ConfigDict:
 class ErrorResponse(BaseModel):
     error: str = Field(description="what was wrong, naming the input")
     error_type: str = Field(description="validation_error | payload_too_large | unauthorized | overloaded | "
-                                        "not_ready | timeout | backend_error | not_found | method_not_allowed")
+                                        "not_ready | shutting_down | timeout | backend_error | not_found | "
+                                        "method_not_allowed | http_error")
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"error": "input 3 has 700 tokens ([CLS] and [SEP] included), more than the limit of 512; shorten it or "
                   "send \"truncate\": true", "error_type": "validation_error"}]})
 
 
 ERROR_RESPONSES = {
+    400: {"model": ErrorResponse, "description": "the body could not be read (`http_error`), e.g. it is not UTF-8"},
     401: {"model": ErrorResponse, "description": "missing or wrong API key"},
     413: {"model": ErrorResponse, "description": "body over max_body_bytes or more inputs than allowed"},
     422: {"model": ErrorResponse, "description": "invalid input (which one and why)"},
     429: {"model": ErrorResponse, "description": "too many requests in flight; retry later"},
-    503: {"model": ErrorResponse, "description": "models loading or server shutting down"},
+    503: {"model": ErrorResponse, "description": "models loading (`not_ready`) or server shutting down "
+                                                 "(`shutting_down`: retry on another replica)"},
     504: {"model": ErrorResponse, "description": "not answered within request_timeout_s"},
     500: {"model": ErrorResponse, "description": "the model failed"},
 }
@@ -46,7 +64,7 @@ class ScoreRequest(BaseModel):
     model_config = _examples({"texts": ["show me flights from boston to denver",
                                         "show me fights from boston to denver"]},
                              {"texts": ["the cat sat on the mat"], "per_token": True})
-    texts: list[str] = Field(description="texts to score")
+    texts: list[Text] = Field(min_length=1, description="texts to score")
     per_token: bool = Field(False, description="also return each token's score and character offsets")
     truncate: bool = Field(False, description="cut texts over the token limit instead of failing with 422")
 
@@ -79,10 +97,10 @@ class ScoreResponse(BaseModel):
 
 class NBestList(BaseModel):
     model_config = _STRICT
-    id: str | None = Field(None, description="utterance id, echoed as utt_id (default: the list's position)")
-    hypotheses: list[str] = Field(description="hypotheses in the first pass's order (best first)")
-    scores: list[float] | None = Field(None, description="first-pass scores, one per hypothesis, higher = better "
-                                                         "(e.g. am_score); without them the prior is -beta * rank")
+    id: Text | None = Field(None, description="utterance id, echoed as utt_id (default: the list's position)")
+    hypotheses: list[Text] = Field(min_length=1, description="hypotheses in the first pass's order (best first)")
+    scores: list[float] | None = Field(None, min_length=1, description="first-pass scores, one per hypothesis, "
+                                       "higher = better (e.g. am_score); without them the prior is -beta * rank")
 
 
 class RerankWeights(BaseModel):
@@ -99,9 +117,9 @@ class RerankRequest(BaseModel):
         {"lists": [{"id": "utt1", "hypotheses": ["i want to fly to dallas", "i want to fly to dulles"]},
                    {"id": "utt2", "hypotheses": ["list all flights", "list all fights"]}],
          "weights": {"lm": 1.0, "beta": 2.0}})
-    lists: list[NBestList] | None = Field(None, description="many n-best lists ...")
-    hypotheses: list[str] | None = Field(None, description="... or one list")
-    scores: list[float] | None = Field(None, description="first-pass scores of the one list")
+    lists: list[NBestList] | None = Field(None, min_length=1, description="many n-best lists ...")
+    hypotheses: list[Text] | None = Field(None, min_length=1, description="... or one list")
+    scores: list[float] | None = Field(None, min_length=1, description="first-pass scores of the one list")
     weights: RerankWeights | None = Field(None, description="unset weights take the server's defaults (/info)")
     truncate: bool = False
 
@@ -156,7 +174,7 @@ class RerankResponse(BaseModel):
 
 class DetectRequest(BaseModel):
     model_config = _examples({"texts": ["the chef cooked the meal", "the chef ate the meal"]})
-    texts: list[str]
+    texts: list[Text] = Field(min_length=1)
     per_token: bool = Field(True, description="return per-token and per-word probabilities (else only totals)")
     truncate: bool = False
 
@@ -196,12 +214,13 @@ class DetectResponse(BaseModel):
 # ---- /v1/classify --------------------------------------------------------------------------------
 
 class ClassifyRequest(BaseModel):
-    model_config = _examples({"model": "sst2", "texts": ["a gripping, beautifully acted film", "a tedious mess"]},
-                             {"model": "mrpc", "pairs": [["he said hello", "he greeted them"]]})
-    model: str | None = Field(None, description="classifier name (see /info); optional when there is only one")
-    texts: list[str] | None = Field(None, description="texts to classify ...")
-    pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] | None = Field(
-        None, description="... or sentence pairs [text, text_pair]")
+    # no "model" in the examples: they work as they are on a server with one classifier
+    model_config = _examples({"texts": ["a gripping, beautifully acted film", "a tedious mess"]},
+                             {"pairs": [["he said hello", "he greeted them"]]})
+    model: Text | None = Field(None, description="classifier name (see /info); optional when there is only one")
+    texts: list[Text] | None = Field(None, min_length=1, description="texts to classify ...")
+    pairs: list[Annotated[list[Text], Field(min_length=2, max_length=2)]] | None = Field(
+        None, min_length=1, description="... or sentence pairs [text, text_pair]")
     truncate: bool = False
 
     @model_validator(mode="after")

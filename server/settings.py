@@ -14,6 +14,9 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+# the HTTP routes that answer without the API key (as gRPC health and reflection do); tests check every route
+OPEN_HTTP_PATHS = ("/health", "/ready", "/metrics", "/docs", "/openapi.json", "/redoc")
+
 
 def parse_named_dirs(value: object) -> object:
     """`name=dir,name2=dir2`, a JSON object, a list of `name=dir` strings, or a dict -> dict."""
@@ -59,7 +62,8 @@ class Settings(BaseSettings):
     http_port: int = Field(8000, ge=0, le=65535, description="HTTP port (0 picks a free one)")
     grpc_port: int = Field(50051, ge=-1, le=65535, description="gRPC port (0 picks a free one, -1 disables gRPC)")
     api_key: SecretStr | None = Field(None, description="require `Authorization: Bearer KEY` (gRPC: `authorization` "
-                                                        "metadata); /health, /metrics and gRPC health stay open")
+                                                        f"metadata); {', '.join(OPEN_HTTP_PATHS)}, gRPC health and "
+                                                        "reflection stay open")
     # --- limits
     max_inputs_per_request: int = Field(256, ge=1, description="texts (or hypotheses, or pairs) in one request")
     max_tokens_per_input: int = Field(0, ge=0, description="tokens per input, [CLS]/[SEP] included "
