@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -128,7 +129,10 @@ def pack_documents(doc_ids: Sequence[Sequence[int]], max_seq_length: int, cls_id
 
 def _tokenize_and_pack(batch: dict, tokenizer, max_seq_length: int) -> dict:
     docs = split_documents(batch["text"])
-    ids = tokenizer(docs, add_special_tokens=False, return_attention_mask=False)["input_ids"] if docs else []
+    # whole documents, cut into max_seq_length pieces by pack_documents: transformers' warning that a text
+    # is longer than the model's maximum does not apply here (verbose=False silences it)
+    ids = tokenizer(docs, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"] \
+        if docs else []
     return {"input_ids": pack_documents(ids, max_seq_length, tokenizer.cls_token_id, tokenizer.sep_token_id)}
 
 
@@ -150,7 +154,7 @@ def build_datasets(
     import datasets
 
     files = resolve_files(paths)
-    if not rank0:
+    if not rank0 or not sys.stderr.isatty():  # other ranks, and log files, get no bar redraws
         datasets.disable_progress_bars()
     raw = datasets.load_dataset("text", data_files={"train": files}, split="train", cache_dir=cache_dir,
                                 keep_linebreaks=False)

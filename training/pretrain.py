@@ -23,7 +23,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from tqdm.auto import tqdm
 
 from electric import health
 from electric.checkpoint import (
@@ -38,6 +37,7 @@ from electric.config import OBJECTIVES, PRESETS, PretrainConfig, resolve_config
 from electric.data import DataError, build_datasets
 from electric.hardware import resolve_precision
 from electric.modeling import PretrainingModel, SpecialIds
+from training.progress import TrainProgress
 
 INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr
 CALIBRATION_STEPS = 5  # a --time-budget run refits its schedule length every this many steps
@@ -536,8 +536,8 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
     old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     budget_s = cfg.time_budget_minutes * 60
     start_time, start_elapsed, start_step = time.time(), trainer["elapsed"], trainer["step"]
-    bar = tqdm(total=trainer["total_steps"], initial=trainer["step"], disable=not d.main, dynamic_ncols=True,
-               desc=f"{cfg.objective}-{cfg.preset}", unit="step")
+    bar = TrainProgress(f"{cfg.objective}-{cfg.preset}", trainer["total_steps"], trainer["step"], trainer["elapsed"],
+                        budget_s, enabled=d.main)  # time / budget with --time-budget; plain lines in a log file
     window = {"t": time.time(), "tokens": 0}
     last = {}
     reason = "max steps"
@@ -569,7 +569,7 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
             window["tokens"] += step_tokens
             elapsed = start_elapsed + time.time() - start_time
             trainer["elapsed"] = elapsed
-            bar.update(1)
+            bar.update(step, trainer["total_steps"], elapsed)
 
             if budget_s and step - start_step >= CALIBRATION_STEPS and step % CALIBRATION_STEPS == 0:
                 # Fit the schedule's length to the time left, from the mean step time so far (refitted
@@ -577,8 +577,6 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
                 per_step = (time.time() - start_time) / (step - start_step)
                 fitted = min(cfg.max_steps, step + int(max(0.0, budget_s - elapsed) / per_step))
                 trainer["total_steps"] = d.broadcast_int(max(fitted, step + 1))
-                bar.total = trainer["total_steps"]
-                bar.refresh()
 
             if step % cfg.log_every == 0 or step == 1:
                 dt = time.time() - window["t"]
