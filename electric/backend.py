@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from electric.calibration import Calibration
 from electric.checkpoint import CheckpointError, load_tokenizer, require_local_dir
 
 Kind = Literal["discriminator", "classifier", "tagger"]
@@ -33,6 +34,7 @@ class Backend(Protocol):
     providers: list[str]  # e.g. ["torch:cpu"] or ["CUDAExecutionProvider", "CPUExecutionProvider"]
     config: dict  # the model's config.json (label names: config["id2label"])
     tokenizer: object
+    calibration: Calibration | None  # discriminators: replaced-probability calibration (electric.calibration)
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray: ...
@@ -73,6 +75,7 @@ class TorchBackend:
         self.max_length = int(self.config.get("max_position_embeddings", 512))
         self.providers = [f"torch:{self.device.type}"]
         self.model_dir = d
+        self.calibration = None  # a checkpoint carries none: `electric export` fits one
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray:

@@ -20,6 +20,11 @@ Parity is checked on real sentences at shapes other than the export shape: fp32 
 of torch (else ParityError, always); int8/fp16 report the max logit difference and the Spearman
 correlation with fp32 of sentence PLL (-sum of s_t over non-special tokens; for classifiers and taggers,
 of the logits), and fail below 0.99 unless `force`.
+
+A discriminator is also calibrated (electric.calibration): Platt scaling p_t = sigmoid(scale * s_t + bias),
+fitted on held-out sentences that the run's own generator (RUN/generator, or `generator`) corrupts as in
+pretraining, so that detect's probabilities mean the same for ELECTRA and Electric; the manifest keeps
+the two numbers, what they were fitted on and a held-out check.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import numpy as np
 import torch
 
 from electric.backend import ARCHITECTURE_KINDS, MANIFEST, Kind, TorchBackend
+from electric.calibration import MAX_SENTENCES, find_generator, fit_calibration
 from electric.checkpoint import (
     TOKENIZER_FILES,
     CheckpointError,
@@ -144,7 +150,7 @@ def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
     """One sentence a line; for a .tsv, the `sentence` column if the header has one, else the first."""
     p = Path(path)
     if not p.is_file():
-        raise ExportError(f"parity data {str(p)!r} is not a file")
+        raise ExportError(f"sentence file {str(p)!r} is not a file")
     lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
     col = 0
     if p.suffix == ".tsv" and lines and "sentence" in lines[0].split("\t"):
@@ -159,18 +165,22 @@ def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
     return out
 
 
+def sentences_or_default(path: str | Path | None, limit: int, what: str) -> tuple[list[str], str]:
+    """Up to `limit` sentences and where they came from: `path`, else ../shared/data/glue/sst2/dev.tsv,
+    else the built-in ones."""
+    if path is not None:
+        sents = read_sentences(path, limit)
+        if not sents:
+            raise ExportError(f"{what} {str(path)!r} holds no sentences")
+        return sents, str(path)
+    default = shared_data_dir() / "glue" / "sst2" / "dev.tsv"
+    sents = read_sentences(default, limit) if default.is_file() else []
+    return (sents, str(default)) if sents else (list(BUILTIN_SENTENCES), "built-in sentences")
+
+
 def parity_sentences(path: str | Path | None = None, n: int = sum(PARITY_BATCHES)) -> tuple[list[str], str]:
     """n real sentences: from `path`, else ../shared/data/glue/sst2/dev.tsv, else built-in ones."""
-    if path is not None:
-        sents = read_sentences(path, n)
-        if not sents:
-            raise ExportError(f"parity data {str(path)!r} holds no sentences")
-        source = str(path)
-    else:
-        default = shared_data_dir() / "glue" / "sst2" / "dev.tsv"
-        sents, source = (read_sentences(default, n), str(default)) if default.is_file() else ([], "")
-        if not sents:
-            sents, source = list(BUILTIN_SENTENCES), "built-in sentences"
+    sents, source = sentences_or_default(path, n, "parity data")
     while len(sents) < n:  # repeat a short file; the batch shapes still differ
         sents = sents + sents[: n - len(sents)]
     return sents[:n], source
@@ -444,6 +454,31 @@ def write_triton(repo: Path, name: str, onnx_path: Path, precision: str, overwri
     return final
 
 
+# ---- calibration --------------------------------------------------------------------------------
+
+def calibration_generator(src: Path, config: dict, kind: Kind, calibrate: bool, generator: str | Path | None,
+                          log: Callable[[str], None]) -> Path | None:
+    """The generator that corrupts the calibration text: `generator`, else RUN/generator beside
+    RUN/discriminator; None (with a note) when there is none or no calibration is wanted."""
+    if kind != "discriminator" or not calibrate:
+        if generator is not None and kind != "discriminator":
+            raise ExportError(f"--generator: only a discriminator is calibrated, {str(src)!r} holds a {kind}")
+        return None
+    gen_dir = require_local_dir(generator, "generator") if generator is not None else find_generator(src)
+    if gen_dir is None:
+        log(f"no calibration: no generator beside {str(src)!r} (RUN/generator); detect will return the raw "
+            "sigmoid(s_t), which is not a probability for Electric (pass --generator DIR)")
+        return None
+    gen_config = gen_dir / "config.json"
+    if not gen_config.is_file():
+        raise CheckpointError(f"generator {str(gen_dir)!r} has no config.json")
+    gen_vocab = json.loads(gen_config.read_text()).get("vocab_size")
+    if gen_vocab != config.get("vocab_size"):
+        raise ExportError(f"generator {str(gen_dir)!r} has vocabulary size {gen_vocab}, the discriminator "
+                          f"{config.get('vocab_size')}: not the same model's generator")
+    return gen_dir
+
+
 # ---- the whole export ---------------------------------------------------------------------------
 
 def _versions() -> dict:
@@ -462,9 +497,14 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
                  opset: int = DEFAULT_OPSET, force: bool = False, overwrite: bool = False,
                  parity_data: str | Path | None = None, triton_repo: str | Path | None = None,
                  triton_model_name: str | None = None, exporter: str = "legacy",
-                 attn_implementation: str = "eager", threads: int | None = None,
+                 attn_implementation: str = "eager", threads: int | None = None, calibrate: bool = True,
+                 generator: str | Path | None = None, calibration_data: str | Path | None = None,
                  log: Callable[[str], None] = print) -> dict:
-    """Export, check parity, quantise/convert, write the manifest; returns the manifest.
+    """Export, check parity, calibrate, quantise/convert, write the manifest; returns the manifest.
+
+    A discriminator is calibrated (electric.calibration) when `calibrate` and a generator is found:
+    `generator`, else RUN/generator beside RUN/discriminator; on `calibration_data` sentences (default:
+    as for parity). Without one the manifest's calibration is null and detect returns sigma(s_t).
 
     Raises CheckpointError (bad input), ExportError (failed step, existing output) or ParityError.
     Nothing is left in `out_dir` (or the Triton repository) unless everything succeeded."""
@@ -484,6 +524,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
                           "(pass --overwrite to replace it)")
     tokenizer = load_tokenizer(src)
     max_length = int(config.get("max_position_embeddings", 512))
+    gen_dir = calibration_generator(src, config, kind, calibrate, generator, log)
     sentences, parity_source = parity_sentences(parity_data)
     batches = parity_batches(tokenizer, sentences, max_length, pairs=kind != "discriminator")
 
@@ -517,6 +558,12 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
         if not stats["max_abs_diff"] <= FP32_TOLERANCE:
             raise ParityError(f"fp32 ONNX logits differ from torch by {stats['max_abs_diff']:.3g} "
                               f"(> {FP32_TOLERANCE}); the export is wrong, not saved")
+
+        calibration = None
+        if gen_dir is not None:
+            sents, source = sentences_or_default(calibration_data, MAX_SENTENCES, "calibration data")
+            calibration = fit_calibration(fp32_runner.run, tokenizer, gen_dir, sents, source,
+                                          max_length=min(max_length, PARITY_MAX_TOKENS), log=log)
 
         files = {"fp32": FILES["fp32"]}
         variants = []
@@ -558,7 +605,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
                 shutil.copyfile(src / f, tmp / f)
         load_tokenizer(tmp)  # the copy must load on its own
         manifest = build_manifest(src, config, kind, arch, max_length, opset, files, parity, exporter,
-                                  attn_implementation)
+                                  attn_implementation, calibration)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if triton_repo is not None:
             precision = "fp16" if "fp16" in files else "int8" if "int8" in files else "fp32"
@@ -569,7 +616,8 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
 
 
 def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: int, opset: int,
-                   files: dict, parity: dict, exporter: str, attn_implementation: str) -> dict:
+                   files: dict, parity: dict, exporter: str, attn_implementation: str,
+                   calibration: dict | None = None) -> dict:
     """electric.json: everything the runtime and server need to know about this directory."""
     versions = _versions()
     id2label = config.get("id2label") or {}
@@ -593,5 +641,7 @@ def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: i
         "versions": versions,
         "onnxruntime": versions["onnxruntime"],
         "parity": parity,
+        # discriminators: P(replaced) = sigmoid(scale * s + bias) (electric.calibration); null = raw sigmoid(s)
+        **({"calibration": calibration} if kind == "discriminator" else {}),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -125,6 +125,25 @@ AutoConfig.register(ElectricClozeConfig.model_type, ElectricClozeConfig)
 AutoModelForMaskedLM.register(ElectricClozeConfig, ElectricForClozeLM)
 
 
+@torch.no_grad()
+def generator_samples(generator: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      chosen: torch.Tensor, mask_id: int, temperature: float, rng: torch.Generator) -> torch.Tensor:
+    """The discriminator's input as pretraining builds it: `input_ids` (B, T) with the `chosen` (B, T)
+    positions replaced by samples of `generator` (an ELECTRA `ElectraForMaskedLM`, which sees the chosen
+    positions masked, or Electric's `ElectricForClozeLM`, which sees the clean text): (B, T)."""
+    if isinstance(generator, ElectricForClozeLM):
+        logits = generator.lm_head(generator.cloze_hidden(input_ids, attention_mask)[chosen])  # (N, V)
+    elif isinstance(generator, ElectraForMaskedLM):
+        inputs = obj.electra_mask_inputs(input_ids, chosen, mask_id, rng)  # (B, T)
+        h = generator.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
+        logits = generator.generator_lm_head(generator.generator_predictions(h[chosen]))  # (N, V)
+    else:
+        raise ValueError(f"generator {type(generator).__name__}: expected ElectraForMaskedLM or ElectricForClozeLM")
+    noisy = input_ids.clone()
+    noisy[chosen] = obj.sample_replacements(logits, temperature, rng)
+    return noisy
+
+
 def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, *, generator: bool) -> dict:
     hidden = cfg.gen_hidden if generator else cfg.hidden_size
     return dict(

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from electric.backend import MANIFEST, Kind
+from electric.calibration import Calibration
 from electric.checkpoint import CheckpointError, load_tokenizer, require_local_dir
 
 CPU = "CPUExecutionProvider"
@@ -244,6 +245,8 @@ class OnnxBackend:
         self.manifest = read_manifest(d)
         self.model_dir = d
         self.kind: Kind = self.manifest["kind"]
+        # detect's P(replaced) = sigma(scale * s + bias), fitted at export; None: raw sigma(s) (older exports)
+        self.calibration = Calibration.from_manifest(self.manifest) if self.kind == "discriminator" else None
         self.max_length = int(self.manifest["max_length"])
         self.config = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
         self.tokenizer = load_tokenizer(d)

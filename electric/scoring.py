@@ -9,8 +9,8 @@ Scoring is split in three steps so that a server can batch many clients' texts t
    budget (`max_batch_tokens`), bucketed by length, and stitches windows back into one (T,) row of
    discriminator logits s_t per text;
 3. pure post-processing of ONE row: `electric_score(enc, row)` (PLL = sum of -s_t over candidates),
-   `electra_score(enc, row)` (sum of log(1 - sigma(s_t))) and `electra_detect(enc, row)` (per-token and
-   per-word replaced probabilities).
+   `electra_score(enc, row)` (sum of log(1 - p_t)) and `electra_detect(enc, row)` (per-token and
+   per-word replaced probabilities p_t: sigma(s_t), or calibrated with the model's `electric.calibration`).
 
 `Scorer(backend).score(texts, method=...)` wraps the three steps. `MaskedLMScorer(model_dir)` computes the
 classic MLM pseudo-log-likelihood (Salazar et al. 2020): one masked copy per candidate token, copies of
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from electric.calibration import Calibration, replaced_logits, replaced_probs
 from electric.checkpoint import CheckpointError, existing_dir, load_tokenizer, require_local_dir
 
 DISCRIMINATOR_METHODS = ("electric", "electra")
@@ -282,8 +283,8 @@ class TokenDetection:
     token: str
     start: int
     end: int
-    prob: float  # sigma(s_t): probability that this piece was replaced
-    logit: float  # s_t
+    prob: float  # p_t: probability that this piece was replaced (calibrated; sigma(s_t) without a calibration)
+    logit: float  # s_t, the discriminator's raw output
 
 
 @dataclass
@@ -299,7 +300,7 @@ class WordDetection:
 @dataclass
 class Detection:
     text: str
-    score: float  # sum_t log(1 - sigma(s_t)): log-probability that nothing was replaced
+    score: float  # sum_t log(1 - p_t): log-probability that nothing was replaced
     mean: float
     num_tokens: int
     tokens: list[TokenDetection] = field(default_factory=list)
@@ -345,16 +346,19 @@ def _log_not_replaced(s: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, s)  # log(1 - sigma(s)), stable
 
 
-def electra_score(encoded: Encoded, logits_row: np.ndarray, per_token: bool = False) -> TextScore:
-    """ELECTRA sentence score sum_t log(1 - sigma(s_t)); per token log(1 - sigma(s_t))."""
-    return token_scores_to_text_score(encoded, _log_not_replaced(_check_row(encoded, logits_row)), "electra",
-                                      per_token)
+def electra_score(encoded: Encoded, logits_row: np.ndarray, per_token: bool = False,
+                  calibration: Calibration | None = None) -> TextScore:
+    """ELECTRA sentence score sum_t log(1 - p_t); per token log(1 - p_t), with p_t the replaced probability
+    (electric.calibration: sigma(scale * s_t + bias) with the model's calibration, else sigma(s_t))."""
+    s = replaced_logits(_check_row(encoded, logits_row), calibration)
+    return token_scores_to_text_score(encoded, _log_not_replaced(s), "electra", per_token)
 
 
-def electra_detect(encoded: Encoded, logits_row: np.ndarray) -> Detection:
-    """Per-token replaced probability sigma(s_t), per-word max and mean over pieces, and the sentence score."""
+def electra_detect(encoded: Encoded, logits_row: np.ndarray, calibration: Calibration | None = None) -> Detection:
+    """Per-token replaced probability p_t (calibrated when the model has a calibration, else sigma(s_t)),
+    per-word max and mean over pieces, and the sentence score sum_t log(1 - p_t)."""
     s = _check_row(encoded, logits_row)
-    prob = 1.0 / (1.0 + np.exp(-s))
+    prob = replaced_probs(s, calibration)
     cand = np.flatnonzero(encoded.candidates)
     tokens = [TokenDetection(encoded.tokens[t], int(encoded.offsets[t, 0]), int(encoded.offsets[t, 1]),
                              float(prob[t]), float(s[t])) for t in cand]
@@ -368,7 +372,7 @@ def electra_detect(encoded: Encoded, logits_row: np.ndarray) -> Detection:
         p = prob[pos]
         words.append(WordDetection(encoded.text[start:end], start, end, float(p.max()), float(p.mean()), len(pos)))
     words.sort(key=lambda w: w.start)
-    total = float(_log_not_replaced(s[cand]).sum())
+    total = float(_log_not_replaced(replaced_logits(s[cand], calibration)).sum())
     return Detection(encoded.text, total, total / len(cand) if len(cand) else 0.0, len(cand), tokens, words,
                      encoded.truncated)
 
@@ -390,6 +394,8 @@ class Scorer:
         self.max_batch_tokens, self.batch_size = max_batch_tokens, batch_size
         self.truncate, self.sliding_window, self.window_stride = truncate, sliding_window, window_stride
         self.progress = progress
+        # P(replaced) = sigma(scale * s + bias) for an export with a calibration, else sigma(s)
+        self.calibration: Calibration | None = getattr(backend, "calibration", None)
 
     @classmethod
     def from_dir(cls, model_dir: str | Path, backend: str = "auto", **kwargs) -> Scorer:
@@ -411,13 +417,15 @@ class Scorer:
             raise ValueError(f"method {method!r} needs a masked LM (MaskedLMScorer), not a discriminator")
         if method not in DISCRIMINATOR_METHODS:
             raise ValueError(f"unknown method {method!r} for a discriminator (one of {DISCRIMINATOR_METHODS})")
-        fn = electric_score if method == "electric" else electra_score
         enc = self.encode(texts, start_index)
-        return [fn(e, row, per_token) for e, row in zip(enc, self.logits(enc), strict=True)]
+        rows = self.logits(enc)
+        if method == "electric":
+            return [electric_score(e, row, per_token) for e, row in zip(enc, rows, strict=True)]
+        return [electra_score(e, row, per_token, self.calibration) for e, row in zip(enc, rows, strict=True)]
 
     def detect(self, texts: Sequence[str], start_index: int = 0) -> list[Detection]:
         enc = self.encode(texts, start_index)
-        return [electra_detect(e, row) for e, row in zip(enc, self.logits(enc), strict=True)]
+        return [electra_detect(e, row, self.calibration) for e, row in zip(enc, self.logits(enc), strict=True)]
 
 
 # ---- classic MLM pseudo-log-likelihood ----------------------------------------------------------------

@@ -37,6 +37,7 @@ import numpy as np
 
 from electric import __version__
 from electric.backend import MANIFEST, load_backend
+from electric.calibration import describe as describe_calibration
 from electric.nbest import NBestList, Weights, rerank_lists
 from electric.scoring import InputTooLongError, electra_detect, electric_score, pad_rows, resolve_model_dir
 from server import pipelines
@@ -116,6 +117,7 @@ class ModelSlot:
         self.labels = pipelines.label_names(backend.config) if self.kind != "discriminator" else []
         num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
         self.regression = self.kind == "classifier" and pipelines.is_regression(backend.config, num_outputs)
+        self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.calibration)
         self.pending: list[_Item] = []
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task | None = None
@@ -195,6 +197,8 @@ class Engine:
                 slot.task = asyncio.create_task(self._batch_loop(slot), name=f"batcher-{name}")
                 log.info("loaded %s (%s, %s) from %s in %.1f s", name, slot.kind, ",".join(backend.providers), path,
                          time.perf_counter() - t0)
+                if slot.kind == "discriminator":
+                    log.info("%s: detect probabilities are %s", name, describe_calibration(slot.calibration))
             if self.settings.warmup:
                 await self._warmup()
         except Exception as e:  # noqa: BLE001 - reported by /health and the process exit code
@@ -353,7 +357,7 @@ class Engine:
             texts = self._texts(texts, "texts")
             timing = Timing()
             enc = await self._encode(slot, pipelines.encode_texts, texts, truncate, lambda i: f"input {i}", timing)
-            results = await self._submit(slot, [(e.input_ids, None, _post_detect(e)) for e in enc], timing)
+            results = await self._submit(slot, [(e.input_ids, None, _post_detect(slot, e)) for e in enc], timing)
             return Answer(slot.name, results, timing)
 
     async def rerank(self, lists: Sequence[tuple[str | None, Sequence[str], Sequence[float] | None]], *,
@@ -571,8 +575,8 @@ def _post_score(enc, per_token: bool) -> Callable[[np.ndarray], Any]:
     return lambda row: electric_score(enc, row, per_token)
 
 
-def _post_detect(enc) -> Callable[[np.ndarray], Any]:
-    return lambda row: electra_detect(enc, row)
+def _post_detect(slot: ModelSlot, enc) -> Callable[[np.ndarray], Any]:
+    return lambda row: electra_detect(enc, row, slot.calibration)
 
 
 def _post_classify(slot: ModelSlot, enc) -> Callable[[np.ndarray], Any]:

@@ -183,8 +183,9 @@ class TokenDetection(BaseModel):
     token: str
     start: int
     end: int
-    prob: float = Field(description="sigma(s_t): probability that this piece was replaced")
-    logit: float = Field(description="s_t")
+    prob: float = Field(description="p_t: probability that this piece was replaced, calibrated at export "
+                                    "(sigmoid(scale * s_t + bias)); sigmoid(s_t) for a model exported without one")
+    logit: float = Field(description="s_t, the discriminator's raw output")
 
 
 class WordDetection(BaseModel):
@@ -198,7 +199,7 @@ class WordDetection(BaseModel):
 
 class Detection(BaseModel):
     text: str
-    score: float = Field(description="sum_t log(1 - sigma(s_t)): log-probability that nothing was replaced")
+    score: float = Field(description="sum_t log(1 - p_t): log-probability that nothing was replaced")
     mean: float
     num_tokens: int
     tokens: list[TokenDetection] | None = None

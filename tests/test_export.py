@@ -77,6 +77,7 @@ def test_output_directory_and_manifest(exported, disc_dir):
 
     assert m["onnxruntime"] == onnxruntime.__version__
     assert m["exporter"]["attn_implementation"] == "eager"
+    assert m["calibration"] is None  # no generator beside this discriminator: detect keeps sigma(s_t)
 
 
 def test_parity_recorded_at_other_shapes(exported):

@@ -306,10 +306,16 @@ def test_eval_detect_subcommand(trained_run, tmp_path, capsys):
                           "--json", str(tmp_path / "detect.json")])
     assert args.func(args) == 0
     res = json.loads((tmp_path / "detect.json").read_text())
-    n_words = sum(1 for line in fce.read_text().splitlines() if line.strip())
-    assert res["sentences"] == 30 and res["words"] + res["words_without_pieces"] == n_words
-    assert 0.0 <= res["roc_auc"] <= 1.0 and 0.0 < res["f0.5"] <= 1.0 and 0 < res["incorrect_rate"] < 1
-    assert "ROC-AUC" in capsys.readouterr().out
+    from electric.tasks import TASKS
+
+    sents = TASKS["fce"].read(fce)
+    assert res["sentences"] + res["dev"]["sentences"] == len(sents) == 30  # a seeded half is dev
+    n_words = sum(len(e.text) for e in sents)
+    assert res["words"] + res["words_without_pieces"] + res["dev"]["words"] <= n_words
+    assert 0.0 <= res["roc_auc"] <= 1.0 and 0.0 <= res["f0.5"] <= 1.0 and 0 < res["incorrect_rate"] < 1
+    assert res["threshold"] == res["dev"]["threshold"] and res["calibrated"] is False
+    out = capsys.readouterr().out
+    assert "ROC-AUC" in out and "uncalibrated" in out
 
     args = ap.parse_args(["eval", "detect", "--model", str(tmp_path), "--data", str(fce), "--quiet"])
     assert args.func(args) == 2

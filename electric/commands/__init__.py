@@ -1,1 +1,18 @@
 """Subcommands of the `electric` CLI (see electric/cli.py)."""
+
+from __future__ import annotations
+
+import os
+
+
+def quiet_progress_bars() -> None:
+    """Silence every progress bar of this process (`--quiet`): ours, transformers' weight loading, the hub's
+    and datasets' bars, and any other tqdm bar (TQDM_DISABLE, read by every tqdm created from now on)."""
+    os.environ["TQDM_DISABLE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    disable_progress_bars()
+    hf_logging.disable_progress_bar()

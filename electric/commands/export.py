@@ -45,6 +45,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                          "(the fp16 graph if exported, else int8, else fp32)")
     ap.add_argument("--triton-name", metavar="NAME", help="Triton model name (default: the --out folder's name)")
     ap.add_argument("--threads", type=int, metavar="N", help="onnxruntime threads for the parity check")
+    c = ap.add_argument_group("calibration (discriminators): detect's P(replaced) = sigmoid(scale * s + bias)")
+    c.add_argument("--generator", metavar="DIR",
+                   help="the generator that corrupts the calibration text (default: RUN/generator beside "
+                        "RUN/discriminator; without one the export is not calibrated)")
+    c.add_argument("--calibration-data", metavar="FILE",
+                   help="held-out sentences, one a line (a .tsv: its `sentence` or first column); default as "
+                        "--parity-data")
+    c.add_argument("--no-calibration", action="store_true",
+                   help="do not calibrate: detect returns the raw sigmoid(s_t)")
     ap.set_defaults(func=run)
     return ap
 
@@ -64,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         export_model(args.model, args.out, quantize=args.quantize, fp16=args.fp16, opset=args.opset,
                      force=args.force, overwrite=args.overwrite, parity_data=args.parity_data,
                      triton_repo=args.triton_repo, triton_model_name=args.triton_name, threads=args.threads,
-                     log=lambda msg: print(msg, file=sys.stderr))
+                     calibrate=not args.no_calibration, generator=args.generator,
+                     calibration_data=args.calibration_data, log=lambda msg: print(msg, file=sys.stderr))
     except (CheckpointError, ExportError) as e:
         print(f"electric export: error: {e}", file=sys.stderr)
         return 1

@@ -172,7 +172,9 @@ class DetectionServicer:
     """
 
     def Detect(self, request, context):
-        """ELECTRA replaced-token probability per token and per word.
+        """Replaced-token probability per token and per word: calibrated at export (sigmoid(scale * s_t + bias),
+        the export manifest's calibration) so that 0.5 means "more likely replaced than not" for ELECTRA
+        and Electric alike; sigmoid(s_t) for a model exported without a calibration.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,231 @@
+"""Calibrated replaced-token probabilities: what `/v1/detect` and `electric eval detect` return.
+
+A discriminator's output s_t is not a probability for every objective. ELECTRA trains sigma(s_t) as
+one, but only for text corrupted at its pretraining rate; Electric's s_t is an energy (-log p̂(x_t | x\\t),
+the replaced logit needs the generator's log q too), so sigma(s_t) sits near 1 for almost every token.
+
+`electric export` therefore fits Platt scaling on a held-out slice of text that the model's own
+generator corrupts the way pretraining does (`mask_prob` of the tokens replaced by its samples; a sample
+equal to the original counts as original):
+
+    p_t = sigma(scale * s_t + bias)    # P(token t was replaced | the text)
+
+and stores `scale` and `bias` in the manifest (`calibration`, see `fit_calibration`). The probability
+means: of the tokens given p ~ 0.7, about 70% were replaced, for text corrupted at that rate. Its
+threshold 0.5 ("more likely replaced than not") means the same for ELECTRA and Electric; on other
+kinds of error (e.g. learners' grammatical errors) the ranking carries over, the base rate does not.
+A model without a calibration (exported before it existed, or without a generator) returns sigma(s_t).
+
+Applying a calibration needs NumPy only; fitting it (export time) needs torch.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+METHOD = "platt"
+FIT_SHARE = 2 / 3  # of the calibration sentences: fit on these, report the held-out check on the rest
+MAX_SENTENCES = 1500
+MIN_REPLACED = 100  # fewer replaced tokens than this in the fit part: the calibration is noisy (warned)
+RAW = "raw sigma(s_t)"  # how an uncalibrated model's probabilities are described to users
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """p_t = sigma(scale * s_t + bias): the affine map of the discriminator's logit to a replaced logit."""
+
+    scale: float
+    bias: float
+
+    def logits(self, s: np.ndarray) -> np.ndarray:
+        return self.scale * np.asarray(s, dtype=np.float64) + self.bias
+
+    @classmethod
+    def from_manifest(cls, manifest: dict) -> Calibration | None:
+        """The manifest's calibration; None when it has none (exported before calibration, or uncalibrated)."""
+        c = manifest.get("calibration")
+        if not c:
+            return None
+        try:
+            return cls(float(c["scale"]), float(c["bias"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"manifest calibration {c!r} lacks a numeric scale and bias") from e
+
+
+def replaced_logits(s: np.ndarray, calibration: Calibration | None) -> np.ndarray:
+    """The logit of "replaced" for discriminator outputs s: calibrated when there is a calibration, else s."""
+    s = np.asarray(s, dtype=np.float64)
+    return s if calibration is None else calibration.logits(s)
+
+
+def replaced_probs(s: np.ndarray, calibration: Calibration | None) -> np.ndarray:
+    """P(replaced) per token: sigma of `replaced_logits` (stable for large |s|)."""
+    return 0.5 * (1.0 + np.tanh(0.5 * replaced_logits(s, calibration)))
+
+
+def describe(calibration: Calibration | None) -> str:
+    if calibration is None:
+        return (f"{RAW}: uncalibrated (no calibration in this model's electric.json: a torch checkpoint, or exported "
+                "before calibration or without a generator); thresholds are not probabilities")
+    return f"calibrated at export: sigma({calibration.scale:.4g} * s_t + {calibration.bias:.4g})"
+
+
+# ---- fitting -------------------------------------------------------------------------------------------
+
+def fit_platt(scores: np.ndarray, labels: np.ndarray, max_iter: int = 100, tol: float = 1e-10) -> Calibration:
+    """Logistic regression of `labels` (1 = replaced) on one feature, `scores`, by Newton's method.
+
+    At the optimum the mean fitted probability equals the mean label (the intercept's equation), so the
+    fit is unbiased on its own data; how well that carries to new text is what the held-out check says."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    y = np.asarray(labels, dtype=np.float64).reshape(-1)
+    if s.shape != y.shape or s.size == 0:
+        raise ValueError(f"scores {s.shape} and labels {y.shape} must be the same non-empty length")
+    rate = float(y.mean())
+    if rate in (0.0, 1.0):
+        raise ValueError(f"every label is {int(rate)}: nothing to calibrate against")
+    mu, sd = float(s.mean()), float(s.std())
+    if not sd > 0:
+        return Calibration(0.0, math.log(rate / (1 - rate)))
+    x = np.stack([(s - mu) / sd, np.ones_like(s)], axis=1)  # (N, 2): standardised for a well-scaled Newton step
+    w = np.array([0.0, math.log(rate / (1 - rate))])
+
+    def nll(w: np.ndarray) -> float:
+        z = x @ w
+        return float(np.sum(np.logaddexp(0.0, z) - y * z))
+
+    loss = nll(w)
+    for _ in range(max_iter):
+        p = 0.5 * (1.0 + np.tanh(0.5 * (x @ w)))
+        grad = x.T @ (p - y)
+        hess = (x * (p * (1 - p))[:, None]).T @ x + 1e-9 * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        t = 1.0
+        while t > 1e-6 and nll(w - t * step) > loss:  # halve until the loss does not rise
+            t /= 2
+        w, new = w - t * step, nll(w - t * step)
+        if loss - new <= tol * max(1.0, abs(loss)):
+            loss = new
+            break
+        loss = new
+    scale = w[0] / sd
+    return Calibration(float(scale), float(w[1] - scale * mu))
+
+
+def corrupted_batches(tokenizer, generator, sentences: Sequence[str], *, mask_prob: float, temperature: float,
+                      max_length: int, seed: int = 0, batch_size: int = 32):
+    """Yield (input_ids, attention_mask, candidates, labels) NumPy (B, T) batches: each sentence tokenised,
+    k = max(1, round(mask_prob * n)) of its n tokens chosen and replaced by `generator` samples as in
+    pretraining (electric.modeling.generator_samples); label 1 where the token now differs."""
+    import torch
+
+    from electric import objectives as obj
+    from electric.modeling import generator_samples
+
+    rng = torch.Generator().manual_seed(seed)
+    special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
+    max_predictions = max(1, int((mask_prob + 0.005) * max_length))
+    for i in range(0, len(sentences), batch_size):
+        enc = tokenizer(list(sentences[i:i + batch_size]), padding=True, truncation=True, max_length=max_length,
+                        return_tensors="pt")
+        ids, mask = enc["input_ids"], enc["attention_mask"]  # (B, T)
+        candidates = obj.candidate_mask(ids, mask, special)  # (B, T)
+        chosen = obj.mask_tokens(candidates, mask_prob, max_predictions, rng)  # (B, T)
+        noisy = generator_samples(generator, ids, mask, chosen, tokenizer.mask_token_id, temperature, rng)
+        labels = obj.electra_labels(ids, noisy)  # (B, T)
+        yield noisy.numpy(), mask.numpy(), candidates.numpy(), labels.numpy().astype(bool)
+
+
+def collect(run: Callable[[np.ndarray, np.ndarray], np.ndarray], batches) -> tuple[np.ndarray, np.ndarray]:
+    """(s, labels) over the candidate tokens of `batches`, s from `run(input_ids, attention_mask)` (B, T)."""
+    scores, labels = [], []
+    for ids, mask, cand, lab in batches:
+        s = np.asarray(run(ids, mask), dtype=np.float64)  # (B, T)
+        scores.append(s[cand])
+        labels.append(lab[cand])
+    return np.concatenate(scores), np.concatenate(labels)
+
+
+def check(calibration: Calibration, scores: np.ndarray, labels: np.ndarray) -> dict:
+    """How the calibration does on data it was not fitted on: mean probability vs the replaced fraction,
+    Brier score, expected calibration error (10 bins) and ROC-AUC; `mean_raw_prob` is sigma(s) for scale."""
+    from electric import metrics as M
+
+    p = replaced_probs(scores, calibration)
+    y = labels.astype(np.float64)
+    bins = np.minimum((p * 10).astype(int), 9)
+    ece = sum(abs(float(p[bins == b].mean() - y[bins == b].mean())) * float((bins == b).mean())
+              for b in range(10) if (bins == b).any())
+    return {"tokens": int(y.size), "replaced_fraction": float(y.mean()), "mean_prob": float(p.mean()),
+            "mean_raw_prob": float(replaced_probs(scores, None).mean()), "brier": float(np.mean((p - y) ** 2)),
+            "ece": float(ece), "roc_auc": float(M.roc_auc(labels, scores))}
+
+
+def find_generator(model_dir: Path) -> Path | None:
+    """RUN/generator beside RUN/discriminator (a pretraining run's layout), if it holds a checkpoint."""
+    gen = model_dir.resolve().parent / "generator"
+    return gen if model_dir.resolve().name == "discriminator" and (gen / "config.json").is_file() else None
+
+
+def run_settings(generator_dir: Path) -> dict:
+    """mask_prob and temperature of the run that trained `generator_dir` (RUN/config.json), else the defaults."""
+    from electric.config import PretrainConfig
+
+    cfg_path = generator_dir.resolve().parent / "config.json"
+    values = PretrainConfig.load(cfg_path) if cfg_path.is_file() else PretrainConfig()
+    return {"mask_prob": values.mask_prob, "temperature": values.temperature,
+            "settings_from": str(cfg_path) if cfg_path.is_file() else "defaults"}
+
+
+def load_generator(generator_dir: Path):
+    """An ELECTRA masked-LM generator or Electric's two-tower cloze generator, on CPU, eval mode."""
+    from transformers import AutoModelForMaskedLM
+
+    import electric.modeling  # noqa: F401 - registers ElectricForClozeLM with the Auto classes
+    from electric.checkpoint import CheckpointError
+
+    try:
+        return AutoModelForMaskedLM.from_pretrained(generator_dir).eval()
+    except (OSError, ValueError, KeyError) as e:
+        raise CheckpointError(f"could not load the generator {str(generator_dir)!r}: {e}") from e
+
+
+def fit_calibration(run: Callable[[np.ndarray, np.ndarray], np.ndarray], tokenizer, generator_dir: Path,
+                    sentences: Sequence[str], source: str, *, max_length: int, seed: int = 0,
+                    log: Callable[[str], None] = print) -> dict:
+    """Fit Platt scaling of the discriminator `run` on `sentences` corrupted by its generator; returns the
+    manifest's `calibration` entry: scale, bias, what it was fitted on, and a held-out check."""
+    settings = run_settings(generator_dir)
+    generator = load_generator(generator_dir)
+    pool = list(dict.fromkeys(s for s in sentences if s.strip()))
+    random.Random(seed).shuffle(pool)
+    pool = pool[:MAX_SENTENCES]
+    n_fit = max(1, round(FIT_SHARE * len(pool)))
+    parts = {"fit": pool[:n_fit], "check": pool[n_fit:]}
+    kw = dict(mask_prob=settings["mask_prob"], temperature=settings["temperature"], max_length=max_length)
+    s_fit, y_fit = collect(run, corrupted_batches(tokenizer, generator, parts["fit"], seed=seed, **kw))
+    calibration = fit_platt(s_fit, y_fit)
+    entry = {"method": METHOD, "scale": calibration.scale, "bias": calibration.bias,
+             "formula": "p_t = sigmoid(scale * s_t + bias)",
+             "meaning": "P(token t was replaced), for text with mask_prob of its tokens replaced by samples of the "
+                        "model's own generator (as in pretraining)",
+             "generator": str(generator_dir.resolve()), "generator_architecture": type(generator).__name__,
+             **settings, "seed": seed, "data": source,
+             "fit": {"sentences": len(parts["fit"]), "tokens": int(y_fit.size),
+                     "replaced_fraction": float(y_fit.mean())}}
+    if int(y_fit.sum()) < MIN_REPLACED:
+        log(f"warning: the calibration saw only {int(y_fit.sum())} replaced tokens; pass more --calibration-data")
+    if parts["check"]:
+        s_chk, y_chk = collect(run, corrupted_batches(tokenizer, generator, parts["check"], seed=seed + 1, **kw))
+        entry["check"] = {"sentences": len(parts["check"]), **check(calibration, s_chk, y_chk)}
+        c = entry["check"]
+        log(f"calibration: p = sigmoid({calibration.scale:.4g} * s + {calibration.bias:.4g}); held out "
+            f"({c['tokens']} tokens): mean p {c['mean_prob']:.3f} vs replaced {c['replaced_fraction']:.3f} "
+            f"(raw sigma(s) {c['mean_raw_prob']:.3f}), ECE {c['ece']:.3f}, AUC {c['roc_auc']:.3f}")
+    return entry
