@@ -313,12 +313,10 @@ def first_pass_only(dev, test) -> dict:
     zeros = [np.zeros(len(nb.hyps)) for nb in test]
     _, rep = rerank_report(test, zeros, weights=Weights(lm=0.0, length=0.0))
     out = rep["test"]
-    # no LM, only a word bonus tuned on dev: a constant "LM" of 1 per word makes tune_weights search gamma
-    words = [np.array([len(h.split()) for h in nb.hyps], dtype=float) for nb in test]
-    dev_words = [np.array([len(h.split()) for h in nb.hyps], dtype=float) for nb in dev]
-    w, rep = rerank_report(test, words, dev=(dev, dev_words), length_grid=[0.0])
-    out["words_only"] = rep["test"]["reranked"]
-    out["words_only_weight"] = w.lm
+    # no LM, only a word bonus tuned on dev: every report's no_lm row
+    _, rep = rerank_report(test, zeros, dev=(dev, [np.zeros(len(nb.hyps)) for nb in dev]))
+    out["words_only"] = rep["test"]["no_lm"]
+    out["words_only_weight"] = rep["weights_no_lm"]["length"]
     return out
 
 
