@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electric.textio import decode_text, iter_lines
+from electric.textio import decode_text, iter_lines, quote
 
 FORMATS = ("hyporadise", "espnet", "text")
 SCORE_KEYS = ("score", "am_score")  # HyPoradise first-pass score fields, in order of preference
@@ -159,7 +159,7 @@ def parse_espnet(data, path: str | Path | None = None) -> list[NBestList]:
             if not isinstance(h, dict) or not isinstance(h.get("text"), str):
                 raise NBestError(path, f"\"{k}\" must be an object with a string \"text\"", name)
             if "score" in h and not _is_number(h["score"]):
-                raise NBestError(path, f"\"{k}\".\"score\" must be a finite number, got {h['score']!r}", name)
+                raise NBestError(path, f"\"{k}\".\"score\" must be a finite number, got {quote(h['score'])}", name)
             hyps.append(h["text"])
             scores.append(float(h["score"]) if "score" in h else None)
             hyp_extra.append({kk: v for kk, v in h.items() if kk not in ("text", "score")})

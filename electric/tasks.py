@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from electric import metrics as M
+from electric.textio import quote
 
 TaskType = Literal["classification", "pair-classification", "regression", "tagging"]
 TASK_TYPES: tuple[str, ...] = ("classification", "pair-classification", "regression", "tagging")
@@ -82,15 +83,15 @@ def _parse_label(raw: str, task_type: str, label_map: dict[str, str] | None, whe
         try:
             value = float(raw)
         except ValueError:
-            raise TaskDataError(f"{where}: label {raw!r} is not a number (regression task)") from None
+            raise TaskDataError(f"{where}: label {quote(raw)} is not a number (regression task)") from None
         if not math.isfinite(value):
-            raise TaskDataError(f"{where}: label {raw!r} is not a finite number (regression task)")
+            raise TaskDataError(f"{where}: label {quote(raw)} is not a finite number (regression task)")
         return value
     if raw == "":
         raise TaskDataError(f"{where}: empty label")
     if label_map is not None:
         if raw not in label_map:
-            raise TaskDataError(f"{where}: unknown label {raw!r}; expected one of {sorted(label_map)}")
+            raise TaskDataError(f"{where}: unknown label {quote(raw)}; expected one of {sorted(label_map)}")
         return label_map[raw]
     return raw
 
@@ -229,7 +230,7 @@ def read_conll(path: str | Path, *, token_col: int = 0, label_col: int = -1, del
             cols = line.split(delimiter)
             if len(cols) < need:
                 raise TaskDataError(f"{path}:{line_no}: expected at least {need} columns (token and tag), "
-                                    f"found {len(cols)}: {line!r}")
+                                    f"found {len(cols)}: {quote(line)}")
             if not words:
                 start = line_no
             words.append(cols[token_col].strip())
@@ -374,7 +375,7 @@ def check_labels(examples: Sequence[Example], labels: Sequence[str]) -> None:
     for e in examples:
         bad = [v for v in _label_values(e) if v not in known]
         if bad:
-            raise TaskDataError(f"{e.source}: unknown label {bad[0]!r} (not seen in the training data); "
+            raise TaskDataError(f"{e.source}: unknown label {quote(bad[0])} (not seen in the training data); "
                                 f"known labels: {list(labels)}")
 
 

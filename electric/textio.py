@@ -11,6 +11,17 @@ import os
 from collections.abc import Iterator
 from typing import IO
 
+QUOTE_LIMIT = 200  # characters of a malformed line that an error message quotes
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """repr() of `value` for an error message, cut to `limit` characters of the text (saying how long it
+    was): a malformed line may be a whole file without line breaks."""
+    if not isinstance(value, str):
+        r = repr(value)
+        return r if len(r) <= limit else f"{r[:limit]}... ({len(r):,} characters)"
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value):,} characters)"
+
 
 class TextFileError(ValueError):
     """A file that is not UTF-8 text (binary, or another encoding); the message names the file, line and byte."""

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
+from electric.textio import quote
+
 EXIT_USAGE = 2
 LM_SCORE_COLUMNS = {"sum": 0, "mean": 1}  # columns of the (sum, mean) pairs scored for n-best lists
 # modules that add a task to `electric eval` with add_eval_parser(eval_subparsers)
@@ -68,9 +70,12 @@ def _load_scorer(args):
     _check_model(args)  # before the slow imports
     from transformers.utils import logging as hf_logging
 
+    from electric.commands import quiet_progress_bars
     from electric.scoring import load_scorer
 
     hf_logging.disable_progress_bar()
+    if args.quiet:
+        quiet_progress_bars()
     return load_scorer(args.model, args.method, backend=args.backend, device=args.device,
                        max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size,
                        truncate=args.truncate, sliding_window=args.sliding_window)
@@ -368,8 +373,26 @@ def _nbest_options(p: argparse.ArgumentParser, write: bool) -> None:
 # ---- electric eval blimp ------------------------------------------------------------------------------
 
 
-def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, list[tuple[str, str]]]:
-    """{phenomenon: [(good, bad), ...]} from a directory of BLiMP .jsonl files (or one file)."""
+BLIMP_FIELDS = ("morphology", "syntax", "semantics", "syntax_semantics")  # BLiMP's four fields
+
+
+class BlimpSet(list):
+    """One BLiMP set: its (good, bad) pairs, and its `field` (normalised by `blimp_field`; None if unlabelled)."""
+
+    field: str | None = None
+
+
+def blimp_field(raw) -> str | None:
+    """BLiMP's linguistics field, one spelling each: its files say "syntax_semantics", its README
+    "syntax-semantics"; both become "syntax_semantics"."""
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    return "_".join(raw.strip().lower().replace("-", " ").replace("_", " ").split())
+
+
+def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, BlimpSet]:
+    """{phenomenon: [(good, bad), ...]} from a directory of BLiMP .jsonl files (or one file); each value is a
+    `BlimpSet`, a list that also carries the set's field (its lines' "field")."""
     p = Path(data)
     if p.is_dir():
         files = sorted(p.glob("*.jsonl"))
@@ -379,9 +402,9 @@ def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, list[tup
         files = [p]
     else:
         raise InputError(f"{p}: no such file or directory")
-    sets: dict[str, list[tuple[str, str]]] = {}
+    sets: dict[str, BlimpSet] = {}
     for f in files:
-        pairs = []
+        pairs = BlimpSet()
         with open(f, encoding="utf-8") as fh:
             for ln, line in enumerate(fh, 1):
                 if not line.strip():
@@ -391,12 +414,13 @@ def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, list[tup
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise InputError(f"{f}: line {ln}: not valid JSON ({e})") from e
+                    raise InputError(f"{f}: line {ln}: not valid JSON ({e}): {quote(line.strip())}") from e
                 if not isinstance(obj, dict) or not isinstance(obj.get("sentence_good"), str) \
                         or not isinstance(obj.get("sentence_bad"), str):
                     raise InputError(f"{f}: line {ln}: expected an object with string \"sentence_good\" and "
-                                     "\"sentence_bad\"")
+                                     f"\"sentence_bad\": {quote(line.strip())}")
                 pairs.append((obj["sentence_good"], obj["sentence_bad"]))
+                pairs.field = pairs.field or blimp_field(obj.get("field"))
         if not pairs:
             raise InputError(f"{f}: no sentence pairs")
         sets[f.stem] = pairs
@@ -405,7 +429,8 @@ def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, list[tup
 
 def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_size: int = 4096,
                    progress: bool = False) -> dict:
-    """Accuracy per set and overall; a pair is right when the good sentence scores strictly higher."""
+    """Accuracy per set, per field (pairs pooled over the field's sets, for `BlimpSet`s that carry one)
+    and overall; a pair is right when the good sentence scores strictly higher."""
     from electric.nbest import NBestList, score_nbest
 
     order = list(sets)
@@ -414,14 +439,23 @@ def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_si
     out: dict = {"sets": {}}
     pos = 0
     right_all = ties_all = 0
+    fields: dict[str, dict[str, int]] = {}
     for k in order:
         n = len(sets[k])
         sc = scores[pos: pos + n]
         pos += n
         right = sum(int(s[0] > s[1]) for s in sc)
         ties = sum(int(s[0] == s[1]) for s in sc)
-        out["sets"][k] = {"accuracy": 100.0 * right / n, "pairs": n, "ties": ties}
+        field = getattr(sets[k], "field", None)
+        out["sets"][k] = {"accuracy": 100.0 * right / n, "pairs": n, "ties": ties, **({"field": field} if field else {})}
         right_all, ties_all = right_all + right, ties_all + ties
+        if field:
+            tally = fields.setdefault(field, {"right": 0, "pairs": 0, "ties": 0, "sets": 0})
+            for key, value in (("right", right), ("pairs", n), ("ties", ties), ("sets", 1)):
+                tally[key] += value
+    named = [f for f in BLIMP_FIELDS if f in fields] + sorted(set(fields) - set(BLIMP_FIELDS))
+    out["fields"] = {f: {"accuracy": 100.0 * fields[f]["right"] / fields[f]["pairs"], "pairs": fields[f]["pairs"],
+                         "ties": fields[f]["ties"], "sets": fields[f]["sets"]} for f in named}
     total = sum(len(v) for v in sets.values())
     out["overall"] = {"accuracy": 100.0 * right_all / total, "pairs": total, "ties": ties_all,
                       "macro_accuracy": sum(v["accuracy"] for v in out["sets"].values()) / len(order)}
@@ -444,10 +478,17 @@ def cmd_eval_blimp(args) -> int:
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
-    width = max(len(k) for k in res["sets"])
+    width = max(len(k) for k in [*res["sets"], *res["fields"], "overall"])
     for k, v in res["sets"].items():
         ties = f", {v['ties']} ties" if v["ties"] else ""
-        print(f"{k:<{width}}  {v['accuracy']:6.2f}%  ({v['pairs']} pairs{ties})")
+        field = f"; {v['field']}" if "field" in v else ""
+        print(f"{k:<{width}}  {v['accuracy']:6.2f}%  ({v['pairs']} pairs{ties}{field})")
+    if res["fields"]:
+        print("by field (pairs pooled over its sets):")
+    for k, v in res["fields"].items():
+        ties = f", {v['ties']} ties" if v["ties"] else ""
+        print(f"{k:<{width}}  {v['accuracy']:6.2f}%  ({v['pairs']} pairs, {v['sets']} set{'s' if v['sets'] != 1 else ''}"
+              f"{ties})")
     o = res["overall"]
     print(f"{'overall':<{width}}  {o['accuracy']:6.2f}%  ({o['pairs']} pairs; mean over {len(res['sets'])} sets "
           f"{o['macro_accuracy']:.2f}%)")
