@@ -44,8 +44,8 @@ def _model_options(p: argparse.ArgumentParser, default_method: str = "electric")
     g = p.add_argument_group("model")
     g.add_argument("--model", required=True, help="model directory, or a pretraining run directory")
     g.add_argument("--method", choices=METHODS, default=default_method,
-                   help="electric: Electric PLL, one pass (sum of -s_t); electra: sum of log(1 - sigma(s_t)); "
-                        "mlm-pll: classic masked-LM PLL, one pass per token; mlm-pll-word-l2r: also masks the "
+                   help="electric: Electric PLL, one pass (sum of -s_t); electra: sum of log(1 - p_t), p_t the "
+                        "replaced probability (calibrated for an export); mlm-pll: classic masked-LM PLL, one pass per token; mlm-pll-word-l2r: also masks the "
                         f"rest of the word (Kauf & Ivanova 2023). Default {default_method}")
     g.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
                    help="auto: onnx for an `electric export` directory, torch otherwise (mlm-pll: torch only)")
