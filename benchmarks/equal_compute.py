@@ -60,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--vocab-size", type=int, default=8000,
                     help="WordPiece vocabulary of the trained tokenizer (8000: Electric's cloze head runs at "
                          "every position and trains 1.75x slower with 16k; BENCHMARKS.md)")
+    ap.add_argument("--lr", type=float, help="pretraining peak learning rate for all three runs (default: the "
+                                             "tiny preset's)")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="fine-tuning seeds")
     ap.add_argument("--tasks", nargs="+", default=list(TASK_DIRS), choices=list(TASK_DIRS))
     ap.add_argument("--glue-examples", type=int, default=4000,
@@ -124,7 +126,8 @@ def stage_train(args) -> None:
             continue
         cmd = [sys.executable, "-m", "training.pretrain", "--objective", obj, "--preset", "tiny",
                "--data", *corpus(args), "--tokenizer", str(tok), "--time-budget", f"{args.minutes:g}",
-               "--threads", "1", "--num-proc", "1", "--out", str(out), "--overwrite"]
+               "--threads", "1", "--num-proc", "1", "--out", str(out), "--overwrite",
+               *(["--lr", f"{args.lr:g}"] if args.lr else [])]
         print("+ " + shlex.join(cmd), flush=True)
         log = (work / f"{obj}.log").open("w")
         procs[obj] = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
