@@ -6,17 +6,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from electric.checkpoint import CheckpointError
-
-
-class _QuietQuantiser(logging.Filter):
-    """onnxruntime's quantiser advises pre-processing on the root logger; we measured it (no gain)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "pre-processing before quantization" not in record.getMessage()
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -68,7 +60,6 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     hf_logging.disable_progress_bar()  # one line per step is enough on a terminal
-    logging.getLogger().addFilter(_QuietQuantiser())
     try:
         export_model(args.model, args.out, quantize=args.quantize, fp16=args.fp16, opset=args.opset,
                      force=args.force, overwrite=args.overwrite, parity_data=args.parity_data,
