@@ -7,9 +7,12 @@ Formats, read into one `NBestList(utt_id, hyps, first_pass_scores, ref, extra)` 
 Unknown fields are kept in `extra` (and `hyp_extra`) so that a file round-trips.
 
 Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h), where a(h) is the first-pass
-score when the list has one, else -beta * rank(h) (rank 0 = the recogniser's best). `rerank_lists` applies
-given weights (the server's /v1/rerank calls it); `tune_weights` grid-searches them on a dev split to
-minimise WER/CER (jiwer, corpus-level) or maximise BLEU/chrF (sacrebleu).
+score when the list has one; for a list without, a(h) = -beta * rank(h) (rank 0 = the recogniser's best) only
+with `prior="rank"` (the user says the list's order is a first-pass order), else 0 (`prior="none"`, the
+default: LM + word bonus alone). Ties go to the earlier position in the list, and are counted. `rerank_lists`
+applies given weights (the server's /v1/rerank calls it); `rerank_report` grid-searches them on a dev split to
+minimise WER/CER (jiwer, corpus-level) or maximise BLEU/chrF (sacrebleu), and keeps a non-zero LM weight only
+when its dev gain over the result without the LM is significant (`paired_bootstrap`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from electric.textio import decode_text, iter_lines, quote
 FORMATS = ("hyporadise", "espnet", "text")
 SCORE_KEYS = ("score", "am_score")  # HyPoradise first-pass score fields, in order of preference
 METRICS = ("wer", "cer", "bleu", "chrf")
+PRIORS = ("rank", "none")  # a(h) of a list without first-pass scores: -beta * rank, or 0
 
 
 class NBestError(ValueError):
@@ -47,7 +51,7 @@ class NBestList:
     first_pass_scores: list[float] | None = None  # higher = better, one per hypothesis
     ref: str | None = None
     extra: dict = field(default_factory=dict)  # unknown utterance-level fields, kept on round trip
-    hyp_extra: list[dict] | None = None  # unknown per-hypothesis fields (ESPnet), kept on round trip
+    hyp_extra: list[dict] | None = None  # unknown per-hypothesis fields, kept on round trip and reordered
     score_key: str | None = None  # the field the first-pass scores came from ("score" or "am_score")
 
     def __post_init__(self):
@@ -97,6 +101,20 @@ def _load_json(path: str | Path):
         raise NBestError(path, f"not valid JSON ({e}); for plain text n-best lists use --format text") from e
 
 
+def _hyporadise_hyp_fields(data: list) -> list[str]:
+    """Unknown fields that are per-hypothesis: in every item that has one, a list with one entry per hypothesis
+    (e.g. a second score such as "am_score" next to "score"). They travel with their hypotheses when a list is
+    reordered."""
+    fields: dict[str, bool] = {}
+    for item in data:
+        if not isinstance(item, dict) or not isinstance(hyps := item.get("input"), list):
+            continue  # parse_hyporadise names the bad item
+        for k, v in item.items():
+            if k not in ("input", "output"):
+                fields[k] = fields.get(k, True) and isinstance(v, list) and len(v) == len(hyps)
+    return [k for k, per_hyp in fields.items() if per_hyp]
+
+
 def parse_hyporadise(data, path: str | Path | None = None) -> list[NBestList]:
     if not isinstance(data, list):
         raise NBestError(path, f"expected a JSON list of {{\"input\": [...], \"output\": ...}} objects (HyPoradise), "
@@ -104,9 +122,8 @@ def parse_hyporadise(data, path: str | Path | None = None) -> list[NBestList]:
     if not data:
         raise NBestError(path, "the list holds no utterances")
     out = []
+    hyp_fields = _hyporadise_hyp_fields(data)
     for i, item in enumerate(data):
-        if not isinstance(item, dict):
-            raise NBestError(path, f"expected an object with \"input\", got a JSON {type(item).__name__}", str(i))
         utt_id = str(item["id"]) if isinstance(item.get("id"), (str, int)) else str(i)
         name = _utt_name(utt_id, i)
         hyps = item.get("input")
@@ -126,8 +143,10 @@ def parse_hyporadise(data, path: str | Path | None = None) -> list[NBestList]:
             if len(scores) != len(hyps):
                 raise NBestError(path, f"\"{score_key}\" has {len(scores)} values for {len(hyps)} hypotheses", name)
             scores = [float(s) for s in scores]
-        extra = {k: v for k, v in item.items() if k not in ("input", "output", score_key)}
-        out.append(NBestList(utt_id, list(hyps), scores, ref, extra, None, score_key))
+        extra = {k: v for k, v in item.items() if k not in ("input", "output", score_key, *hyp_fields)}
+        per_hyp = [k for k in hyp_fields if k in item and k != score_key]
+        hyp_extra = [{k: item[k][j] for k in per_hyp} for j in range(len(hyps))] if per_hyp else None
+        out.append(NBestList(utt_id, list(hyps), scores, ref, extra, hyp_extra, score_key))
     return out
 
 
@@ -223,6 +242,8 @@ def attach_refs(lists: list[NBestList], refs_path: str | Path) -> list[NBestList
 
 
 def to_hyporadise(lists: Sequence[NBestList]) -> list[dict]:
+    """Per-hypothesis fields become lists, one entry per hypothesis; a field that only some hypotheses of a list
+    have (possible in ESPnet input) cannot be written so and is left out."""
     out = []
     for nb in lists:
         item = {"input": list(nb.hyps)}
@@ -230,6 +251,9 @@ def to_hyporadise(lists: Sequence[NBestList]) -> list[dict]:
             item["output"] = nb.ref
         if nb.first_pass_scores is not None:
             item[nb.score_key or "score"] = list(nb.first_pass_scores)
+        if nb.hyp_extra:
+            common = [k for k in nb.hyp_extra[0] if all(k in e for e in nb.hyp_extra)]
+            item.update({k: [e[k] for e in nb.hyp_extra] for k in common})
         item.update(nb.extra)
         out.append(item)
     return out
@@ -292,20 +316,27 @@ def write_nbest(lists: Sequence[NBestList], path: str | Path, format: str) -> No
 class Weights:
     lm: float = 0.0  # lambda_lm: weight of the LM score
     length: float = 0.0  # lambda_len: bonus per word
-    beta: float = 1.0  # rank prior -beta * rank, only for lists without first-pass scores
+    beta: float = 1.0  # rank prior -beta * rank, only for lists without first-pass scores and prior "rank"
+    prior: str = "none"  # a(h) of a list without first-pass scores: "rank" (-beta * rank: its order is a
+    #                      first-pass order) or "none" (0: the order means nothing)
+
+    def __post_init__(self):
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {', '.join(map(repr, PRIORS))}, got {self.prior!r}")
 
     def to_dict(self) -> dict:
-        return {"lm": self.lm, "length": self.length, "beta": self.beta}
+        return {"lm": self.lm, "length": self.length, "beta": self.beta, "prior": self.prior}
 
 
 def num_words(text: str) -> int:
     return len(text.split())
 
 
-def prior_scores(nb: NBestList, beta: float) -> np.ndarray:
-    """a(h): the first-pass scores, or -beta * rank when the list has none."""
+def prior_scores(nb: NBestList, weights: Weights) -> np.ndarray:
+    """a(h): the first-pass scores; for a list without, -beta * rank with prior "rank", else 0."""
     if nb.first_pass_scores is not None:
         return np.asarray(nb.first_pass_scores, dtype=np.float64)
+    beta = weights.beta if weights.prior == "rank" else 0.0
     return -beta * np.arange(len(nb.hyps), dtype=np.float64)
 
 
@@ -316,7 +347,7 @@ def combine(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> np.n
         raise NBestError(None, f"{lm.shape[0] if lm.ndim == 1 else lm.shape} LM scores for {len(nb.hyps)} "
                                "hypotheses", repr(nb.utt_id))
     words = np.array([num_words(h) for h in nb.hyps], dtype=np.float64)
-    return prior_scores(nb, weights.beta) + weights.lm * lm + weights.length * words
+    return prior_scores(nb, weights) + weights.lm * lm + weights.length * words
 
 
 @dataclass
@@ -328,9 +359,10 @@ class RerankedList:
     prior: list[float]  # a(h)
     lm: list[float]
     words: list[int]
+    tied: bool = False  # a hypothesis of another text has the best total too; the earlier position won
 
     def to_dict(self) -> dict:
-        return {"utt_id": self.utt_id, "best": self.hyps[0], "order": self.order, "hyps": [
+        return {"utt_id": self.utt_id, "best": self.hyps[0], "order": self.order, "tied": self.tied, "hyps": [
             {"text": h, "rank": r, "total": t, "prior": a, "lm": s, "words": w}
             for h, r, t, a, s, w in zip(self.hyps, self.order, self.total, self.prior, self.lm, self.words,
                                         strict=True)]}
@@ -339,10 +371,12 @@ class RerankedList:
 def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> RerankedList:
     total = combine(nb, lm_scores, weights)
     order = sorted(range(len(total)), key=lambda i: -total[i])  # stable: ties keep the list's order
-    prior = prior_scores(nb, weights.beta)
+    prior = prior_scores(nb, weights)
+    best = order[0]
+    tied = any(total[i] == total[best] and nb.hyps[i] != nb.hyps[best] for i in order[1:])
     return RerankedList(nb.utt_id, order, [nb.hyps[i] for i in order], [float(total[i]) for i in order],
                         [float(prior[i]) for i in order], [float(lm_scores[i]) for i in order],
-                        [num_words(nb.hyps[i]) for i in order])
+                        [num_words(nb.hyps[i]) for i in order], bool(tied))
 
 
 def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]],
@@ -353,15 +387,40 @@ def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]
     return [rerank_one(nb, s, weights) for nb, s in zip(lists, lm_scores, strict=True)]
 
 
-def reranked_nbest(nb: NBestList, r: RerankedList) -> NBestList:
-    """`nb` reordered as `r`, with the LM and combined scores added as fields (per hypothesis for ESPnet)."""
+def reranked_nbest(nb: NBestList, r: RerankedList, drop: Sequence[str] = ()) -> NBestList:
+    """`nb` reordered as `r` (per-hypothesis fields with their hypotheses), without the utterance-level fields
+    `drop`, with the LM and combined scores added as fields (per hypothesis when the list has such fields)."""
     out = nb.reordered(r.order)
+    for k in drop:
+        out.extra.pop(k, None)
     if out.hyp_extra is not None:
         out.hyp_extra = [{**e, "lm_score": s, "total_score": t} for e, s, t in zip(out.hyp_extra, r.lm, r.total,
                                                                                   strict=True)]
     else:
         out.extra.update(lm_score=r.lm, total_score=r.total)
     return out
+
+
+def unreorderable_fields(lists: Sequence[NBestList]) -> list[str]:
+    """Utterance-level fields that hold one entry per hypothesis in some list but are not per-hypothesis in all
+    (so not known to be per-hypothesis): reordering the hypotheses would leave them out of step, so reranked
+    output drops them."""
+    return sorted({k for nb in lists for k, v in nb.extra.items()
+                   if len(nb.hyps) > 1 and isinstance(v, list) and len(v) == len(nb.hyps)})
+
+
+def prior_note(lists: Sequence[NBestList], prior: str) -> str | None:
+    """What the prior assumed about the lists without first-pass scores, or None when every list has scores."""
+    n = sum(nb.first_pass_scores is None for nb in lists)
+    if n == 0:
+        return None
+    which = "all" if n == len(lists) else f"{n} of {len(lists)}"
+    if prior == "rank":
+        return (f"prior rank: {which} lists have no first-pass scores; their order is taken as a first-pass order "
+                "(-beta * rank)")
+    return (f"prior none: {which} lists have no first-pass scores and their order is not used: the choice is "
+            "LM + word bonus alone (ties go to the earlier position). If the order is a first-pass order (best "
+            "first), ask for --prior rank")
 
 
 def score_nbest(lists: Sequence[NBestList], score_fn: Callable[[list[str]], Sequence], *,
@@ -472,11 +531,12 @@ class Evaluator:
         stats0 = metric.stats(lists[0].ref, lists[0].hyps[:1])
         self.stats = np.zeros((len(lists), n_max, stats0.shape[1]))  # (U, N, K)
         self.valid = np.zeros((len(lists), n_max), dtype=bool)  # (U, N)
+        self.text_ids = np.full((len(lists), n_max), -1)  # (U, N) the same number for the same text in a list
         for u, nb in enumerate(lists):
-            uniq = list(dict.fromkeys(nb.hyps))
-            st = dict(zip(uniq, metric.stats(nb.ref, uniq), strict=True))
+            uniq = {h: i for i, h in enumerate(dict.fromkeys(nb.hyps))}
+            st = dict(zip(uniq, metric.stats(nb.ref, list(uniq)), strict=True))
             for k, h in enumerate(nb.hyps):
-                self.stats[u, k] = st[h]
+                self.stats[u, k], self.text_ids[u, k] = st[h], uniq[h]
             self.valid[u, : len(nb.hyps)] = True
 
     def subset(self, idx: Sequence[int]) -> Evaluator:
@@ -487,6 +547,7 @@ class Evaluator:
             raise ValueError("no utterances to evaluate")
         n_max = max(len(nb.hyps) for nb in sub.lists)  # the subset's own longest list, as Components.of pads
         sub.stats, sub.valid = self.stats[list(idx), :n_max], self.valid[list(idx), :n_max]
+        sub.text_ids = self.text_ids[list(idx), :n_max]
         return sub
 
     def score_selection(self, sel: np.ndarray) -> float:
@@ -513,6 +574,13 @@ class Evaluator:
             raise ValueError(f"combined scores of shape {totals.shape} for {self.valid.shape} (utterances, "
                              "longest list)")
         return np.argmax(np.where(self.valid, totals, -np.inf), axis=1)
+
+    def ties(self, totals: np.ndarray) -> int:
+        """Utterances whose best combined score is shared by a hypothesis of another text (`select` took the
+        earlier position); a duplicate of the chosen text is no tie."""
+        sel, u = self.select(totals), np.arange(len(self.lists))
+        top = self.valid & (totals == totals[u, sel][:, None])  # (U, N)
+        return int((top & (self.text_ids != self.text_ids[u, sel][:, None])).any(axis=1).sum())
 
     def better(self, a: float, b: float) -> bool:
         return a > b if self.metric.higher_is_better else a < b
@@ -552,8 +620,13 @@ class Components:
                    _pad([np.array([num_words(h) for h in nb.hyps], dtype=np.float64) for nb in lists], n_max))
 
     def totals(self, w: Weights) -> np.ndarray:
-        a = np.where(self.has_first_pass[:, None], self.first_pass, -w.beta * self.rank)
+        beta = w.beta if w.prior == "rank" else 0.0
+        a = np.where(self.has_first_pass[:, None], self.first_pass, -beta * self.rank)
         return a + w.lm * self.lm + w.length * self.words
+
+    def scale_free(self, prior: str) -> bool:
+        """No list has an a(h): then only the ratio of the LM weight to the word bonus matters."""
+        return prior == "none" and not self.has_first_pass.any()
 
 
 # ---- tuning --------------------------------------------------------------------------------------------
@@ -574,15 +647,19 @@ class TuneResult:
 
 
 def tune_weights(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[float] = DEFAULT_LM_GRID,
-                 length_grid: Sequence[float] = DEFAULT_LENGTH_GRID, beta: float = 1.0) -> TuneResult:
+                 length_grid: Sequence[float] = DEFAULT_LENGTH_GRID, beta: float = 1.0,
+                 prior: str = "none") -> TuneResult:
     """Grid search on dev: lm in `lm_grid`, length = lm * g for g in `length_grid` (a word bonus in LM-score
     units, so that its scale follows the LM weight). The rank prior is fixed at `beta` (only the ratios of
-    the weights matter). Ties keep the smaller LM weight and the smaller |g|."""
+    the weights matter); when no list has an a(h) (`Components.scale_free`) the LM weight is 0 or 1.
+    Ties keep the smaller LM weight and the smaller |g|."""
     lm_grid = sorted(set(float(x) for x in lm_grid))
     length_grid = sorted(set(float(x) for x in length_grid), key=lambda g: (abs(g), g))
     if any(x < 0 for x in lm_grid):
         raise ValueError("LM weights must be >= 0")
-    s, w, g, n = _grid_search(evaluator, comps, ((Weights(lm=lm, length=lm * g, beta=beta), g)
+    if comps.scale_free(prior):  # only the ratio of length to lm matters
+        lm_grid = sorted({0.0 if x == 0 else 1.0 for x in lm_grid})
+    s, w, g, n = _grid_search(evaluator, comps, ((Weights(lm=lm, length=lm * g, beta=beta, prior=prior), g)
                                                  for lm in lm_grid for g in (length_grid if lm > 0 else [0.0])))
     on_edge = []
     positive = [x for x in lm_grid if x > 0]
@@ -597,13 +674,18 @@ def tune_weights(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[f
 
 
 def tune_without_lm(evaluator: Evaluator, comps: Components, *, bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID,
-                    beta: float = 1.0) -> TuneResult:
+                    beta: float = 1.0, prior: str = "none") -> TuneResult:
     """The baseline an LM has to beat: a(h) + length * words(h) with no LM (lm = 0), the per-word bonus
-    tuned on dev over `bonus_grid` (in first-pass-score or rank units). Ties keep the smaller |bonus|."""
+    tuned on dev over `bonus_grid` (in first-pass-score or rank units; only its sign matters when no list has
+    an a(h)). Ties keep the smaller |bonus|."""
     grid = sorted(set(float(x) for x in bonus_grid), key=lambda b: (abs(b), b))
-    s, w, b, n = _grid_search(evaluator, comps, ((Weights(lm=0.0, length=b, beta=beta), b) for b in grid))
+    scale_free = comps.scale_free(prior)
+    if scale_free:
+        grid = sorted(set(float(np.sign(x)) for x in grid), key=lambda b: (abs(b), b))
+    s, w, b, n = _grid_search(evaluator, comps, ((Weights(lm=0.0, length=b, beta=beta, prior=prior), b)
+                                                 for b in grid))
     on_edge = []
-    if b != 0 and abs(b) == max(abs(x) for x in grid) and len(grid) > 1:
+    if not scale_free and b != 0 and abs(b) == max(abs(x) for x in grid) and len(grid) > 1:
         on_edge.append(f"word bonus without the LM at the grid's {'maximum' if b > 0 else 'minimum'} ({b:g})")
     return TuneResult(w, s, 0.0, on_edge, n)
 
@@ -623,6 +705,54 @@ def _grid_search(evaluator: Evaluator, comps: Components,
     return (*best, n)
 
 
+def paired_bootstrap(evaluator: Evaluator, base: np.ndarray, new: np.ndarray, *, resamples: int = 1000,
+                     seed: int = 0, confidence: float = 0.95) -> dict:
+    """The gain of choosing hypotheses `new` (U,) over `base` (U,) on the evaluator's utterances, in metric
+    points and positive when `new` is better (fewer errors, higher BLEU), with its percentile confidence
+    interval over `resamples` seeded resamplings of the utterances with replacement (paired: both choices are
+    scored on the same resample, as in Koehn 2004). `significant`: the whole interval lies above 0."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    metric, u = evaluator.metric, np.arange(len(base))
+    a, b = evaluator.stats[u, base], evaluator.stats[u, new]  # (U, K) sufficient statistics of each choice
+    sign = 1.0 if metric.higher_is_better else -1.0
+    rng = np.random.default_rng(seed)
+    block = max(1, 4_000_000 // len(u))  # resamples per (block, U) matrix of counts: bounded memory
+    gains = []
+    for done in range(0, resamples, block):
+        counts = rng.multinomial(len(u), np.full(len(u), 1 / len(u)), size=min(block, resamples - done))  # (R, U)
+        gains += [sign * (metric.score(sb) - metric.score(sa)) for sa, sb in zip(counts @ a, counts @ b, strict=True)]
+    lo, hi = np.quantile(gains, [(1 - confidence) / 2, (1 + confidence) / 2]) + 0.0  # + 0.0: no -0.0
+    return {"gain": sign * (metric.score(b.sum(0)) - metric.score(a.sum(0))) + 0.0, "ci": [float(lo), float(hi)],
+            "confidence": confidence, "resamples": resamples, "seed": seed, "significant": bool(lo > 0)}
+
+
+@dataclass
+class GuardedTuning:
+    weights: Weights  # what to apply: with_lm when its dev gain over without_lm is significant, else without_lm
+    with_lm: TuneResult
+    without_lm: TuneResult
+    guard: dict  # paired_bootstrap of with_lm over without_lm on dev, and "kept": "lm" or "no_lm"
+
+
+def tune_guarded(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[float] = DEFAULT_LM_GRID,
+                 length_grid: Sequence[float] = DEFAULT_LENGTH_GRID, bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID,
+                 beta: float = 1.0, prior: str = "none", resamples: int = 1000, confidence: float = 0.95,
+                 seed: int = 0) -> GuardedTuning:
+    """Tune with the LM (`tune_weights`) and without it (`tune_without_lm`) on dev, and keep the LM only when
+    its dev gain is significant (`paired_bootstrap`): otherwise the result without the LM (the first pass and
+    a word bonus) is kept, so that an LM that does not help is not applied by chance."""
+    with_lm = tune_weights(evaluator, comps, lm_grid=lm_grid, length_grid=length_grid, beta=beta, prior=prior)
+    without_lm = tune_without_lm(evaluator, comps, bonus_grid=bonus_grid, beta=beta, prior=prior)
+    guard = paired_bootstrap(evaluator, evaluator.select(comps.totals(without_lm.weights)),
+                             evaluator.select(comps.totals(with_lm.weights)), resamples=resamples, seed=seed,
+                             confidence=confidence)
+    guard["kept"] = "lm" if guard["significant"] else "no_lm"
+    return GuardedTuning(with_lm.weights if guard["significant"] else without_lm.weights, with_lm, without_lm, guard)
+
+
 def split_dev(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
     """(dev indices, test indices): a seeded random `fraction` of the utterances for dev, in file order."""
     if not 0 < fraction < 1:
@@ -636,17 +766,23 @@ def split_dev(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tup
 
 
 def evaluate_split(ev: Evaluator, lm_scores: Sequence[np.ndarray], weights: Weights | None = None,
-                   no_lm: Weights | None = None) -> dict:
+                   no_lm: Weights | None = None, with_lm: Weights | None = None) -> dict:
     """first-hypothesis, oracle, LM-only, (with `no_lm`, weights whose lm is 0) the score without the LM,
-    and (with `weights`) the reranked score of one split."""
+    (with `with_lm`) the score with the LM weights tuned on dev whether kept or not, and (with `weights`) the
+    reranked score of one split with `ties`: the utterances whose choice was a tie, broken by the earlier
+    position."""
     lists = ev.lists
     comps = Components.of(lists, lm_scores)
     out = {"num_utterances": len(lists), "first": ev.first(), "oracle": ev.oracle(),
            "lm_only": ev.score_selection(ev.select(comps.lm))}
     if no_lm is not None:
         out["no_lm"] = ev.score_selection(ev.select(comps.totals(no_lm)))
+    if with_lm is not None:
+        out["with_lm"] = ev.score_selection(ev.select(comps.totals(with_lm)))
     if weights is not None:
-        out["reranked"] = ev.score_selection(ev.select(comps.totals(weights)))
+        totals = comps.totals(weights)
+        out["reranked"] = ev.score_selection(ev.select(totals))
+        out["ties"] = ev.ties(totals)
     return out
 
 
@@ -654,15 +790,21 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
                   dev: tuple[Sequence[NBestList], Sequence[np.ndarray]] | None = None,
                   dev_fraction: float | None = 0.5, seed: int = 0, weights: Weights | None = None,
                   lm_grid: Sequence[float] = DEFAULT_LM_GRID, length_grid: Sequence[float] = DEFAULT_LENGTH_GRID,
-                  bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID, beta: float = 1.0, path: str | Path | None = None,
+                  bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID, beta: float = 1.0, prior: str = "none",
+                  resamples: int = 1000, confidence: float = 0.95, path: str | Path | None = None,
                   dev_path: str | Path | None = None, need_refs: bool = True) -> tuple[Weights, dict]:
     """Tune (unless `weights` is given) and evaluate. Dev is `dev` (lists, scores) when given, else a seeded
-    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file). Every split
-    also reports `no_lm`: the first-pass score (or rank prior) with a word bonus tuned on dev and no LM
-    (`weights_no_lm`; with given weights, those weights with lm 0), so the LM's own gain is visible.
-    Returns (weights, report)."""
+    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file). Tuning keeps the
+    LM only when its dev gain is significant (`tune_guarded`: `guard` in the report, `weights_lm` the LM weights
+    it tuned, `with_lm` their result on each split). Every split also reports `no_lm`: the first-pass score (or
+    rank prior) with a word bonus tuned on dev and no LM (`weights_no_lm`; with given weights, those weights with
+    lm 0), so the LM's own gain is visible. `prior` ("rank" or "none") says whether lists without first-pass
+    scores get -beta * rank (`prior_note` in the report says what was assumed). Returns (weights, report)."""
     m = make_metric(metric)
     report: dict = {"metric": m.name, "higher_is_better": m.higher_is_better, "num_utterances": len(lists)}
+    note = prior_note([*lists, *(dev[0] if dev is not None else [])], weights.prior if weights else prior)
+    if note:
+        report["prior_note"] = note
     if weights is not None:
         no_lm = replace(weights, lm=0.0)  # the same weights without the LM
         report.update(weights=weights.to_dict(), tuned=False, weights_no_lm=no_lm.to_dict())
@@ -682,24 +824,25 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
         ev_dev, dev_scores = ev_all.subset(dev_idx), [lm_scores[i] for i in dev_idx]
         ev_test, test_scores = ev_all.subset(test_idx), [lm_scores[i] for i in test_idx]
         report["dev_source"] = {"fraction": dev_fraction, "seed": seed}
-    dev_comps = Components.of(ev_dev.lists, dev_scores)
-    res = tune_weights(ev_dev, dev_comps, lm_grid=lm_grid, length_grid=length_grid, beta=beta)
-    base = tune_without_lm(ev_dev, dev_comps, bonus_grid=bonus_grid, beta=beta)  # what the LM has to beat
+    t = tune_guarded(ev_dev, Components.of(ev_dev.lists, dev_scores), lm_grid=lm_grid, length_grid=length_grid,
+                     bonus_grid=bonus_grid, beta=beta, prior=prior, resamples=resamples, confidence=confidence,
+                     seed=seed)
+    rows = {"weights": t.weights, "no_lm": t.without_lm.weights, "with_lm": t.with_lm.weights}
     report.update(
         tuned=True,
-        weights=res.weights.to_dict(),
-        weights_no_lm=base.weights.to_dict(),
+        weights=t.weights.to_dict(),
+        weights_lm=t.with_lm.weights.to_dict(),
+        weights_no_lm=t.without_lm.weights.to_dict(),
+        guard=t.guard,
         grid={"lm": list(lm_grid), "length_per_lm": list(length_grid), "beta": beta, "bonus_no_lm": list(bonus_grid),
-              "evaluated": res.evaluated + base.evaluated, "chosen_length_per_lm": res.length_per_lm,
-              "on_edge": res.on_edge + base.on_edge},
-        dev={**evaluate_split(ev_dev, dev_scores, res.weights, base.weights),
-             "ids": [nb.utt_id for nb in ev_dev.lists]},
-        test={**evaluate_split(ev_test, test_scores, res.weights, base.weights),
-              "ids": [nb.utt_id for nb in ev_test.lists]},
+              "evaluated": t.with_lm.evaluated + t.without_lm.evaluated,
+              "chosen_length_per_lm": t.with_lm.length_per_lm, "on_edge": t.with_lm.on_edge + t.without_lm.on_edge},
+        dev={**evaluate_split(ev_dev, dev_scores, **rows), "ids": [nb.utt_id for nb in ev_dev.lists]},
+        test={**evaluate_split(ev_test, test_scores, **rows), "ids": [nb.utt_id for nb in ev_test.lists]},
     )
-    if dev is None:
-        report["all"] = evaluate_split(ev_all, lm_scores)  # first and oracle; reranked only on held-out test
-    return res.weights, report
+    if dev is None:  # the whole input, dev included (tuned on): optimistic next to test
+        report["all"] = evaluate_split(ev_all, lm_scores, **rows)
+    return t.weights, report
 
 
 def format_report(report: dict) -> str:
@@ -708,8 +851,12 @@ def format_report(report: dict) -> str:
     unit = "%" if report["metric"] in ("wer", "cer") else ""
     lines = []
     w = report["weights"]
-    lines.append(f"weights: lm {w['lm']:g}, length {w['length']:g}/word, beta {w['beta']:g} (rank prior, lists "
-                 f"without first-pass scores){'' if report.get('tuned') else ' (given, not tuned)'}")
+    prior = (f"rank prior -{w['beta']:g}*rank for lists without first-pass scores" if w.get("prior") == "rank"
+             else "no rank prior")
+    lines.append(f"weights: lm {w['lm']:g}, length {w['length']:g}/word, {prior}"
+                 f"{'' if report.get('tuned') else ' (given, not tuned)'}")
+    if "prior_note" in report:
+        lines.append(f"note: {report['prior_note']}")
     if "lm_score" in report:
         what = {"sum": "sum over tokens", "mean": "mean per token (length-normalised)"}[report["lm_score"]]
         dev = report.get("lm_score_dev")
@@ -717,19 +864,34 @@ def format_report(report: dict) -> str:
         lines.append(f"LM score: {what}{chosen}")
     for edge in report.get("grid", {}).get("on_edge", []):
         lines.append(f"warning: optimum on the grid's edge: {edge}; widen the grid")
-    if "weights_no_lm" in report:
+    if "no_lm" in report.get("test", report.get("dev", {})):
         b = report["weights_no_lm"]["length"]
         lines.append(f"no_lm: without the LM: first-pass score (or rank prior) and a word bonus of {b:g}/word "
                      f"({'tuned on dev' if report.get('tuned') else 'the given weights with lm 0'})")
+    g = report.get("guard")
+    if g:
+        wl = report["weights_lm"]
+        lines.append(f"with_lm: the LM weights tuned on dev: lm {wl['lm']:g}, length {wl['length']:g}/word")
+        verdict = ("significant: the LM is used (reranked = with_lm)" if g["significant"] else
+                   "not significant: the LM is NOT used; the first pass is kept (reranked = no_lm)")
+        lines.append(f"dev gain of with_lm over no_lm (positive = better): {g['gain']:+.2f} {name} points, "
+                     f"{100 * g['confidence']:g}% CI [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}] (paired bootstrap "
+                     f"over {report['dev']['num_utterances']} dev utterances, {g['resamples']} resamples, seed "
+                     f"{g['seed']}): {verdict}")
     for split in ("dev", "test", "all"):
         r = report.get(split)
         if not r:
             continue
-        parts = [f"{k} {r[k]:.2f}{unit}" for k in ("first", "oracle", "lm_only", "no_lm", "reranked") if k in r]
-        lines.append(f"{split:>4} ({r['num_utterances']} utterances) {name}: " + ", ".join(parts))
+        parts = [f"{k} {r[k]:.2f}{unit}" for k in ("first", "oracle", "lm_only", "no_lm", "with_lm", "reranked")
+                 if k in r]
+        label = {"all": "all (dev + test; dev was tuned on)"}.get(split, split)
+        ties = f"; {r['ties']} tied choices (the earlier position won)" if r.get("ties") else ""
+        lines.append(f"{label:>4} ({r['num_utterances']} utterances) {name}: " + ", ".join(parts) + ties)
     test = report.get("test", {})
-    if "no_lm" in test and "reranked" in test:
-        gain = test["reranked"] - test["no_lm"]
+    if "no_lm" in test and ("with_lm" in test or "reranked" in test):
+        lm = test.get("with_lm", test.get("reranked"))
+        gain = (lm - test["no_lm"]) * (1 if report["higher_is_better"] else -1) + 0.0
+        unused = "" if g is None or g["significant"] else "; not applied: its dev gain was not significant"
         lines.append(f"the LM's own gain on test: {name} {test['no_lm']:.2f}{unit} without it, "
-                     f"{test['reranked']:.2f}{unit} with it ({gain:+.2f})")
+                     f"{lm:.2f}{unit} with it (gain {gain:+.2f}{unused})")
     return "\n".join(lines)

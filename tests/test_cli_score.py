@@ -176,7 +176,7 @@ def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libr
     rep = json.loads((tmp_path / "rep.json").read_text())
     assert rep["dev"]["num_utterances"] == rep["test"]["num_utterances"] == 20
     assert sorted(rep["dev"]["ids"] + rep["test"]["ids"], key=int) == [str(i) for i in range(40)]
-    assert set(rep["weights"]) == {"lm", "length", "beta"} and rep["method"] == "electric"
+    assert set(rep["weights"]) == {"lm", "length", "beta", "prior"} and rep["method"] == "electric"
     # fixed weights with LM weight 0: the input order comes back and reranked WER = first-hypothesis WER
     rc, out, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", path, "--out", tmp_path / "r0.json",
                        "--lm-weight", "0", "--json", "--quiet")
@@ -184,6 +184,38 @@ def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libr
     rep = json.loads(out)
     assert rep["test"]["reranked"] == rep["test"]["first"]
     assert [d["input"] for d in json.loads((tmp_path / "r0.json").read_text())] == [it["input"] for it in items]
+
+
+def test_rerank_says_what_the_prior_assumed_and_keeps_the_first_pass_without_a_significant_gain(
+        capsys, disc_dir, libri40, tmp_path):
+    """Lists without first-pass scores get no rank prior unless --prior rank says their order is a first-pass
+    order; a random-weight model's scores are noise, so tuning keeps the first pass and says so."""
+    path, items = libri40
+    rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", path, "--quiet", "--report",
+                       tmp_path / "rep.json")
+    assert rc == 0, err
+    rep = json.loads((tmp_path / "rep.json").read_text())
+    assert rep["weights"]["prior"] == "none" and "note: prior none: all lists have no first-pass scores" in out
+    assert "--prior rank" in out and "no rank prior" in out
+    g = rep["guard"]
+    assert g["kept"] == "no_lm" and not g["significant"] and rep["weights"]["lm"] == 0
+    assert f"CI [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}]" in out and "the LM is NOT used" in out
+    assert {"first", "oracle", "lm_only", "no_lm", "with_lm", "reranked", "ties"} <= set(rep["test"])
+    assert "reranked" in rep["all"]
+    rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", path, "--prior", "rank", "--beta", "2",
+                       "--quiet", "--json")
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["weights"]["prior"] == "rank" and rep["weights"]["beta"] == 2 and "taken as a first-pass order" in \
+        rep["prior_note"]
+    rc, _, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", path, "--beta", "2", "--quiet")
+    assert rc == 2 and "--prior rank" in err
+    # fixed weights without an LM or a prior: every list ties, the first position wins, and the count is shown
+    rc, out, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", path, "--out", tmp_path / "r.json",
+                       "--lm-weight", "0", "--quiet")
+    assert rc == 0, err
+    assert "40 tied choices (the earlier position won)" in out
+    assert [it["input"] for it in json.loads((tmp_path / "r.json").read_text())] == [it["input"] for it in items]
 
 
 def test_eval_nbest_with_a_dev_file_and_first_pass_scores(capsys, disc_dir, atis30):

@@ -19,12 +19,14 @@ from electric.nbest import (
     detect_format,
     format_report,
     make_metric,
+    paired_bootstrap,
     read_nbest,
     rerank_lists,
     rerank_report,
     reranked_nbest,
     split_dev,
     tune_weights,
+    unreorderable_fields,
     write_nbest,
 )
 
@@ -135,8 +137,10 @@ def test_missing_reference_for_a_report_names_the_utterance(tmp_path):
 def test_combination_formula_and_rank_prior():
     nb = NBestList("u", ["a b c", "a b", "x"])
     lm = [-10.0, -4.0, -1.0]
-    w = Weights(lm=0.5, length=2.0, beta=3.0)
+    w = Weights(lm=0.5, length=2.0, beta=3.0, prior="rank")
     np.testing.assert_allclose(combine(nb, lm, w), [0 - 5 + 6, -3 - 2 + 4, -6 - 0.5 + 2])
+    # without prior "rank" a list without first-pass scores has no a(h): its order means nothing
+    np.testing.assert_allclose(combine(nb, lm, Weights(lm=0.5, length=2.0, beta=3.0)), [-5 + 6, -2 + 4, -0.5 + 2])
     scored = NBestList("v", ["a", "b"], first_pass_scores=[-7.0, -1.0])
     np.testing.assert_allclose(combine(scored, [0.0, 0.0], w), [-7 + 2, -1 + 2])  # first pass replaces the prior
     (r,) = rerank_lists([nb], [lm], w)
@@ -182,7 +186,7 @@ def test_grid_edge_is_reported():
     lists = [NBestList(str(i), ["a b", "a c"], ref="a c") for i in range(4)]
     ev = Evaluator(lists, make_metric("wer"))
     lm = [np.array([0.0, 0.5])] * 4  # a weak but right preference: only the largest LM weight beats the prior
-    res = tune_weights(ev, Components.of(lists, lm), lm_grid=[0, 0.1, 1, 10], length_grid=[0])
+    res = tune_weights(ev, Components.of(lists, lm), lm_grid=[0, 0.1, 1, 10], length_grid=[0], prior="rank")
     assert res.weights.lm == 10 and res.on_edge and "maximum" in res.on_edge[0]
 
 
@@ -306,9 +310,157 @@ def test_reports_show_the_dev_tuned_result_without_the_lm():
     assert report["grid"]["bonus_no_lm"][0] == 0.0 and report["test"]["reranked"] == report["test"]["no_lm"]
     text = format_report(report)
     assert "no_lm 0.00%" in text and "without the LM" in text and "tuned on dev" in text
-    assert "the LM's own gain on test: WER 0.00% without it, 0.00% with it (+0.00)" in text
+    assert ("the LM's own gain on test: WER 0.00% without it, 0.00% with it (gain +0.00; not applied: its dev gain "
+            "was not significant)") in text
     # with given weights, no_lm is the same weights with the LM weight set to 0
     _, fixed = rerank_report(lists, lm, weights=Weights(lm=2.0, length=-1.0, beta=1.0))
-    assert fixed["weights_no_lm"] == {"lm": 0.0, "length": -1.0, "beta": 1.0}
+    assert fixed["weights_no_lm"] == {"lm": 0.0, "length": -1.0, "beta": 1.0, "prior": "none"}
     assert fixed["test"]["no_lm"] == fixed["test"]["first"]  # a word penalty keeps the shorter first hypothesis
     assert "the given weights with lm 0" in format_report(fixed)
+
+
+# ---- the guard: the LM is kept only when its dev gain is significant ------------------------------------------
+
+
+def test_paired_bootstrap_by_hand():
+    lists = [NBestList(str(i), ["a b", "a c"], ref="a c") for i in range(10)]  # hypothesis 1 is right, 0 is not
+    ev = Evaluator(lists, make_metric("wer"))
+    first, right = np.zeros(10, dtype=np.int64), np.ones(10, dtype=np.int64)
+    same = paired_bootstrap(ev, first, first, seed=1)
+    assert same["gain"] == 0 and same["ci"] == [0.0, 0.0] and not same["significant"]
+    better = paired_bootstrap(ev, first, right, seed=1)  # 50% -> 0% WER on every resample
+    assert better["gain"] == better["ci"][0] == better["ci"][1] == 50.0 and better["significant"]
+    half = np.array([1] * 5 + [0] * 5)
+    worse = paired_bootstrap(ev, right, half, resamples=500, seed=2, confidence=0.9)
+    assert worse["gain"] == -25.0 and worse["ci"][0] < -25.0 < worse["ci"][1] < 0 and not worse["significant"]
+    assert worse == paired_bootstrap(ev, right, half, resamples=500, seed=2, confidence=0.9)  # seeded
+    assert {k: worse[k] for k in ("confidence", "resamples", "seed")} == {"confidence": 0.9, "resamples": 500,
+                                                                         "seed": 2}
+
+
+@pytest.fixture(scope="module")
+def atis():
+    """All 809 ATIS test lists (with am_score first-pass scores) and their per-hypothesis word errors."""
+    lists, _ = read_nbest(require_shared("nbest/atis_test.whisper5best.json"))
+    ev = Evaluator(lists, make_metric("wer"))
+    return lists, [ev.stats[u, : len(nb.hyps), 0] for u, nb in enumerate(lists)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_guard_keeps_the_first_pass_on_pure_noise_lm_scores(atis, seed):
+    """Tuning alone finds LM weights that look better on dev (by chance); the guard does not keep them."""
+    lists, _ = atis
+    rng = np.random.default_rng(seed)
+    noise = [rng.normal(size=len(nb.hyps)) for nb in lists]
+    w, report = rerank_report(lists, noise, dev_fraction=0.5, seed=seed)
+    g = report["guard"]
+    assert report["weights_lm"]["lm"] > 0 and report["dev"]["with_lm"] < report["dev"]["no_lm"]  # chance "gain"
+    assert g["gain"] > 0 and g["ci"][0] <= 0 < g["ci"][1] and not g["significant"] and g["kept"] == "no_lm"
+    assert w.lm == 0 and report["weights"] == report["weights_no_lm"]
+    for split in ("dev", "test", "all"):
+        assert report[split]["reranked"] == report[split]["no_lm"]
+    text = format_report(report)
+    assert "not significant: the LM is NOT used; the first pass is kept" in text
+    assert f"95% CI [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}]" in text and "1000 resamples, seed" in text
+
+
+def test_guard_keeps_a_real_signal(atis):
+    """An LM that knows something (a noisy count of each hypothesis' errors) is kept, with its interval."""
+    lists, errors = atis
+    rng = np.random.default_rng(0)
+    lm = [-e + rng.normal(size=len(e)) for e in errors]
+    w, report = rerank_report(lists, lm, dev_fraction=0.5, seed=0)
+    g = report["guard"]
+    assert g["significant"] and g["kept"] == "lm" and 0 < g["ci"][0] <= g["gain"] <= g["ci"][1]
+    assert w.lm > 0 and report["weights"] == report["weights_lm"]
+    t = report["test"]
+    assert t["reranked"] == t["with_lm"] < t["no_lm"] <= t["first"] and t["oracle"] <= t["reranked"]
+    assert "significant: the LM is used" in format_report(report)
+
+
+def test_the_all_row_has_the_reranked_figure(atis):
+    lists, errors = atis
+    lm = [-e for e in errors]
+    _, report = rerank_report(lists, lm, dev_fraction=0.5, seed=0)
+    assert {"first", "oracle", "lm_only", "no_lm", "with_lm", "reranked"} <= set(report["all"])
+    ev = Evaluator(lists, make_metric("wer"))
+    best = [r.hyps[0] for r in rerank_lists(lists, lm, Weights(**report["weights"]))]
+    assert report["all"]["reranked"] == pytest.approx(corpus_score("wer", lists, best), abs=1e-9)
+    assert report["all"]["reranked"] < ev.first()
+    assert "all (dev + test; dev was tuned on)" in format_report(report)
+
+
+# ---- what the prior assumes; ties ------------------------------------------------------------------------------
+
+
+def test_unordered_lists_get_no_rank_prior_by_default():
+    """Candidates of several MT systems in alphabetical order: the order says nothing, so by default it is not
+    a prior; the LM and the word bonus choose, and the report says what was assumed."""
+    lists = [NBestList(str(i), [f"a sys{i} output", f"the right output {i}"], ref=f"the right output {i}")
+             for i in range(30)]
+    lm = [np.array([-3.0, -2.0]) for _ in lists]  # a weak but right preference, below the rank prior's step of 1
+    (r,) = rerank_lists(lists[:1], lm[:1], Weights(lm=0.5))
+    assert r.order == [1, 0] and r.prior == [0.0, 0.0]
+    (r,) = rerank_lists(lists[:1], lm[:1], Weights(lm=0.5, prior="rank"))  # the order as a first-pass order
+    assert r.order == [0, 1] and r.prior == [0.0, -1.0]
+    w, report = rerank_report(lists, lm, dev_fraction=0.5)
+    assert w.prior == "none" and report["test"]["reranked"] == 0.0 < report["test"]["first"]
+    assert "prior none: all lists have no first-pass scores" in report["prior_note"]
+    text = format_report(report)
+    assert "no rank prior" in text and "note: prior none" in text and "--prior rank" in text
+    _, ranked = rerank_report(lists, lm, dev_fraction=0.5, prior="rank", lm_grid=[0, 0.5], length_grid=[0])
+    assert ranked["weights"]["prior"] == "rank" and "taken as a first-pass order" in ranked["prior_note"]
+    assert ranked["test"]["with_lm"] == ranked["test"]["first"]  # the prior wins over the weak LM
+    scored = [NBestList(nb.utt_id, nb.hyps, [0.0, -1.0], nb.ref) for nb in lists]
+    assert "prior_note" not in rerank_report(scored, lm, dev_fraction=0.5)[1]  # nothing was assumed
+
+
+def test_ties_go_to_the_earlier_position_and_are_counted():
+    lists = [NBestList("a", ["x y", "x z", "w"], ref="x z"), NBestList("b", ["p", "q"], ref="q"),
+             NBestList("c", ["only"], ref="only"), NBestList("d", ["same", "same", "other"], [-1.0, -1.0, -2.0], "same")]
+    lm = [np.array([-1.0, -1.0, -5.0]), np.array([-2.0, -1.0]), np.array([0.0]), np.array([-1.0, -1.0, -1.0])]
+    ra, rb, rc, rd = rerank_lists(lists, lm, Weights(lm=1.0))
+    assert ra.order == [0, 1, 2] and ra.tied and not rb.tied and rb.order == [1, 0] and not rc.tied
+    assert rd.order == [0, 1, 2] and not rd.tied  # a duplicate of the chosen text is no tie
+    assert ra.to_dict()["tied"] is True
+    _, report = rerank_report(lists, lm, weights=Weights(lm=1.0))
+    assert report["test"]["ties"] == 1
+    _, report = rerank_report(lists, lm, weights=Weights(lm=0.0))  # no LM, no prior: lists a and b tie
+    assert report["test"]["ties"] == 2 and report["test"]["reranked"] == report["test"]["first"]
+    assert "2 tied choices (the earlier position won)" in format_report(report)
+    assert rerank_report(lists, lm, weights=Weights(lm=0.0, prior="rank"))[1]["test"]["ties"] == 0
+
+
+# ---- per-hypothesis fields follow their hypotheses -----------------------------------------------------------
+
+
+def test_reranked_hyporadise_items_reorder_every_per_hypothesis_field(tmp_path):
+    items = [{"id": "u1", "input": ["a b", "a c", "d"], "output": "a c", "score": [-1.0, -2.0, -3.0],
+              "am_score": [-10.0, -20.0, -30.0], "ctc": [[1], [2], [3]], "speaker": "s1", "words": ["x", "y", "z"]},
+             {"id": "u2", "input": ["p", "q"], "output": "q", "score": [-1.0, -1.5], "am_score": [-5.0, -6.0],
+              "ctc": [[4], [5]], "words": ["only one"]}]
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(items))
+    lists, fmt = read_nbest(src)
+    assert lists[0].hyp_extra[1] == {"am_score": -20.0, "ctc": [2]} and lists[0].extra == {
+        "id": "u1", "speaker": "s1", "words": ["x", "y", "z"]}  # "words": one per hypothesis in u1 only
+    write_nbest(lists, tmp_path / "same.json", fmt)
+    assert json.loads((tmp_path / "same.json").read_text()) == items  # round trip
+    lm = [np.array([0.0, 5.0, 1.0]), np.array([0.0, 5.0])]
+    reranked = rerank_lists(lists, lm, Weights(lm=1.0))
+    dropped = unreorderable_fields(lists)
+    assert dropped == ["words"]
+    write_nbest([reranked_nbest(nb, r, dropped) for nb, r in zip(lists, reranked, strict=True)],
+                tmp_path / "out.json", fmt)
+    out = json.loads((tmp_path / "out.json").read_text())
+    for item, orig in zip(out, items, strict=True):
+        order = [orig["input"].index(h) for h in item["input"]]
+        assert order[0] == 1 and "words" not in item
+        for k in ("score", "am_score", "ctc"):
+            assert item[k] == [orig[k][i] for i in order], k
+        assert item["total_score"] == sorted(item["total_score"], reverse=True) and len(item["lm_score"]) == len(order)
+    assert out[0]["speaker"] == "s1" and out[0]["id"] == "u1"
+    # the same lists as ESPnet: the per-hypothesis fields go into each hypothesis
+    write_nbest(lists, tmp_path / "e.json", "espnet")
+    assert json.loads((tmp_path / "e.json").read_text())["u1"]["hyp_2"] == {"score": -2.0, "text": "a c",
+                                                                           "am_score": -20.0, "ctc": [2]}

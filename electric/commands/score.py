@@ -248,6 +248,7 @@ def _nbest_job(args, *, write: bool) -> int:
         rerank_report,
         reranked_nbest,
         score_nbest,
+        unreorderable_fields,
         write_nbest,
     )
 
@@ -258,9 +259,13 @@ def _nbest_job(args, *, write: bool) -> int:
     fixed = [args.lm_weight, args.length_weight]
     if any(v is not None for v in fixed) and (args.dev or args.dev_fraction is not None):
         raise InputError("give either fixed weights (--lm-weight/--length-weight) or a dev split to tune on, not both")
+    if args.beta is not None and args.prior != "rank":
+        raise InputError("--beta weighs the rank prior, which only --prior rank applies (say so when the lists' "
+                         "order is a first-pass order)")
+    beta = 1.0 if args.beta is None else args.beta
     weights = None
     if any(v is not None for v in fixed):
-        weights = Weights(lm=args.lm_weight or 0.0, length=args.length_weight or 0.0, beta=args.beta)
+        weights = Weights(lm=args.lm_weight or 0.0, length=args.length_weight or 0.0, beta=beta, prior=args.prior)
     dev_lists = None
     if weights is None:
         if args.dev:
@@ -292,7 +297,7 @@ def _nbest_job(args, *, write: bool) -> int:
             lists, test_scores, metric=args.metric,
             dev=(dev_lists, dev_scores) if dev_lists is not None else None,
             dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed,
-            weights=weights, lm_grid=lm_grid, length_grid=length_grid, beta=args.beta, path=args.nbest,
+            weights=weights, lm_grid=lm_grid, length_grid=length_grid, beta=beta, prior=args.prior, path=args.nbest,
             dev_path=args.dev, need_refs=not write)
         tried[kind] = (w, rep, test_scores)
     kind, dev_of = kinds[0], None
@@ -308,21 +313,24 @@ def _nbest_job(args, *, write: bool) -> int:
     if write:
         out_fmt = args.out_format or fmt
         reranked = rerank_lists(lists, test_scores, weights)
-        write_nbest([reranked_nbest(nb, r) for nb, r in zip(lists, reranked, strict=True)], args.out, out_fmt)
-        report["out"] = str(args.out)
+        dropped = unreorderable_fields(lists)  # one entry per hypothesis in some lists only: cannot follow them
+        write_nbest([reranked_nbest(nb, r, dropped) for nb, r in zip(lists, reranked, strict=True)], args.out,
+                    out_fmt)
+        report.update(out=str(args.out), out_ties=sum(r.tied for r in reranked), out_dropped_fields=dropped)
     if args.report:
         _write_json(args.report, report)
     if args.json:
         print(json.dumps(report, indent=1, ensure_ascii=False))
     else:
-        if "test" in report or "dev" in report:
-            print(format_report(report))
-        else:
-            w = report["weights"]
-            print(f"weights: lm {w['lm']:g}, length {w['length']:g}/word, beta {w['beta']:g} (given); no references, "
-                  "so no error rates")
+        print(format_report(report))
+        if "test" not in report and "dev" not in report:
+            print("no references, so no error rates")
         if write:
-            print(f"reranked lists ({len(lists)} utterances, {args.out_format or fmt}) -> {args.out}")
+            ties = f"; {report['out_ties']} tied choices (the earlier position won)" if report["out_ties"] else ""
+            print(f"reranked lists ({len(lists)} utterances, {args.out_format or fmt}) -> {args.out}{ties}")
+            if report["out_dropped_fields"]:
+                print(f"note: dropped from {args.out}: {', '.join(report['out_dropped_fields'])} (one entry per "
+                      "hypothesis in some lists only, so they cannot be reordered with the hypotheses)")
         if args.report:
             print(f"report -> {args.report}")
     return 0
@@ -348,16 +356,21 @@ def _nbest_options(p: argparse.ArgumentParser, write: bool) -> None:
         g.add_argument("--out-format", choices=FORMATS, help="output format (default: the input's)")
     g.add_argument("--metric", choices=METRICS, default="wer", help="tuning and report metric (default wer; "
                                                                   "bleu or chrf for translation)")
-    t = p.add_argument_group("weights: total = a + lm*LM + length*words, a = first-pass score or -beta*rank")
+    t = p.add_argument_group("weights: total = a + lm*LM + length*words, a = first-pass score, -beta*rank "
+                             "(--prior rank) or 0")
     split = t.add_mutually_exclusive_group()
     split.add_argument("--dev", help="tune on this n-best file (same format) and report on all of --nbest")
     split.add_argument("--dev-fraction", type=float,
                        help="tune on this seeded fraction of --nbest, report on the rest (default 0.5)")
     t.add_argument("--dev-refs", help="references for a plain text --dev file")
-    t.add_argument("--seed", type=int, default=0, help="seed of the dev split (default 0)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the dev split and of the bootstrap that decides "
+                                                      "whether the LM is used (default 0)")
     t.add_argument("--lm-weight", type=float, help="fixed LM weight: no tuning")
     t.add_argument("--length-weight", type=float, help="fixed per-word bonus: no tuning")
-    t.add_argument("--beta", type=float, default=1.0, help="rank prior for lists without first-pass scores (1)")
+    t.add_argument("--prior", choices=("none", "rank"), default="none",
+                   help="lists without first-pass scores: 'rank' when their order is a first-pass order (best "
+                        "first; a = -beta*rank), 'none' (default) when it means nothing (LM + word bonus alone)")
+    t.add_argument("--beta", type=float, help="weight of the rank prior of --prior rank (default 1)")
     t.add_argument("--lm-score", choices=("auto", "sum", "mean"), default="auto",
                    help="LM score: sum over tokens (the PLL), or its mean per token (length-normalised); auto "
                         "(default) tunes both and keeps the one better on dev; with fixed weights auto = sum")
