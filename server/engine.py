@@ -38,7 +38,7 @@ import numpy as np
 from electric import __version__
 from electric.backend import MANIFEST, load_backend
 from electric.calibration import describe as describe_calibration
-from electric.nbest import NBestList, Weights, rerank_lists
+from electric.nbest import PRIORS, NBestList, Weights, rerank_lists
 from electric.scoring import InputTooLongError, electra_detect, electric_score, pad_rows, resolve_model_dir
 from server import pipelines
 from server.errors import (
@@ -362,9 +362,10 @@ class Engine:
 
     async def rerank(self, lists: Sequence[tuple[str | None, Sequence[str], Sequence[float] | None]], *,
                      lm_weight: float | None = None, length_weight: float | None = None,
-                     beta: float | None = None, truncate: bool = False) -> Answer:
+                     beta: float | None = None, prior: str | None = None, truncate: bool = False) -> Answer:
         """Score every hypothesis of every list (id, hypotheses, first-pass scores or None) in one submission,
-        then reorder each list with electric.nbest.rerank_lists, as `electric rerank` does."""
+        then reorder each list with electric.nbest.rerank_lists, as `electric rerank` does. `prior` ("rank" or
+        "none"): whether a list without scores gets -beta * rank."""
         with self._admitted():
             slot = self._slot(None, ("discriminator",))
             if not lists:
@@ -383,9 +384,11 @@ class Engine:
                                         None if scores is None else [float(s) for s in scores]))
             self._check_count(len(flat), "hypotheses")
             s = self.settings
+            if prior is not None and prior not in PRIORS:
+                raise ValidationError(f"weights.prior must be one of {', '.join(PRIORS)}, got {prior!r}")
             weights = Weights(lm=s.lm_weight if lm_weight is None else lm_weight,
                               length=s.length_weight if length_weight is None else length_weight,
-                              beta=s.beta if beta is None else beta)
+                              beta=s.beta if beta is None else beta, prior=s.prior if prior is None else prior)
             timing = Timing()
             enc = await self._encode(slot, pipelines.encode_texts, flat, truncate,
                                      lambda k: "lists[{}].hypotheses[{}]".format(*where[k]), timing)
@@ -440,7 +443,7 @@ class Engine:
                            "max_batch_tokens": s.max_batch_tokens, "max_batch_size": s.max_batch_size,
                            "max_concurrent_requests": s.max_concurrent_requests, "max_body_bytes": s.max_body_bytes,
                            "max_wait_ms": s.max_wait_ms, "request_timeout_s": s.request_timeout_s},
-                "rerank_defaults": {"lm": s.lm_weight, "length": s.length_weight, "beta": s.beta}}
+                "rerank_defaults": {"lm": s.lm_weight, "length": s.length_weight, "beta": s.beta, "prior": s.prior}}
 
     # ---- queue and batches ---------------------------------------------------------------------------
 

@@ -108,11 +108,12 @@ def add_routes(app: FastAPI) -> None:
 
     @app.post("/v1/rerank", response_model=schemas.RerankResponse, responses=schemas.ERROR_RESPONSES,
               dependencies=auth, tags=["scoring"],
-              summary="Reorder n-best lists: first-pass score (or -beta * rank) + lm * PLL + length * words")
+              summary="Reorder n-best lists: first-pass score (or -beta * rank with prior rank) + lm * PLL + "
+                      "length * words")
     async def rerank(body: schemas.RerankRequest, request: Request) -> Response:
         w = body.weights or schemas.RerankWeights()
         a = await _call(request, _engine(request).rerank(body.as_lists(), lm_weight=w.lm, length_weight=w.length,
-                                                         beta=w.beta, truncate=body.truncate))
+                                                         beta=w.beta, prior=w.prior, truncate=body.truncate))
         return _json({"model": a.model, "weights": a.extra["weights"], "results": [r.to_dict() for r in a.results]},
                      headers=_timing_headers(a))
 

@@ -9,7 +9,7 @@ engine, the same for HTTP and gRPC.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -100,14 +100,20 @@ class NBestList(BaseModel):
     id: Text | None = Field(None, description="utterance id, echoed as utt_id (default: the list's position)")
     hypotheses: list[Text] = Field(min_length=1, description="hypotheses in the first pass's order (best first)")
     scores: list[float] | None = Field(None, min_length=1, description="first-pass scores, one per hypothesis, "
-                                       "higher = better (e.g. am_score); without them the prior is -beta * rank")
+                                       "higher = better (e.g. am_score); without them the prior is -beta * rank "
+                                       "with weights.prior \"rank\", else none")
 
 
 class RerankWeights(BaseModel):
     model_config = _STRICT
     lm: float | None = Field(None, description="lambda_lm: weight of the Electric PLL")
     length: float | None = Field(None, description="lambda_len: bonus per word")
-    beta: float | None = Field(None, description="the -beta * rank prior used when a list has no scores")
+    beta: float | None = Field(None, description="the -beta * rank prior used when a list has no scores and "
+                                                 "prior is \"rank\"")
+    prior: Literal["rank", "none"] | None = Field(None, description="a list without scores: \"rank\" when its order "
+                                                                   "is a first-pass order (best first), \"none\" "
+                                                                   "when the order means nothing (LM + word bonus "
+                                                                   "alone; ties go to the earlier position)")
 
 
 class RerankRequest(BaseModel):
@@ -116,7 +122,7 @@ class RerankRequest(BaseModel):
          "scores": [-4.1, -4.3], "weights": {"lm": 0.3, "length": 0.5}},
         {"lists": [{"id": "utt1", "hypotheses": ["i want to fly to dallas", "i want to fly to dulles"]},
                    {"id": "utt2", "hypotheses": ["list all flights", "list all fights"]}],
-         "weights": {"lm": 1.0, "beta": 2.0}})
+         "weights": {"lm": 1.0, "beta": 2.0, "prior": "rank"}})
     lists: list[NBestList] | None = Field(None, min_length=1, description="many n-best lists ...")
     hypotheses: list[Text] | None = Field(None, min_length=1, description="... or one list")
     scores: list[float] | None = Field(None, min_length=1, description="first-pass scores of the one list")
@@ -141,7 +147,7 @@ class RankedHypothesis(BaseModel):
     text: str
     rank: int = Field(description="position in the request's list (0 = the first pass's best)")
     total: float = Field(description="prior + lm_weight * lm + length_weight * words")
-    prior: float = Field(description="the first-pass score, or -beta * rank")
+    prior: float = Field(description="the first-pass score, or -beta * rank (prior \"rank\"), or 0")
     lm: float = Field(description="Electric PLL of the text")
     words: int
 
@@ -150,6 +156,7 @@ class RerankResult(BaseModel):
     utt_id: str
     best: str = Field(description="the text of the top hypothesis")
     order: list[int] = Field(description="original positions, best first")
+    tied: bool = Field(description="a hypothesis of another text has the best total too: the earlier position won")
     hyps: list[RankedHypothesis] = Field(description="best first")
 
 
@@ -157,14 +164,15 @@ class AppliedWeights(BaseModel):
     lm: float
     length: float
     beta: float
+    prior: Literal["rank", "none"]
 
 
 class RerankResponse(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "scorer", "weights": {
-        "lm": 1.0, "length": 0.0, "beta": 1.0}, "results": [{"utt_id": "0", "best": "list all flights", "order": [0, 1],
-                                                             "hyps": [{"text": "list all flights", "rank": 0,
-                                                                       "total": -9.1, "prior": 0.0, "lm": -9.1,
-                                                                       "words": 3}]}]}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "model": "scorer", "weights": {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none"},
+        "results": [{"utt_id": "0", "best": "list all flights", "order": [0, 1], "tied": False,
+                     "hyps": [{"text": "list all flights", "rank": 0, "total": -9.1, "prior": 0.0, "lm": -9.1,
+                               "words": 3}]}]}]})
     model: str
     weights: AppliedWeights
     results: list[RerankResult] = Field(description="one per list, in request order")

@@ -84,8 +84,11 @@ class Settings(BaseSettings):
     # --- rerank defaults (a request's own weights win)
     lm_weight: float = Field(1.0, description="rerank: default lambda_lm (weight of the LM score)")
     length_weight: float = Field(0.0, description="rerank: default lambda_len (weight of the word count)")
-    beta: float = Field(1.0, description="rerank: default beta of the -beta*rank prior used when a list has no "
-                                         "first-pass scores")
+    beta: float = Field(1.0, description="rerank: default beta of the -beta*rank prior (prior rank) used when a "
+                                         "list has no first-pass scores")
+    prior: Literal["rank", "none"] = Field("none", description="rerank: default prior of a list without first-pass "
+                                                               "scores: rank (its order is a first-pass order: "
+                                                               "-beta*rank) or none (LM + word bonus alone)")
     # --- logging
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
     access_log: bool = Field(True, description="one JSON line per request on stderr")

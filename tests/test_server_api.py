@@ -237,15 +237,19 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
     expected = [r.to_dict() for r in rerank_lists(lists, scores, Weights(**weights))]
     body = http.post("/v1/rerank", json={"lists": [{"id": u["id"], "hypotheses": u["input"], "scores": u["am_score"]}
                                                    for u in utts], "weights": weights}).json()
-    assert body["weights"] == weights
+    assert body["weights"] == {**weights, "prior": "none"}
     assert_close(body["results"], expected)
     one = http.post("/v1/rerank", json={"hypotheses": utts[0]["input"], "scores": utts[0]["am_score"],
                                         "weights": weights}).json()
     assert one["results"][0]["order"] == expected[0]["order"] and one["results"][0]["utt_id"] == "0"
-    # no first-pass scores: the prior is -beta * rank; unset weights take the server's defaults
+    # no first-pass scores: no prior unless the request says the order is a first-pass order (prior "rank");
+    # unset weights take the server's defaults
     plain = http.post("/v1/rerank", json={"hypotheses": ["list all flights", "list all fights"]}).json()
-    assert [h["prior"] for h in sorted(plain["results"][0]["hyps"], key=lambda h: h["rank"])] == [0.0, -1.0]
-    assert plain["weights"] == {"lm": 1.0, "length": 0.0, "beta": 1.0}
+    assert [h["prior"] for h in sorted(plain["results"][0]["hyps"], key=lambda h: h["rank"])] == [0.0, 0.0]
+    assert plain["weights"] == {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none"}
+    ranked = http.post("/v1/rerank", json={"hypotheses": ["list all flights", "list all fights"],
+                                           "weights": {"prior": "rank"}}).json()
+    assert [h["prior"] for h in sorted(ranked["results"][0]["hyps"], key=lambda h: h["rank"])] == [0.0, -1.0]
     g = pb_grpc.ScoringStub(channel).Rerank(pb.RerankRequest(
         lists=[pb.NBestList(id=u["id"], hypotheses=u["input"], scores=u["am_score"]) for u in utts],
         weights=pb.RerankWeights(**weights)), metadata=GRPC_AUTH)

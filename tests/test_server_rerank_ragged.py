@@ -72,3 +72,38 @@ def test_ragged_lists_over_http_and_grpc_are_reranked_one_by_one(server, disc_di
     # a single list of one hypothesis
     one = httpx.post(f"{server.url}/v1/rerank", json={"hypotheses": ["list all flights"]}, timeout=60).json()
     assert one["results"][0]["order"] == [0] and one["results"][0]["best"] == "list all flights"
+
+
+def test_http_and_grpc_accept_prior_and_report_ties(server):
+    """A list without first-pass scores gets -beta * rank only with prior "rank"; by default (the server's
+    prior "none") its order is no prior, so with no LM every hypothesis ties and the earlier position wins, said
+    by `tied`. An unknown prior is a validation error on both transports."""
+    hyps = ["list all flights", "list all fights", "show all flights"]
+    url = f"{server.url}/v1/rerank"
+    plain = httpx.post(url, json={"hypotheses": hyps, "weights": {"lm": 0.0}}, timeout=60).json()
+    assert plain["weights"]["prior"] == "none" and plain["results"][0]["tied"] is True
+    assert plain["results"][0]["order"] == [0, 1, 2] and [h["prior"] for h in plain["results"][0]["hyps"]] == [0.0] * 3
+    ranked = httpx.post(url, json={"hypotheses": hyps, "weights": {"lm": 0.0, "prior": "rank", "beta": 2.0}},
+                        timeout=60).json()
+    assert ranked["weights"] == {"lm": 0.0, "length": 0.0, "beta": 2.0, "prior": "rank"}
+    assert ranked["results"][0]["tied"] is False and [h["prior"] for h in ranked["results"][0]["hyps"]] == [0, -2, -4]
+    # with the LM: prior none lets the LM order the list; a strong rank prior keeps the list's own order
+    lm_only = httpx.post(url, json={"hypotheses": hyps, "weights": {"prior": "none"}}, timeout=60).json()["results"][0]
+    lm = {h["text"]: h["lm"] for h in lm_only["hyps"]}
+    assert lm_only["best"] == max(hyps, key=lm.get)
+    strong = httpx.post(url, json={"hypotheses": hyps, "weights": {"prior": "rank", "beta": 1e6}}, timeout=60).json()
+    assert strong["results"][0]["order"] == [0, 1, 2]
+    bad = httpx.post(url, json={"hypotheses": hyps, "weights": {"prior": "alphabetical"}}, timeout=60)
+    assert bad.status_code == 422 and "weights.prior" in bad.text
+    with grpc.insecure_channel(server.grpc_target) as ch:
+        stub = pb_grpc.ScoringStub(ch)
+        g = stub.Rerank(pb.RerankRequest(lists=[pb.NBestList(hypotheses=hyps)], weights=pb.RerankWeights(lm=0.0)),
+                        timeout=60)
+        assert g.weights.prior == "none" and g.results[0].tied and list(g.results[0].order) == [0, 1, 2]
+        g = stub.Rerank(pb.RerankRequest(lists=[pb.NBestList(hypotheses=hyps)], weights=pb.RerankWeights(
+            lm=0.0, prior="rank", beta=2.0)), timeout=60)
+        assert g.weights.prior == "rank" and not g.results[0].tied and [h.prior for h in g.results[0].hyps] == [0, -2, -4]
+        with pytest.raises(grpc.RpcError) as ei:
+            stub.Rerank(pb.RerankRequest(lists=[pb.NBestList(hypotheses=hyps)],
+                                         weights=pb.RerankWeights(prior="alphabetical")), timeout=60)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "weights.prior" in ei.value.details()

@@ -65,14 +65,16 @@ class NBestList(_message.Message):
     def __init__(self, hypotheses: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., id: _Optional[str] = ...) -> None: ...
 
 class RerankWeights(_message.Message):
-    __slots__ = ("lm", "length", "beta")
+    __slots__ = ("lm", "length", "beta", "prior")
     LM_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     BETA_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_FIELD_NUMBER: _ClassVar[int]
     lm: float
     length: float
     beta: float
-    def __init__(self, lm: _Optional[float] = ..., length: _Optional[float] = ..., beta: _Optional[float] = ...) -> None: ...
+    prior: str
+    def __init__(self, lm: _Optional[float] = ..., length: _Optional[float] = ..., beta: _Optional[float] = ..., prior: _Optional[str] = ...) -> None: ...
 
 class RerankRequest(_message.Message):
     __slots__ = ("lists", "weights", "truncate")
@@ -101,16 +103,18 @@ class RankedHypothesis(_message.Message):
     def __init__(self, text: _Optional[str] = ..., rank: _Optional[int] = ..., total: _Optional[float] = ..., prior: _Optional[float] = ..., lm: _Optional[float] = ..., words: _Optional[int] = ...) -> None: ...
 
 class RerankResult(_message.Message):
-    __slots__ = ("utt_id", "best", "order", "hyps")
+    __slots__ = ("utt_id", "best", "order", "hyps", "tied")
     UTT_ID_FIELD_NUMBER: _ClassVar[int]
     BEST_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
     HYPS_FIELD_NUMBER: _ClassVar[int]
+    TIED_FIELD_NUMBER: _ClassVar[int]
     utt_id: str
     best: str
     order: _containers.RepeatedScalarFieldContainer[int]
     hyps: _containers.RepeatedCompositeFieldContainer[RankedHypothesis]
-    def __init__(self, utt_id: _Optional[str] = ..., best: _Optional[str] = ..., order: _Optional[_Iterable[int]] = ..., hyps: _Optional[_Iterable[_Union[RankedHypothesis, _Mapping]]] = ...) -> None: ...
+    tied: bool
+    def __init__(self, utt_id: _Optional[str] = ..., best: _Optional[str] = ..., order: _Optional[_Iterable[int]] = ..., hyps: _Optional[_Iterable[_Union[RankedHypothesis, _Mapping]]] = ..., tied: _Optional[bool] = ...) -> None: ...
 
 class RerankResponse(_message.Message):
     __slots__ = ("model", "results", "weights")
