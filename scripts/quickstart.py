@@ -9,7 +9,7 @@
 2. export it to ONNX with int8 quantisation (`electric export`);
 3. start `electric serve` on a loopback port;
 4. POST the other third of the ATIS training n-best lists to /v1/rerank to get LM scores, tune the
-   weights on them (electric.nbest.tune_weights), then POST `--utterances` ATIS test lists with those
+   weights on them (electric.nbest.tune_guarded), then POST `--utterances` ATIS test lists with those
    weights and print the WER of the first hypothesis, without the LM (the first-pass score and a word
    bonus tuned on the same dev lists: how much of the gain needs no LM), of the reranked one, and of the
    oracle;
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log(f"reusing {onnx_dir} (pass --retrain to train again)")
 
-    from electric.nbest import Components, Evaluator, NBestList, make_metric, tune_weights, tune_without_lm
+    from electric.nbest import Components, Evaluator, NBestList, make_metric, tune_guarded
 
     server = Server(onnx_dir, work)
     try:
@@ -218,11 +218,14 @@ def main(argv: list[str] | None = None) -> int:
         dev_lm = lm_scores(rerank(server.url, dev), dev)
         ev_dev = Evaluator(dev_lists, make_metric("wer"))
         dev_comps = Components.of(dev_lists, dev_lm)
-        tuned = tune_weights(ev_dev, dev_comps)
-        no_lm = tune_without_lm(ev_dev, dev_comps)  # the first-pass score and a word bonus: what the LM must beat
-        weights = {"lm": tuned.weights.lm, "length": tuned.weights.length, "beta": tuned.weights.beta}
-        log(f"tuned weights: lm {weights['lm']:g}, length {weights['length']:g} per word (dev WER "
+        guarded = tune_guarded(ev_dev, dev_comps)  # the LM is kept only when its dev gain is significant
+        tuned, no_lm, guard = guarded.with_lm, guarded.without_lm, guarded.guard
+        weights = {"lm": guarded.weights.lm, "length": guarded.weights.length, "beta": guarded.weights.beta}
+        log(f"tuned weights: lm {tuned.weights.lm:g}, length {tuned.weights.length:g} per word (dev WER "
             f"{ev_dev.first():.2f}% -> {tuned.dev_score:.2f}%; {no_lm.dev_score:.2f}% without the LM)")
+        log(f"the LM's dev gain {guard['gain']:.2f} points, {guard['confidence']:.0%} interval "
+            f"[{guard['ci'][0]:.2f}, {guard['ci'][1]:.2f}]: " + ("LM kept" if guard["significant"] else
+                                                          "not significant, the LM is NOT used"))
         log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with those weights")
         t_req = time.monotonic()
         results = rerank(server.url, atis_test, weights)
