@@ -21,8 +21,9 @@ also masks the later pieces of the same word (Kauf & Ivanova 2023, "PLL-word-l2r
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -130,9 +131,56 @@ def _windows(n: int, width: int, stride: int) -> list[Window]:
     return [Window(s + 1, s + width + 1, lo + 1, hi + 1) for s, lo, hi in zip(starts, bounds, bounds[1:], strict=False)]
 
 
+_RUST_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def rust_tokenizer(tokenizer):
+    """The `tokenizers.Tokenizer` (Rust) behind a fast transformers tokenizer, as `tokenizer(texts,
+    truncation=False)` runs it but without that call's Python wrapper: a private copy with no truncation and no
+    padding (so settings another caller leaves on the shared one never apply), made once per tokenizer.
+    Its `encode_batch` may be called from several threads."""
+    rust = _RUST_TOKENIZERS.get(tokenizer)
+    if rust is None:
+        from tokenizers import Tokenizer
+
+        rust = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        rust.no_truncation()
+        rust.no_padding()
+        rust.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
+        _RUST_TOKENIZERS[tokenizer] = rust
+    return rust
+
+
+def from_encoding(e, text: str, index: int, max_length: int, *, truncate: bool = False,
+                  window_stride: int | None = None, cls_id: int = 0, sep_id: int = 0) -> Encoded:
+    """One `Encoded` from the Rust tokenizer's encoding `e` of `text` (with [CLS]/[SEP]). Longer than
+    `max_length` tokens: `truncate` keeps the first max_length - 2 pieces, a `window_stride` makes windows of
+    max_length - 2 pieces every that many (see `encode`), neither raises `InputTooLongError` naming `index`."""
+    ids = np.asarray(e.ids, dtype=np.int64)
+    offsets = np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)
+    special = np.asarray(e.special_tokens_mask, dtype=bool)
+    word_ids, tokens = e.word_ids, e.tokens
+    n_tok = len(ids)
+    truncated, windows = False, None
+    if n_tok > max_length:
+        if truncate:
+            keep = list(range(max_length - 1)) + [n_tok - 1]
+            ids, offsets, special = ids[keep], offsets[keep], special[keep]
+            word_ids, tokens = [word_ids[k] for k in keep], [tokens[k] for k in keep]
+            truncated = True
+        elif window_stride is not None:
+            windows = _windows(n_tok - 2, max_length - 2, window_stride)
+        else:
+            raise InputTooLongError(index, n_tok, max_length)
+    return Encoded(index=index, text=text, input_ids=ids, offsets=offsets, candidates=~special, word_ids=word_ids,
+                   tokens=tokens, num_input_tokens=n_tok, truncated=truncated, windows=windows, cls_id=cls_id,
+                   sep_id=sep_id)
+
+
 def encode(tokenizer, texts: Sequence[str], max_length: int, *, truncate: bool = False,
            sliding_window: bool = False, window_stride: int | None = None, start_index: int = 0) -> list[Encoded]:
-    """Tokenise `texts` (a fast BERT/ELECTRA tokenizer) into `Encoded` items.
+    """Tokenise `texts` (a fast BERT/ELECTRA tokenizer) into `Encoded` items, with one call of the Rust
+    batch encoder (`rust_tokenizer`).
 
     A text longer than `max_length` tokens raises `InputTooLongError` (naming `start_index + i`) unless
     `truncate` (keep the first max_length - 2 pieces) or `sliding_window` (windows of max_length - 2 pieces
@@ -153,31 +201,11 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, *, truncate: bool =
         raise ValueError(f"window_stride must be between 1 and {width}, got {stride}")
     if not texts:
         return []
-    batch = tokenizer(list(texts), add_special_tokens=True, return_offsets_mapping=True, truncation=False,
-                      verbose=False)
-    out = []
+    encodings = rust_tokenizer(tokenizer).encode_batch(list(texts), add_special_tokens=True)
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-    for i, (text, e) in enumerate(zip(texts, batch.encodings, strict=True)):
-        ids = np.asarray(e.ids, dtype=np.int64)
-        offsets = np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)
-        special = np.asarray(e.special_tokens_mask, dtype=bool)
-        word_ids, tokens = list(e.word_ids), list(e.tokens)
-        n_tok = len(ids)
-        truncated, windows = False, None
-        if n_tok > max_length:
-            if truncate:
-                keep = list(range(max_length - 1)) + [n_tok - 1]
-                ids, offsets, special = ids[keep], offsets[keep], special[keep]
-                word_ids, tokens = [word_ids[k] for k in keep], [tokens[k] for k in keep]
-                truncated = True
-            elif sliding_window:
-                windows = _windows(n_tok - 2, width, stride)
-            else:
-                raise InputTooLongError(start_index + i, n_tok, max_length)
-        out.append(Encoded(index=start_index + i, text=text, input_ids=ids, offsets=offsets, candidates=~special,
-                           word_ids=word_ids, tokens=tokens, num_input_tokens=n_tok, truncated=truncated,
-                           windows=windows, cls_id=cls_id, sep_id=sep_id))
-    return out
+    return [from_encoding(e, text, start_index + i, max_length, truncate=truncate,
+                          window_stride=stride if sliding_window else None, cls_id=cls_id, sep_id=sep_id)
+            for i, (text, e) in enumerate(zip(texts, encodings, strict=True))]
 
 
 # ---- 2. batching -------------------------------------------------------------------------------------
@@ -270,11 +298,14 @@ class TextScore:
     tokens: list[TokenScore] | None = None  # with per_token=True
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        if self.tokens is None:
-            del d["tokens"]
-        if not self.truncated:
-            del d["truncated"]
+        """The fields, without `truncated` when False and `tokens` when None (built directly: asdict's deep copy
+        costs more than the rest of a server response)."""
+        d = {"text": self.text, "score": self.score, "mean": self.mean, "num_tokens": self.num_tokens,
+             "method": self.method}
+        if self.truncated:
+            d["truncated"] = True
+        if self.tokens is not None:
+            d["tokens"] = [vars(t).copy() for t in self.tokens]
         return d
 
 
@@ -308,11 +339,12 @@ class Detection:
     truncated: bool = False
 
     def to_dict(self, per_token: bool = True) -> dict:
-        d = asdict(self)
-        if not per_token:
-            del d["tokens"], d["words"]
-        if not self.truncated:
-            del d["truncated"]
+        d = {"text": self.text, "score": self.score, "mean": self.mean, "num_tokens": self.num_tokens}
+        if per_token:
+            d["tokens"] = [vars(t).copy() for t in self.tokens]
+            d["words"] = [vars(w).copy() for w in self.words]
+        if self.truncated:
+            d["truncated"] = True
         return d
 
 

@@ -13,8 +13,12 @@
   `max_wait_ms` > 0 also lets an idle worker wait that long for company.
 - Cancellation: when a client goes away (HTTP disconnect, gRPC cancel, timeout) its queued inputs are
   dropped before they reach the model.
+- Tokenisation: the inputs of all the requests that arrived since the last round are tokenised together,
+  with one call of the Rust batch encoder (server.pipelines.encode_requests), in a tokeniser thread - on
+  the event loop only when the round is small (a thread hop costs more). An input over the token limit
+  fails its request (naming the first such input) before anything reaches the model.
 - Inference (padding, forward pass and per-input post-processing) runs in one worker thread, off the
-  event loop; large requests are tokenised in another thread.
+  event loop.
 - Lifecycle: `start()` loads and warms every model, then `ready` turns true; `begin_shutdown()` refuses
   new requests and, once `shutdown_grace_s` has passed, fails the requests still in flight with
   `ShuttingDown`; `close()` waits for the queued inputs of admitted requests, then stops the worker.
@@ -57,7 +61,7 @@ from server.settings import Settings
 log = logging.getLogger("electric.server")
 
 SCORER = "scorer"  # name of the --model in /info and in responses
-INLINE_TOKENIZE_CHARS = 4096  # requests with more characters are tokenised in a thread
+INLINE_TOKENIZE_CHARS = 256  # tokenisation rounds with more characters run in the tokeniser thread
 WARMUP_TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
 
 
@@ -65,8 +69,8 @@ WARMUP_TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
 class Timing:
     """Where one request's time went (seconds); sent back as x-*-time headers / metadata."""
 
-    tokenize: float = 0.0
-    queue: float = 0.0  # from enqueue until its first batch started
+    tokenize: float = 0.0  # the tokenisation round that carried its inputs
+    queue: float = 0.0  # from submission until its first batch started, less its tokenisation
     inference: float = 0.0  # summed duration of the batches that carried its inputs
     batches: int = 0
     inputs: int = 0
@@ -82,12 +86,18 @@ class Answer:
 
 
 class _Request:
-    __slots__ = ("future", "results", "remaining", "timing", "t_enqueued", "last_batch", "started")
+    """One call's inputs (texts or pairs) on their way through tokenisation and batches. `post(encoded, row)`
+    turns one input's row of logits into its result; `names(i)` names input i in error messages."""
 
-    def __init__(self, n: int, loop: asyncio.AbstractEventLoop, timing: Timing):
+    __slots__ = ("inputs", "truncate", "names", "post", "future", "results", "remaining", "timing", "t_enqueued",
+                 "last_batch", "started")
+
+    def __init__(self, inputs: list, truncate: bool, names: Callable[[int], str],
+                 post: Callable[[Any, np.ndarray], Any], loop: asyncio.AbstractEventLoop, timing: Timing):
+        self.inputs, self.truncate, self.names, self.post = inputs, truncate, names, post
         self.future: asyncio.Future = loop.create_future()
-        self.results: list[Any] = [None] * n
-        self.remaining = n
+        self.results: list[Any] = [None] * len(inputs)
+        self.remaining = len(inputs)
         self.timing = timing
         self.t_enqueued = time.perf_counter()
         self.last_batch = -1
@@ -95,12 +105,13 @@ class _Request:
 
 
 class _Item:
-    __slots__ = ("request", "index", "ids", "token_type_ids", "post", "length", "bucket")
+    """One tokenised input (`Encoded` or `PairEncoded`) waiting for a batch."""
 
-    def __init__(self, request: _Request, index: int, ids: np.ndarray, token_type_ids: np.ndarray | None,
-                 post: Callable[[np.ndarray], Any]):
-        self.request, self.index, self.ids, self.token_type_ids, self.post = request, index, ids, token_type_ids, post
-        self.length = int(ids.shape[0])
+    __slots__ = ("request", "index", "enc", "length", "bucket")
+
+    def __init__(self, request: _Request, index: int, enc):
+        self.request, self.index, self.enc = request, index, enc
+        self.length = enc.length
         self.bucket = max(4, math.ceil(math.log2(max(self.length, 1))))  # lengths <= 16 share one bucket
 
 
@@ -118,9 +129,12 @@ class ModelSlot:
         num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
         self.regression = self.kind == "classifier" and pipelines.is_regression(backend.config, num_outputs)
         self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.calibration)
-        self.pending: list[_Item] = []
+        self.arrivals: list[_Request] = []  # submitted, not yet tokenised
+        self.arrived = asyncio.Event()
+        self.pending: list[_Item] = []  # tokenised, waiting for a batch
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task | None = None
+        self.tokenize_task: asyncio.Task | None = None
         self.metrics: _SlotMetrics | None = None
 
     def info(self) -> dict:
@@ -195,6 +209,7 @@ class Engine:
                 slot.metrics = _SlotMetrics(self.metrics, name)
                 self.models[name] = slot
                 slot.task = asyncio.create_task(self._batch_loop(slot), name=f"batcher-{name}")
+                slot.tokenize_task = asyncio.create_task(self._tokenize_loop(slot), name=f"tokenizer-{name}")
                 log.info("loaded %s (%s, %s) from %s in %.1f s", name, slot.kind, ",".join(backend.providers), path,
                          time.perf_counter() - t0)
                 if slot.kind == "discriminator":
@@ -257,10 +272,11 @@ class Engine:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
         for slot in self.models.values():
-            if slot.task is not None:
-                slot.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await slot.task
+            for task in (slot.tokenize_task, slot.task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
         self._worker.shutdown(wait=True, cancel_futures=True)
         self._tokenizer_pool.shutdown(wait=False, cancel_futures=True)
 
@@ -317,26 +333,6 @@ class Engine:
         if not text.strip():
             raise ValidationError(f"{name} is empty")
 
-    async def _encode(self, slot: ModelSlot, fn: Callable, inputs: list, truncate: bool,
-                      names: Callable[[int], str], timing: Timing) -> list:
-        t0 = time.perf_counter()
-        chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1]) for x in inputs)
-        try:
-            if chars <= INLINE_TOKENIZE_CHARS or self._loop is None:
-                encoded = fn(slot.tokenizer, inputs, slot.max_tokens, truncate)
-            else:
-                encoded = await self._loop.run_in_executor(self._tokenizer_pool, fn, slot.tokenizer, inputs,
-                                                           slot.max_tokens, truncate)
-        except InputTooLongError as e:
-            raise ValidationError(f"{names(e.index)} has {e.num_tokens} tokens ([CLS] and [SEP] included), more than "
-                                  f"the limit of {e.max_length}; shorten it or send \"truncate\": true") from None
-        timing.tokenize += time.perf_counter() - t0
-        n_tokens = sum(e.length for e in encoded)
-        timing.inputs += len(encoded)
-        timing.tokens += n_tokens
-        slot.metrics.input_tokens.inc(n_tokens)
-        return encoded
-
     # ---- the four calls ----------------------------------------------------------------------------
 
     async def score(self, texts: Sequence[str], *, per_token: bool = False, truncate: bool = False,
@@ -346,8 +342,7 @@ class Engine:
             slot = self._slot(None, ("discriminator",))
             texts = self._texts(texts, "texts")
             timing = Timing()
-            enc = await self._encode(slot, pipelines.encode_texts, texts, truncate, lambda i: f"input {i}", timing)
-            results = await self._submit(slot, [(e.input_ids, None, _post_score(e, per_token)) for e in enc], timing)
+            results = await self._submit(slot, texts, truncate, _input_name, _post_score(per_token), timing)
             return Answer(slot.name, results, timing)
 
     async def detect(self, texts: Sequence[str], *, truncate: bool = False, _internal: bool = False) -> Answer:
@@ -356,8 +351,7 @@ class Engine:
             slot = self._slot(None, ("discriminator",))
             texts = self._texts(texts, "texts")
             timing = Timing()
-            enc = await self._encode(slot, pipelines.encode_texts, texts, truncate, lambda i: f"input {i}", timing)
-            results = await self._submit(slot, [(e.input_ids, None, _post_detect(slot, e)) for e in enc], timing)
+            results = await self._submit(slot, texts, truncate, _input_name, _post_detect(slot), timing)
             return Answer(slot.name, results, timing)
 
     async def rerank(self, lists: Sequence[tuple[str | None, Sequence[str], Sequence[float] | None]], *,
@@ -390,9 +384,8 @@ class Engine:
                               length=s.length_weight if length_weight is None else length_weight,
                               beta=s.beta if beta is None else beta, prior=s.prior if prior is None else prior)
             timing = Timing()
-            enc = await self._encode(slot, pipelines.encode_texts, flat, truncate,
-                                     lambda k: "lists[{}].hypotheses[{}]".format(*where[k]), timing)
-            scored = await self._submit(slot, [(e.input_ids, None, _post_score(e, False)) for e in enc], timing)
+            scored = await self._submit(slot, flat, truncate, lambda k: "lists[{}].hypotheses[{}]".format(*where[k]),
+                                        _post_score(False), timing)
             lm = [np.zeros(len(nb.hyps)) for nb in nbests]
             for (i, j), r in zip(where, scored, strict=True):
                 lm[i][j] = r.score
@@ -408,10 +401,7 @@ class Engine:
                 raise ValidationError("give either \"texts\" or \"pairs\"")
             timing = Timing()
             if texts is not None:
-                texts = self._texts(texts, "texts")
-                enc = await self._encode(slot, pipelines.encode_texts, texts, truncate, lambda i: f"input {i}",
-                                         timing)
-                items = [(e.input_ids, None, _post_classify(slot, e)) for e in enc]
+                inputs, names, post = self._texts(texts, "texts"), _input_name, _post_classify(slot)
             else:
                 if slot.kind == "tagger":
                     raise ValidationError(f"classifier {slot.name!r} tags tokens of single texts; send \"texts\"")
@@ -421,10 +411,8 @@ class Engine:
                         raise ValidationError(f"pairs[{i}] is not a pair of two texts")
                     self._check_text(p[0], f"pairs[{i}][0]")
                     self._check_text(p[1], f"pairs[{i}][1]")
-                enc = await self._encode(slot, pipelines.encode_pairs, [tuple(p) for p in pairs], truncate,
-                                         lambda i: f"pairs[{i}]", timing)
-                items = [(e.input_ids, e.token_type_ids, _post_pair(slot, e)) for e in enc]
-            results = await self._submit(slot, items, timing)
+                inputs, names, post = [tuple(p) for p in pairs], lambda i: f"pairs[{i}]", _post_pair(slot)
+            results = await self._submit(slot, inputs, truncate, names, post, timing)
             return Answer(slot.name, results, timing)
 
     def _texts(self, texts: Sequence[str], what: str) -> list[str]:
@@ -447,15 +435,16 @@ class Engine:
 
     # ---- queue and batches ---------------------------------------------------------------------------
 
-    async def _submit(self, slot: ModelSlot, items: list[tuple], timing: Timing) -> list[Any]:
-        """Queue one request's inputs; wait for all their results (or the client going away)."""
+    async def _submit(self, slot: ModelSlot, inputs: list, truncate: bool, names: Callable[[int], str],
+                      post: Callable[[Any, np.ndarray], Any], timing: Timing) -> list[Any]:
+        """Queue one request's inputs (validated texts or pairs) for tokenisation and batches; wait for all their
+        results (or the client going away). `post(encoded, row)` makes one input's result."""
         if self.grace_over:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
-        req = _Request(len(items), asyncio.get_running_loop(), timing)
+        req = _Request(inputs, truncate, names, post, asyncio.get_running_loop(), timing)
         self._requests.add(req)
-        slot.pending.extend(_Item(req, i, ids, tt, post) for i, (ids, tt, post) in enumerate(items))
-        slot.metrics.queued.set(len(slot.pending))
-        slot.wakeup.set()
+        slot.arrivals.append(req)
+        slot.arrived.set()
         try:
             return await asyncio.wait_for(req.future, self.settings.request_timeout_s)
         except asyncio.TimeoutError:
@@ -464,6 +453,56 @@ class Engine:
             self._requests.discard(req)
             if not req.future.done():
                 req.future.cancel()  # the client went away or timed out: drop its queued inputs
+
+    async def _tokenize_loop(self, slot: ModelSlot) -> None:
+        """Tokenise every request that arrived since the last round in one round, then queue their inputs."""
+        while True:
+            if not slot.arrivals:
+                slot.arrived.clear()
+                await slot.arrived.wait()
+                continue
+            reqs = [r for r in slot.arrivals if not r.future.done()]
+            slot.arrivals = []
+            if not reqs:
+                continue
+            chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1]) for r in reqs for x in r.inputs)
+            t0 = time.perf_counter()
+            try:
+                if chars <= INLINE_TOKENIZE_CHARS:
+                    encoded = _tokenize(slot, reqs)
+                else:
+                    encoded = await asyncio.get_running_loop().run_in_executor(self._tokenizer_pool, _tokenize, slot,
+                                                                               reqs)
+            except Exception as e:  # noqa: BLE001 - fails this round's requests, not the server
+                log.exception("tokenising %d requests for %s failed", len(reqs), slot.name)
+                err = BackendError(f"tokenisation failed ({type(e).__name__})")
+                for r in reqs:
+                    if not r.future.done():
+                        r.future.set_exception(err)
+                continue
+            self._enqueue(slot, reqs, encoded, time.perf_counter() - t0)
+
+    def _enqueue(self, slot: ModelSlot, reqs: list[_Request], encoded: list, seconds: float) -> None:
+        """Queue the tokenised inputs of a round's requests; fail the ones with an input over the limit."""
+        n_tokens = 0
+        for req, enc in zip(reqs, encoded, strict=True):
+            if req.future.done():
+                continue
+            t = req.timing
+            t.tokenize += seconds
+            if isinstance(enc, InputTooLongError):
+                req.future.set_exception(ValidationError(
+                    f"{req.names(enc.index)} has {enc.num_tokens} tokens ([CLS] and [SEP] included), more than the "
+                    f"limit of {enc.max_length}; shorten it or send \"truncate\": true"))
+                continue
+            tokens = sum(e.length for e in enc)
+            t.inputs += len(enc)
+            t.tokens += tokens
+            n_tokens += tokens
+            slot.pending.extend(_Item(req, i, e) for i, e in enumerate(enc))
+        slot.metrics.input_tokens.inc(n_tokens)
+        slot.metrics.queued.set(len(slot.pending))
+        slot.wakeup.set()
 
     async def _batch_loop(self, slot: ModelSlot) -> None:
         max_wait = self.settings.max_wait_ms / 1000.0
@@ -518,7 +557,7 @@ class Engine:
             req = it.request
             if not req.started:
                 req.started = True
-                req.timing.queue = t0 - req.t_enqueued
+                req.timing.queue = max(0.0, t0 - req.t_enqueued - req.timing.tokenize)
                 slot.metrics.queue_seconds.observe(req.timing.queue)
         try:
             outputs = await asyncio.get_running_loop().run_in_executor(self._worker, _forward, slot, batch)
@@ -552,41 +591,50 @@ class Engine:
                 req.future.set_result(req.results)
 
 
+def _tokenize(slot: ModelSlot, reqs: list[_Request]) -> list:
+    """Tokeniser thread (or the loop, for a small round): pipelines.encode_requests over the round's requests."""
+    return pipelines.encode_requests(slot.tokenizer, [(r.inputs, r.truncate) for r in reqs], slot.max_tokens)
+
+
 def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
     """Worker thread: pad, run the model once, post-process each input's row."""
-    ids, mask = pad_rows([it.ids for it in batch], slot.pad_id)  # (B, T)
+    ids, mask = pad_rows([it.enc.input_ids for it in batch], slot.pad_id)  # (B, T)
     tt = None
-    if any(it.token_type_ids is not None for it in batch):
+    pairs = [(b, it.enc.token_type_ids) for b, it in enumerate(batch) if isinstance(it.enc, pipelines.PairEncoded)]
+    if pairs:
         tt = np.zeros_like(ids)
-        for b, it in enumerate(batch):
-            if it.token_type_ids is not None:
-                tt[b, : it.length] = it.token_type_ids
+        for b, types in pairs:
+            tt[b, : len(types)] = types
     logits = np.asarray(slot.backend.run(ids, mask, tt))
     if logits.shape[0] != len(batch):
         raise ValueError(f"backend returned {logits.shape[0]} rows for a batch of {len(batch)}")
     out = []
     for b, it in enumerate(batch):
         try:
-            out.append(it.post(logits[b]))
+            out.append(it.request.post(it.enc, logits[b]))
         except Exception as e:  # noqa: BLE001 - one input's post-processing failure fails its request only
             log.exception("post-processing failed on %s", slot.name)
             out.append(BackendError(f"post-processing failed ({type(e).__name__})"))
     return out
 
 
-def _post_score(enc, per_token: bool) -> Callable[[np.ndarray], Any]:
-    return lambda row: electric_score(enc, row, per_token)
+def _input_name(i: int) -> str:
+    return f"input {i}"
 
 
-def _post_detect(slot: ModelSlot, enc) -> Callable[[np.ndarray], Any]:
-    return lambda row: electra_detect(enc, row, slot.calibration)
+def _post_score(per_token: bool) -> Callable[[Any, np.ndarray], Any]:
+    return lambda enc, row: electric_score(enc, row, per_token)
 
 
-def _post_classify(slot: ModelSlot, enc) -> Callable[[np.ndarray], Any]:
+def _post_detect(slot: ModelSlot) -> Callable[[Any, np.ndarray], Any]:
+    return lambda enc, row: electra_detect(enc, row, slot.calibration)
+
+
+def _post_classify(slot: ModelSlot) -> Callable[[Any, np.ndarray], Any]:
     if slot.kind == "tagger":
-        return lambda row: pipelines.tag_row(slot.labels, enc, row)
-    return lambda row: pipelines.classify_row(slot.labels, slot.regression, row, enc.truncated)
+        return lambda enc, row: pipelines.tag_row(slot.labels, enc, row)
+    return _post_pair(slot)
 
 
-def _post_pair(slot: ModelSlot, enc) -> Callable[[np.ndarray], Any]:
-    return lambda row: pipelines.classify_row(slot.labels, slot.regression, row, enc.truncated)
+def _post_pair(slot: ModelSlot) -> Callable[[Any, np.ndarray], Any]:
+    return lambda enc, row: pipelines.classify_row(slot.labels, slot.regression, row, enc.truncated)

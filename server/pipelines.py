@@ -1,7 +1,7 @@
 """What each route does before and after the forward pass, per input, as pure functions.
 
-Scoring and detection call the library (`electric.scoring.encode`, `electric_score`, `electra_detect`)
-so the server computes exactly what `electric score` computes; the engine reranks with
+Scoring and detection call the library (`electric.scoring.from_encoding`, as `encode` does, then
+`electric_score`, `electra_detect`) so the server computes exactly what `electric score` computes; the engine reranks with
 `electric.nbest.rerank_lists`, as `electric rerank` does.
 Classification post-processing (softmax over labels, regression value, per-token tags) lives here
 because no CLI command computes it.
@@ -9,11 +9,12 @@ because no CLI command computes it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from electric.scoring import Encoded, InputTooLongError, encode
+from electric.scoring import Encoded, InputTooLongError, from_encoding, rust_tokenizer
 
 
 @dataclass
@@ -30,26 +31,38 @@ class PairEncoded:
         return int(self.input_ids.shape[0])
 
 
-def encode_texts(tokenizer, texts: list[str], max_length: int, truncate: bool) -> list[Encoded]:
-    return encode(tokenizer, texts, max_length, truncate=truncate)
-
-
-def encode_pairs(tokenizer, pairs: list[tuple[str, str]], max_length: int, truncate: bool) -> list[PairEncoded]:
-    """Tokenise pairs; too long -> InputTooLongError unless `truncate` (longest-first, as fine-tuning does)."""
-    firsts, seconds = [a for a, _ in pairs], [b for _, b in pairs]
-    batch = tokenizer(firsts, seconds, add_special_tokens=True, truncation=False, return_token_type_ids=True,
-                      verbose=False)
-    out = []
-    for i, (ids, tt) in enumerate(zip(batch["input_ids"], batch["token_type_ids"], strict=True)):
-        truncated = False
-        if len(ids) > max_length:
-            if not truncate:
-                raise InputTooLongError(i, len(ids), max_length)
-            cut = tokenizer(firsts[i], seconds[i], add_special_tokens=True, truncation="longest_first",
-                            max_length=max_length, return_token_type_ids=True, verbose=False)
-            ids, tt, truncated = cut["input_ids"], cut["token_type_ids"], True
-        out.append(PairEncoded(i, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated))
+def encode_requests(tokenizer, requests: Sequence[tuple[Sequence[str | tuple[str, str]], bool]],
+                    max_length: int) -> list[list[Encoded | PairEncoded] | InputTooLongError]:
+    """Tokenise the inputs of many requests - each (inputs, truncate), the inputs all texts or all (a, b)
+    pairs - with ONE call of the Rust batch encoder. Per request: its `Encoded` / `PairEncoded` items, or
+    the `InputTooLongError` of its first input over `max_length` tokens when it did not ask to truncate.
+    Texts are encoded as `electric.scoring.encode` does them (truncation keeps the first pieces); pairs as
+    fine-tuning does (token type ids 0 / 1, longest-first truncation)."""
+    flat = [x if isinstance(x, str) else tuple(x) for inputs, _ in requests for x in inputs]
+    encodings = rust_tokenizer(tokenizer).encode_batch(flat, add_special_tokens=True) if flat else []
+    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    out: list = []
+    k = 0
+    for inputs, truncate in requests:
+        mine, k = encodings[k: k + len(inputs)], k + len(inputs)
+        try:
+            out.append([from_encoding(e, x, i, max_length, truncate=truncate, cls_id=cls_id, sep_id=sep_id)
+                        if isinstance(x, str) else _pair(tokenizer, e, x, i, max_length, truncate)
+                        for i, (x, e) in enumerate(zip(inputs, mine, strict=True))])
+        except InputTooLongError as err:
+            out.append(err)
     return out
+
+
+def _pair(tokenizer, e, pair: tuple[str, str], index: int, max_length: int, truncate: bool) -> PairEncoded:
+    ids, tt, truncated = e.ids, e.type_ids, False
+    if len(ids) > max_length:
+        if not truncate:
+            raise InputTooLongError(index, len(ids), max_length)
+        cut = tokenizer(pair[0], pair[1], add_special_tokens=True, truncation="longest_first", max_length=max_length,
+                        return_token_type_ids=True, verbose=False)
+        ids, tt, truncated = cut["input_ids"], cut["token_type_ids"], True
+    return PairEncoded(index, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated)
 
 
 # ---- classification ------------------------------------------------------------------------------
