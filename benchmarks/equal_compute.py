@@ -299,9 +299,9 @@ def stage_report(args) -> None:
     runs = {o: read_metrics(work / o) for o in OBJECTIVES if (work / o / "metrics.jsonl").is_file()}
     lines = ["# Equal compute: MLM vs ELECTRA vs Electric at `tiny` size", "",
              f"Machine: {cpu_description()}.", "",
-             f"Command: `python benchmarks/equal_compute.py all --minutes {args.minutes:g}` (stages: train, blimp, "
-             "glue, atis, report). The three pretraining runs ran at the same time, one thread each, so each got "
-             "the same share of the 2 cores.", "",
+             f"Command: `python benchmarks/equal_compute.py all --minutes {args.minutes:g}"
+             f"{f' --lr {args.lr:g}' if args.lr else ''}` (stages: train, blimp, glue, atis, report). The three "
+             "pretraining runs ran at the same time, one thread each, so each got the same share of the 2 cores.", "",
              "## Pretraining and health at the end", "",
              "| run | steps | tokens | minutes | tokens/s | val AUC | energy AUC | unigram-noise AUC | acc − "
              "always-original | logit spread | token cosine | gen NLL | unigram NLL | collapsed at |",
@@ -323,7 +323,7 @@ def stage_report(args) -> None:
                      f"| {fmt(v.get('val_logit_spread'), 1, 3)} | {fmt(v.get('val_token_cosine'), 1, 3)} "
                      f"| {fmt(v.get('val_gen_nll'), 1, 3)} | {fmt(v.get('val_unigram_nll'), 1, 3)} "
                      f"| {'step ' + str(collapsed) if collapsed else 'never'} |")
-    curves = out.with_name("equal_compute_curves.png")
+    curves = out.with_name(f"{out.stem}_curves.png")
     if runs:
         plot_curves({o: r[2] for o, r in runs.items()}, curves)
         lines += ["", f"Validation health against tokens seen: `{curves.relative_to(REPO) if curves.is_relative_to(REPO) else curves}`. "
