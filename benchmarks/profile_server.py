@@ -105,7 +105,7 @@ def profile(server: bench_server.Server, transport: str, texts: list[str], concu
             rate: int, raw: Path) -> tuple[dict, dict]:
     """Load the server for `seconds` while py-spy samples it; (load summary, per-thread stage counts)."""
     spy = subprocess.Popen(["py-spy", "record", "--pid", str(server.proc.pid), "--rate", str(rate), "--duration",
-                            str(int(seconds)), "--format", "raw", "--threads", "--nonblocking", "-o", str(raw)],
+                            str(int(seconds)), "--format", "raw", "--threads", "-o", str(raw)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)  # py-spy attached
     if transport == "http":

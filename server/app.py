@@ -29,7 +29,7 @@ from fastapi import FastAPI
 
 from electric import __version__
 from server.engine import Engine
-from server.http import ObservabilityMiddleware, add_error_handlers, add_routes
+from server.http import ObservabilityMiddleware, add_error_handlers, add_routes, fast_routes
 from server.metrics import Metrics
 from server.settings import Settings
 
@@ -93,7 +93,7 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
     app.state.engine = None
     add_routes(app)
     add_error_handlers(app)
-    app.add_middleware(ObservabilityMiddleware, settings=settings, metrics=metrics)
+    app.add_middleware(ObservabilityMiddleware, settings=settings, metrics=metrics, routes=fast_routes(app))
     return app
 
 

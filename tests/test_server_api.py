@@ -433,6 +433,39 @@ def test_metrics_count_routes_failures_and_batches(server, http):
     assert metric(text, "electric_ready") == 1
 
 
+@pytest.mark.parametrize("route, body", [
+    ("/v1/score", {"texts": ["list all flights", "to dallas"], "per_token": True}),
+    ("/v1/detect", {"texts": ["list all flights"]}),
+    ("/v1/rerank", {"hypotheses": ["list all flights", "list all fights"], "weights": {"prior": "rank"}}),
+    ("/v1/classify", {"model": "sst2", "pairs": [["list all flights", "to dallas"]]}),
+])
+def test_fast_path_answers_as_fastapi_does(server, http, route, body, monkeypatch):
+    """application/json takes the middleware's fast path; another JSON type goes through FastAPI's routing and
+    validation; a chunked body is read whole. Same answers, all counted under the route."""
+    api_route = next(r for r in server.app.routes if getattr(r, "path", None) == route)
+    through_fastapi = []
+
+    async def handle(scope, receive, send, inner=api_route.handle):
+        through_fastapi.append(scope["path"])
+        await inner(scope, receive, send)
+
+    monkeypatch.setattr(api_route, "handle", handle)
+    before = metric(httpx.get(f"{server.url}/metrics").text, "electric_requests_total", route=route, transport="http")
+    data = json.dumps(body).encode()
+    fast = http.post(route, content=data, headers={"content-type": "application/json"})
+    chunked = http.post(route, content=iter([data[:7], data[7:]]), headers={"content-type": "application/json"})
+    assert through_fastapi == []
+    slow = http.post(route, content=data, headers={"content-type": "application/vnd.electric+json"})
+    assert through_fastapi == [route]
+    assert fast.status_code == slow.status_code == chunked.status_code == 200, (fast.text, slow.text)
+    assert fast.json() == slow.json() == chunked.json()
+    assert float(fast.headers["x-inference-time"]) > 0 and int(fast.headers["x-inputs"]) >= 1
+    after = metric(httpx.get(f"{server.url}/metrics").text, "electric_requests_total", route=route, transport="http")
+    assert after - before == 3
+    bad = http.post(route, content=data, headers={"content-type": "application/json", "authorization": "Bearer no"})
+    assert bad.status_code == 401 and bad.json()["error_type"] == "unauthorized"
+
+
 # ---- a backend that can be slowed down or broken -------------------------------------------------------------
 
 class ControlledBackend:
