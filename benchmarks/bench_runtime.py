@@ -8,7 +8,12 @@ Random-weight ElectraForPreTraining models at `tiny` (128 hidden, 4 layers, 2 he
 `--threads` threads for every engine. Sentences/s at each batch size and batch-1 latency (fastest call).
 Also: int8 vs fp32 Spearman of sentence PLL (= -sum s_t over non-special tokens), on the random models
 and on a trained one (runs/electric-tiny/discriminator if present, else a 30-step debug run made here).
+Also the runtime's own ceiling: plain fp32 MatMul and int8 MatMulInteger (uint8 x int8) graphs of the
+discriminator's own product shapes at batch 32, on the same threads, and the fraction of that ceiling the
+fp32 and int8 graphs reach; with the int8 GEMM kernel ONNX Runtime picks on this CPU (VNNI, AMX).
 Figures, not tests: nothing is asserted. On a CUDA machine it adds torch fp16 and ORT fp16 on the GPU.
+`--smoke` runs everything small (tiny, batches 1 and 32, short windows) and writes no report: a check that
+the script works, not a measurement.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from electric.export import (  # noqa: E402
     shared_data_dir,
     spearman,
 )
-from electric.runtime import CPU, CUDA, OnnxBackend, OnnxRunner  # noqa: E402
+from electric.hardware import cpu_flags, int8_gemm_kernel  # noqa: E402
+from electric.runtime import CPU, CUDA, OnnxBackend, OnnxRunner, make_session  # noqa: E402
 
 SIZES = {
     "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512, embedding_size=128),
@@ -51,6 +57,7 @@ SIZES = {
                   embedding_size=128),
 }
 SEQ_LEN = 24
+CEILING_BATCH = 32
 
 
 def log(msg: str) -> None:
@@ -177,8 +184,10 @@ def bench_size(size, tok_dir, work, data, args) -> dict:
     quality = {k: {"spearman": spearman(pll(ref, cand), pll(v, cand)),
                    "max_abs_diff": float(np.abs(v - ref)[cand].max())} for k, v in outputs.items() if k != "fp32"}
     log(f"{size}: " + json.dumps({k: {b: round(v, 1) for b, v in r.items()} for k, r in rows.items()}))
-    single = one_thread(src, out, data, args) if args.threads != 1 else None
-    return {"rows": rows, "quality": quality, "parity": manifest["parity"], "src": src, "one_thread": single}
+    single = one_thread(src, out, data, args) if args.threads != 1 and not args.smoke else None
+    ceiling = gemm_ceiling(size, work, args, rows)
+    return {"rows": rows, "quality": quality, "parity": manifest["parity"], "src": src, "one_thread": single,
+            "ceiling": ceiling}
 
 
 def one_thread(src: Path, out: Path, data, args) -> dict:
@@ -244,6 +253,125 @@ def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
     return rows
 
 
+# ---- the GEMM ceiling ---------------------------------------------------------------------------
+
+def model_gemms(size: str, batch: int, seq: int = SEQ_LEN) -> list[tuple[str, str, int, tuple[int, ...]]]:
+    """The matrix products of one forward pass of the `size` discriminator on batch x seq tokens, as
+    (name, kind, count, shape). kind "linear": (M, K) x (K, N) with a weight, int8 in the int8 graph;
+    "linear-fp32": a weight product that int8 export keeps fp32 (head, embedding projection); "attention":
+    a batched (B, M, K) x (B, K, N) product of two activations, fp32 in both graphs."""
+    c = SIZES[size]
+    h, layers, heads = c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"]
+    inter, emb = c["intermediate_size"], c["embedding_size"]
+    m, d = batch * seq, h // heads
+    out = [("Q, K, V, attention output: (M, H) x (H, H)", "linear", 4 * layers, (m, h, h)),
+           ("FFN in: (M, H) x (H, I)", "linear", layers, (m, h, inter)),
+           ("FFN out: (M, I) x (I, H)", "linear", layers, (m, inter, h)),
+           ("attention scores: (B heads, T, d) x (B heads, d, T)", "attention", layers, (batch * heads, seq, d, seq)),
+           ("attention-weighted values: (B heads, T, T) x (B heads, T, d)", "attention", layers,
+            (batch * heads, seq, seq, d)),
+           ("head dense: (M, H) x (H, H)", "linear-fp32", 1, (m, h, h))]
+    if emb != h:
+        out.append(("embedding projection: (M, E) x (E, H)", "linear-fp32", 1, (m, emb, h)))
+    return out
+
+
+def gemm_flops(shape: tuple[int, ...]) -> float:
+    return 2.0 * float(np.prod(shape, dtype=np.float64))  # (M, K, N) or (B, M, K, N): one multiply-add = 2
+
+
+def gemm_graph(shape: tuple[int, ...], int8: bool):
+    """One MatMul (fp32) or MatMulInteger (uint8 activations x int8 weights -> int32, zero points as the
+    dynamic quantiser writes them) with the weight as an initializer, as ORT prepacks it in the model."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    if len(shape) == 4:  # two activations
+        b, m, k, n = shape
+        inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [b, m, k]),
+                  helper.make_tensor_value_info("b", TensorProto.FLOAT, [b, k, n])]
+        node, inits, out = helper.make_node("MatMul", ["a", "b"], ["y"]), [], (TensorProto.FLOAT, [b, m, n])
+    elif int8:
+        m, k, n = shape
+        inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k])]
+        inits = [numpy_helper.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "w"),
+                 numpy_helper.from_array(np.array(128, dtype=np.uint8), "a_zero"),
+                 numpy_helper.from_array(np.array(0, dtype=np.int8), "w_zero")]
+        node, out = helper.make_node("MatMulInteger", ["a", "w", "a_zero", "w_zero"], ["y"]), (TensorProto.INT32, [m, n])
+    else:
+        m, k, n = shape
+        inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])]
+        inits = [numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "w")]
+        node, out = helper.make_node("MatMul", ["a", "w"], ["y"]), (TensorProto.FLOAT, [m, n])
+    graph = helper.make_graph([node], "gemm", inputs, [helper.make_tensor_value_info("y", *out)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def fastest_call(fn, seconds: float, min_calls: int = 5) -> float:
+    """The fastest of the calls made in `seconds` (at least `min_calls`), after one warm-up call."""
+    fn()
+    best, calls, end = float("inf"), 0, time.perf_counter() + seconds
+    while calls < min_calls or time.perf_counter() < end:
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+        calls += 1
+    return best
+
+
+def gemm_ceiling(size: str, work: Path, args, model_rows: dict) -> dict:
+    """Plain GEMMs of the model's shapes at batch CEILING_BATCH on args.threads threads, and the fraction of
+    that ceiling the fp32 and int8 graphs reach: (time the model's products take as plain GEMMs) / (time the
+    whole graph takes) - the rest is layer norms, softmax, GELU, activation quantisation and overheads."""
+    import onnx
+
+    batch = CEILING_BATCH
+    gemms = model_gemms(size, batch)
+    seconds: dict[tuple, float] = {}
+    rng = np.random.default_rng(0)
+    for _, kind, _, shape in gemms:
+        for int8 in (False, True) if kind == "linear" else (False,):
+            path = work / f"gemm-{size}-{'x'.join(map(str, shape))}-{'int8' if int8 else 'fp32'}.onnx"
+            onnx.save(gemm_graph(shape, int8), str(path))
+            session, _ = make_session(path, [CPU], args.threads)
+            feeds = {i.name: (rng.integers(0, 256, i.shape).astype(np.uint8) if i.type == "tensor(uint8)" else
+                              rng.standard_normal(i.shape).astype(np.float32)) for i in session.get_inputs()}
+            seconds[shape, int8] = fastest_call(lambda s=session, f=feeds: s.run(None, f), args.seconds)
+    rows = [{"name": name, "kind": kind, "count": count, "gflop": count * gemm_flops(shape) / 1e9,
+             "fp32_gflops": gemm_flops(shape) / seconds[shape, False] / 1e9,
+             "int8_gops": gemm_flops(shape) / seconds[shape, True] / 1e9 if kind == "linear" else None}
+            for name, kind, count, shape in gemms]
+    total = sum(count * gemm_flops(shape) for _, _, count, shape in gemms)
+    out = {"batch": batch, "gemms": rows, "gflop": total / 1e9}
+    for prec in ("fp32", "int8"):
+        ceiling = sum(count * seconds[shape, prec == "int8" and kind == "linear"] for _, kind, count, shape in gemms)
+        sent_s = model_rows[f"ORT {prec} (CPU)"][batch]
+        model = batch / sent_s
+        out[prec] = {"ceiling_ms": 1e3 * ceiling, "model_ms": 1e3 * model, "fraction": ceiling / model,
+                     "ceiling_gflops": total / ceiling / 1e9, "achieved_gflops": total / model / 1e9}
+    return out
+
+
+def ceiling_lines(size: str, c: dict, args) -> list[str]:
+    lines = ["", f"### Runtime ceiling: plain GEMMs of this model's shapes (batch {c['batch']} x {SEQ_LEN} tokens, "
+                 f"{args.threads} threads)", "",
+             "| product | per forward pass | GFLOP per batch | fp32 MatMul (GFLOP/s) | int8 MatMulInteger (GOP/s) | "
+             "int8 / fp32 |", "|---|---:|---:|---:|---:|---:|"]
+    for r in c["gemms"]:
+        i8 = r["int8_gops"]
+        int8 = f"{fmt(i8)} | {i8 / r['fp32_gflops']:.2f}×" if i8 else "— | —"
+        lines.append(f"| {r['name']}{' (fp32 in the int8 graph)' if r['kind'] != 'linear' else ''} | {r['count']} | "
+                     f"{r['gflop']:.3f} | {fmt(r['fp32_gflops'])} | {int8} |")
+    lines.append("")
+    for prec in ("fp32", "int8"):
+        p = c[prec]
+        lines.append(f"- ORT {prec} graph: its products as plain GEMMs take {p['ceiling_ms']:.2f} ms per batch "
+                     f"({fmt(p['ceiling_gflops'])} GFLOP/s), the whole graph {p['model_ms']:.2f} ms "
+                     f"({fmt(p['achieved_gflops'])} GFLOP/s): **{p['fraction']:.0%} of the GEMM ceiling**"
+                     + (" (goal for small: ≥ 50%)" if prec == "int8" and size == "small" else "") + ".")
+    return lines
+
+
 def trained_quality(work: Path, args) -> dict:
     src, what = trained_model(work)
     from transformers import AutoTokenizer
@@ -286,6 +414,8 @@ def report(results: dict, cmp_rows, trained, args, meta) -> str:
              + (" **The machine was shared with other jobs while measuring**: treat ratios as more reliable than "
                 "absolute figures." if meta["shared"] else ""),
              f"- Versions: {meta['versions']}",
+             f"- int8 GEMM kernel ONNX Runtime dispatches to on this CPU: **{meta['int8_kernel']}** "
+             f"(CPU flags: {meta['int8_flags']}; electric.hardware.int8_gemm_kernel follows MLAS's CPUID dispatch).",
              f"- Input: {args.sentences} enwiki sentences truncated to exactly {SEQ_LEN} tokens; random-weight "
              f"ElectraForPreTraining; each cell is the fastest of >= 5 calls over >= {args.seconds} s; "
              "torch = transformers eager mode (default SDPA "
@@ -317,6 +447,8 @@ def report(results: dict, cmp_rows, trained, args, meta) -> str:
         if "fp16-cuda" in q:
             lines.insert(-1, f"- fp16 on CUDA vs fp32 on CPU: PLL Spearman {q['fp16-cuda']['spearman']:.4f}, "
                              f"max |logit diff| {q['fp16-cuda']['max_abs_diff']:.3g}.")
+        if res.get("ceiling"):
+            lines[-1:-1] = ceiling_lines(size, res["ceiling"], args)
     if "small" in results:
         r = results["small"]["rows"]
         t = r["torch eager fp32 (CPU)"][32]
@@ -382,8 +514,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-exporters", action="store_true", help="also compare graph-making paths at small")
     ap.add_argument("--compare-threads", type=int, default=1, help="onnxruntime threads for that comparison")
     ap.add_argument("--no-trained", action="store_true", help="skip the trained-model int8 Spearman")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "runtime.md"))
+    ap.add_argument("--out", default=None, help="the report (default benchmarks/results/runtime.md; none with --smoke)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny only, batches 1 and 32, short windows, no trained model, no report: checks the script")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.batches, args.seconds, args.sentences, args.no_trained = ["tiny"], [1, 32], 0.1, 32, True
+    elif args.out is None:
+        args.out = str(REPO / "benchmarks" / "results" / "runtime.md")
+    if CEILING_BATCH not in args.batches:
+        args.batches = sorted({*args.batches, CEILING_BATCH})
     args.sentences = max(args.sentences, max(args.batches))
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
@@ -402,7 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"command": "python " + " ".join(shlex.quote(a) for a in ["benchmarks/bench_runtime.py", *(argv or sys.argv[1:])]),
             "machine": machine_name(), "when": time.strftime("%Y-%m-%d %H:%M"),
             "versions": f"torch {torch.__version__}, transformers {transformers.__version__}, "
-                        f"onnxruntime {onnxruntime.__version__}"}
+                        f"onnxruntime {onnxruntime.__version__}",
+            "int8_kernel": int8_gemm_kernel(),
+            "int8_flags": " ".join(sorted(f for f in cpu_flags() if "vnni" in f or f.startswith("amx"))) or "no VNNI or AMX"}
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
         work = Path(tmp)
         tok_dir = find_tokenizer(work)
@@ -421,10 +563,11 @@ def main(argv: list[str] | None = None) -> int:
     meta["shared"] = load_before[0] > 1.0  # before we start: a busy core (the 1-min average decays slowly)
     text = report(results, cmp_rows, trained, args, meta)
     print(text)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n")
-    log(f"wrote {out}")
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+        log(f"wrote {out}")
     return 0
 
 

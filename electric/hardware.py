@@ -61,3 +61,22 @@ def resolve_precision(requested: str, device_type: str, cuda_bf16: bool = False,
         return "bf16", (f"bf16 requested but {where} has no native bf16: it is emulated and can be many times "
                         "slower than fp32 (~25x for a GEMM on AVX2); use --precision fp32 or auto")
     return requested, None
+
+
+def int8_gemm_kernel(flags: frozenset[str] | None = None, machine: str | None = None) -> str:
+    """The int8 (uint8 x int8) GEMM kernel family ONNX Runtime picks on this CPU - what the MatMulIntegers of an
+    `electric export --quantize int8` graph run on. ORT's MLAS chooses by CPUID at start-up
+    (onnxruntime/core/mlas/lib/platform.cpp): AMX when the CPU has AMX-TILE and AMX-INT8 and the kernel grants
+    the tile state, else AVX512-VNNI with the AVX512 core set, else plain AVX512 core, else AVX-VNNI, else AVX2.
+    VNNI fuses the int8 multiply-add chain into one instruction; without it the int8 GEMM gains less on fp32."""
+    f = cpu_flags() if flags is None else flags
+    machine = (machine or platform.machine()).lower()
+    if machine.startswith(("arm", "aarch64")):
+        return "NEON dot product" if "asimddp" in f else "NEON"
+    if {"amx_tile", "amx_int8"} <= f:
+        return "AMX"
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= f:
+        return "AVX512-VNNI" if "avx512_vnni" in f else "AVX512 core (no VNNI)"
+    if "avx_vnni" in f:
+        return "AVX-VNNI"
+    return "AVX2 (no VNNI)" if "avx2" in f else "SSE (no AVX2)"
