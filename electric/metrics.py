@@ -1,9 +1,15 @@
-"""Evaluation metrics for fine-tuning and detection, in NumPy only (no scikit-learn / seqeval / scipy).
+"""Evaluation metrics for fine-tuning and detection, computed by scikit-learn, SciPy and seqeval.
 
-Every function takes plain sequences (lists or arrays) and returns a float, or a dict of floats.
-Conventions follow the reference tools: `chunk_f1` reproduces conlleval's span rules (an I- tag after O or
-after a different type opens a new chunk), `roc_auc` is the Mann-Whitney statistic with ties counted as
-one half, and an undefined ratio (no positive predictions, a constant series) is reported as 0.0.
+Every function takes plain sequences (lists or arrays) and returns a float, or a dict of floats. The
+libraries do the counting; this module fixes the conventions the reports rely on, which are the same as
+before the libraries took over (tests/test_metrics.py pins the values):
+- mismatched or empty inputs raise `ValueError` naming the sizes;
+- an undefined ratio (no positive predictions, a constant series, MCC of a constant prediction) is 0.0,
+  never nan and never a warning;
+- `chunk_f1` reads spans as CoNLL-2000's conlleval does (seqeval's default mode: an I- tag after O or after
+  a different type opens a new chunk); a tag without a type ("O", "B") is outside every chunk;
+- `roc_auc` counts tied scores one half and raises when y_true holds one class only.
+The libraries are imported on first use, so importing this module (and electric.tasks) stays cheap.
 """
 
 from __future__ import annotations
@@ -22,38 +28,31 @@ def _pair(y_true: Sequence, y_pred: Sequence) -> tuple[np.ndarray, np.ndarray]:
     return t, p
 
 
-def _div(a: float, b: float) -> float:
-    return float(a) / float(b) if b else 0.0
-
-
 def accuracy(y_true: Sequence, y_pred: Sequence) -> float:
+    from sklearn.metrics import accuracy_score
+
     t, p = _pair(y_true, y_pred)
-    return float(np.mean(t == p))
+    return float(accuracy_score(t, p))
 
 
 def matthews_corrcoef(y_true: Sequence, y_pred: Sequence) -> float:
     """Matthews correlation (multi-class R_K of Gorodkin 2004; equals the binary formula for 2 classes)."""
+    from sklearn.metrics import matthews_corrcoef as mcc
+
     t, p = _pair(y_true, y_pred)
-    classes = np.unique(np.concatenate([t, p]))
-    ti, pi = np.searchsorted(classes, t), np.searchsorted(classes, p)
-    c = np.zeros((len(classes), len(classes)), dtype=np.float64)  # (true, pred)
-    np.add.at(c, (ti, pi), 1)
-    n, correct = c.sum(), np.trace(c)
-    true_k, pred_k = c.sum(axis=1), c.sum(axis=0)
-    cov = correct * n - pred_k @ true_k
-    denom = np.sqrt((n * n - pred_k @ pred_k) * (n * n - true_k @ true_k))
-    return float(cov / denom) if denom else 0.0
+    if np.unique(np.concatenate([t, p])).size < 2:  # one label in both: undefined (scikit-learn would warn)
+        return 0.0
+    return float(mcc(t, p))
 
 
 def precision_recall_fbeta(y_true: Sequence, y_pred: Sequence, positive, beta: float = 1.0) -> dict[str, float]:
     """Precision, recall and F-beta of the class `positive` (beta 0.5 weighs precision twice as much)."""
+    from sklearn.metrics import precision_recall_fscore_support
+
     t, p = _pair(y_true, y_pred)
-    tp = float(np.sum((p == positive) & (t == positive)))
-    precision = _div(tp, np.sum(p == positive))
-    recall = _div(tp, np.sum(t == positive))
-    b2 = beta * beta
-    f = _div((1 + b2) * precision * recall, b2 * precision + recall)
-    return {"precision": precision, "recall": recall, "f": f}
+    precision, recall, f, _ = precision_recall_fscore_support(t, p, labels=[positive], average=None, beta=beta,
+                                                              zero_division=0.0)
+    return {"precision": float(precision[0]), "recall": float(recall[0]), "f": float(f[0])}
 
 
 def f1(y_true: Sequence, y_pred: Sequence, positive=1) -> float:
@@ -62,59 +61,64 @@ def f1(y_true: Sequence, y_pred: Sequence, positive=1) -> float:
 
 def macro_f1(y_true: Sequence, y_pred: Sequence) -> float:
     """Unweighted mean of the per-class F1 over the classes present in y_true."""
+    from sklearn.metrics import f1_score
+
     t, p = _pair(y_true, y_pred)
-    return float(np.mean([precision_recall_fbeta(t, p, c)["f"] for c in np.unique(t)]))
+    return float(f1_score(t, p, labels=np.unique(t), average="macro", zero_division=0.0))
 
 
 def rankdata(x: Sequence[float]) -> np.ndarray:
-    """1-based ranks, ties given their average rank (scipy.stats.rankdata's default)."""
-    a = np.asarray(x, dtype=np.float64)
-    order = np.argsort(a, kind="mergesort")
-    sorted_a = a[order]
-    # start index of each run of equal values
-    starts = np.flatnonzero(np.r_[True, sorted_a[1:] != sorted_a[:-1]])
-    ends = np.r_[starts[1:], len(a)]
-    avg = (starts + ends + 1) / 2.0  # mean of the 1-based ranks starts+1 .. ends
-    ranks = np.empty(len(a), dtype=np.float64)
-    ranks[order] = np.repeat(avg, ends - starts)
-    return ranks
+    """1-based ranks, ties given their average rank (scipy.stats.rankdata)."""
+    from scipy.stats import rankdata as ranks
+
+    return ranks(np.asarray(x, dtype=np.float64))
+
+
+def _correlation(x: Sequence[float], y: Sequence[float], kind: str) -> float:
+    """Pearson's or Spearman's coefficient; 0.0 where it is undefined (a constant series, one example)."""
+    from scipy import stats
+
+    a, b = _pair(x, y)
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    if a.size < 2 or np.all(a == a[0]) or np.all(b == b[0]):
+        return 0.0
+    r = stats.pearsonr(a, b) if kind == "pearson" else stats.spearmanr(a, b)
+    return float(r.statistic)
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float:
-    a, b = _pair(x, y)
-    a, b = a.astype(np.float64) - np.mean(a), b.astype(np.float64) - np.mean(b)
-    denom = np.sqrt(np.sum(a * a) * np.sum(b * b))
-    return float(np.sum(a * b) / denom) if denom else 0.0
+    return _correlation(x, y, "pearson")
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    a, b = _pair(x, y)
-    return pearson(rankdata(a), rankdata(b))
+    return _correlation(x, y, "spearman")
 
 
 def roc_auc(y_true: Sequence, scores: Sequence[float]) -> float:
-    """Area under the ROC curve for binary labels (1/True = positive), by the rank-sum formula."""
+    """Area under the ROC curve for binary labels (1/True = positive); tied scores count one half."""
+    from sklearn.metrics import roc_auc_score
+
     t, s = _pair(y_true, scores)
     pos = t.astype(bool)
     n_pos, n_neg = int(pos.sum()), int((~pos).sum())
     if n_pos == 0 or n_neg == 0:
         raise ValueError(f"ROC-AUC needs both classes; got {n_pos} positive and {n_neg} negative examples")
-    r = rankdata(s)
-    return float((r[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return float(roc_auc_score(pos, s.astype(np.float64)))
 
 
 def best_threshold_fbeta(y_true: Sequence, scores: Sequence[float], beta: float = 0.5) -> dict[str, float]:
-    """The threshold on `scores` (predict positive when score >= threshold) that maximises F-beta."""
+    """The threshold on `scores` (predict positive when score >= threshold) that maximises F-beta; the
+    highest such threshold when several tie. Without positive examples every F is 0 and the threshold is the
+    highest score."""
+    from sklearn.metrics import precision_recall_curve
+
     t, s = _pair(y_true, scores)
-    pos = t.astype(bool)
-    order = np.argsort(-s.astype(np.float64), kind="mergesort")
-    s_sorted, pos_sorted = s[order], pos[order]
-    tp = np.cumsum(pos_sorted)
-    predicted = np.arange(1, len(s) + 1)
-    last_of_tie = np.r_[s_sorted[1:] != s_sorted[:-1], True]  # cut only between distinct scores
-    tp, predicted, thresholds = tp[last_of_tie], predicted[last_of_tie], s_sorted[last_of_tie]
-    n_pos = max(int(pos.sum()), 1)
-    precision, recall = tp / predicted, tp / n_pos
+    pos, s = t.astype(bool), s.astype(np.float64)
+    if not pos.any():
+        return {"threshold": float(s.max()), "f": 0.0, "precision": 0.0, "recall": 0.0}
+    precision, recall, thresholds = precision_recall_curve(pos, s)
+    # one cut per distinct score, highest first (the curve's last point, recall 0, has no threshold)
+    precision, recall, thresholds = precision[-2::-1], recall[-2::-1], thresholds[::-1]
     b2 = beta * beta
     with np.errstate(invalid="ignore", divide="ignore"):
         f = np.where(precision + recall > 0, (1 + b2) * precision * recall / (b2 * precision + recall), 0.0)
@@ -123,44 +127,32 @@ def best_threshold_fbeta(y_true: Sequence, scores: Sequence[float], beta: float 
             "recall": float(recall[i])}
 
 
-# ---- chunks (CoNLL-2000 conlleval rules) -----------------------------------------------------------
+# ---- chunks (CoNLL-2000 conlleval rules, by seqeval) ------------------------------------------------
 
-def _split_tag(tag: str) -> tuple[str, str]:
-    if tag == "O" or "-" not in tag:
-        return "O", ""
-    prefix, kind = tag.split("-", 1)
-    return prefix, kind
+def _typed(tags: Sequence[str]) -> list[str]:
+    """The tags with every untyped one (no "-": "O", a bare "B") written "O"."""
+    return [t if "-" in t else "O" for t in tags]
 
 
 def chunk_spans(tags: Sequence[str]) -> set[tuple[int, int, str]]:
-    """(start, end exclusive, type) of every chunk in a BIO (or IOB1) tag sequence, as conlleval reads it."""
-    spans: set[tuple[int, int, str]] = set()
-    start, kind = None, ""
-    for i, tag in enumerate([*tags, "O"]):
-        prefix, k = _split_tag(tag)
-        # conlleval: a chunk starts at B-, or at I- after O or after a chunk of another type
-        begins = prefix in ("B", "S") or (prefix in ("I", "E") and (start is None or k != kind))
-        ends = start is not None and (prefix == "O" or begins)
-        if ends:
-            spans.add((start, i, kind))
-            start = None
-        if begins:
-            start, kind = i, k
-        if prefix in ("E", "S") and start is not None:
-            spans.add((start, i + 1, kind))
-            start = None
-    return spans
+    """(start, end exclusive, type) of every chunk in a BIO (or IOB1, IOBES) tag sequence, as conlleval reads it."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    return {(start, end + 1, kind) for kind, start, end in get_entities(_typed(tags))}
 
 
 def chunk_f1(true_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]]) -> dict[str, float]:
     """Micro precision, recall and F1 over chunks (exact span and type), as CoNLL-2000's conlleval."""
+    from seqeval.metrics.sequence_labeling import precision_recall_fscore_support
+
     if len(true_seqs) != len(pred_seqs):
         raise ValueError(f"{len(true_seqs)} gold sentences but {len(pred_seqs)} predicted")
-    n_true = n_pred = n_ok = 0
     for i, (t, p) in enumerate(zip(true_seqs, pred_seqs, strict=True)):
         if len(t) != len(p):
             raise ValueError(f"sentence {i}: {len(t)} gold tags but {len(p)} predicted")
-        ts, ps = chunk_spans(t), chunk_spans(p)
-        n_true, n_pred, n_ok = n_true + len(ts), n_pred + len(ps), n_ok + len(ts & ps)
-    precision, recall = _div(n_ok, n_pred), _div(n_ok, n_true)
-    return {"precision": precision, "recall": recall, "f1": _div(2 * precision * recall, precision + recall)}
+    if not true_seqs:  # no sentence, no chunk (seqeval wants at least one list)
+        return {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    precision, recall, f, _ = precision_recall_fscore_support([_typed(t) for t in true_seqs],
+                                                              [_typed(p) for p in pred_seqs], average="micro",
+                                                              zero_division=0)
+    return {"precision": float(precision), "recall": float(recall), "f1": float(f)}

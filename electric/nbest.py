@@ -492,20 +492,47 @@ class ErrorRate(Metric):
 
 
 class SacreMetric(Metric):
+    """sacrebleu's corpus BLEU or chrF (its default settings) from per-hypothesis sufficient statistics.
+
+    BLEU goes through sacrebleu's public API: `sentence_score` gives each hypothesis' lengths and n-gram
+    counts, `BLEU.compute_bleu` the corpus score of their sums. For chrF the public API returns only the
+    F-score, so the statistics and the score of their sums come from the two methods chrF's own
+    `corpus_score` is built on; if an upgrade renames them this fails at construction, and
+    tests/test_nbest.py holds both metrics to the public `corpus_score`."""
+
     higher_is_better = True
+    _CHRF_METHODS = ("_extract_corpus_statistics", "_compute_score_from_stats")
 
     def __init__(self, name: str):
+        import sacrebleu
         from sacrebleu.metrics import BLEU, CHRF
 
         self.name = name
-        self._m = BLEU() if name == "bleu" else CHRF()
+        if name == "bleu":
+            self._m = BLEU()
+            # the statistics do not depend on effective_order; it only silences sacrebleu's sentence-BLEU advice
+            self._sentence = BLEU(effective_order=True)
+            return
+        self._m = CHRF()
+        missing = [m for m in self._CHRF_METHODS if not callable(getattr(self._m, m, None))]
+        if missing:
+            raise RuntimeError(f"sacrebleu {sacrebleu.__version__} has no CHRF.{missing[0]}, which chrF's "
+                               "sufficient statistics come from; install sacrebleu>=2.3,<3")
 
-    def stats(self, ref, hyps):
+    def stats(self, ref, hyps):  # (len(hyps), K)
+        if self.name == "bleu":
+            rows = [self._sentence.sentence_score(h, [ref]) for h in hyps]
+            return np.array([[s.sys_len, s.ref_len, *s.counts, *s.totals] for s in rows], dtype=np.float64)
         return np.asarray(self._m._extract_corpus_statistics(list(hyps), [[ref] * len(hyps)]), dtype=np.float64)
 
     def score(self, total):
-        return float(self._m._compute_score_from_stats([float(x) if self.name == "chrf" else int(round(x))
-                                                        for x in total]).score)
+        if self.name == "bleu":
+            n, m = self._m.max_ngram_order, [int(round(x)) for x in total]
+            return float(self._m.compute_bleu(correct=m[2: 2 + n], total=m[2 + n:], sys_len=m[0], ref_len=m[1],
+                                              smooth_method=self._m.smooth_method,
+                                              smooth_value=self._m.smooth_value,
+                                              effective_order=self._m.effective_order, max_ngram_order=n).score)
+        return float(self._m._compute_score_from_stats([float(x) for x in total]).score)
 
 
 def make_metric(name: str) -> Metric:

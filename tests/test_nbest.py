@@ -205,6 +205,43 @@ def test_bleu_from_sufficient_statistics_equals_sacrebleu():
                                                                [[nb.ref for nb in lists]]).score, abs=1e-9)
 
 
+SACRE_REF, SACRE_HYPS = "the cat sat on the mat", ["the cat sat on a mat", "a cat", ""]
+# what make_metric gave when both metrics read sacrebleu's private corpus methods: per-hypothesis statistics
+# (BLEU: hyp length, ref length, matches and totals of 1..4-grams; chrF: hyp, ref, match counts of 1..6-grams),
+# each hypothesis' score and the corpus score of their sum
+SACRE_PINNED = {
+    "bleu": ([[6, 6, 5, 3, 2, 1, 6, 5, 4, 3], [2, 6, 1, 0, 0, 0, 2, 1, 0, 0], [0, 6, 0, 0, 0, 0, 0, 0, 0, 0]],
+             [53.7284965911771, 0.0, 0.0], 14.32523984300951),
+    "chrf": ([[15, 17, 14, 14, 16, 12, 13, 15, 10, 12, 14, 8, 11, 13, 7, 10, 12, 6],
+              [4, 17, 4, 3, 16, 2, 2, 15, 1, 1, 14, 0, 0, 13, 0, 0, 12, 0],
+              [0, 17, 0, 0, 16, 0, 0, 15, 0, 0, 14, 0, 0, 13, 0, 0, 12, 0]],
+             [65.97965990995549, 12.716071011445923, 0.0], 27.455237167322384),
+}
+
+
+@pytest.mark.parametrize("name", ["bleu", "chrf"])
+def test_sacrebleu_statistics_pinned_and_equal_to_the_public_api(name):
+    from sacrebleu.metrics import BLEU, CHRF
+
+    stats, per_hyp, corpus = SACRE_PINNED[name]
+    metric, public = make_metric(name), (BLEU() if name == "bleu" else CHRF())
+    got = metric.stats(SACRE_REF, SACRE_HYPS)
+    assert got.tolist() == stats
+    assert [metric.score(row) for row in got] == pytest.approx(per_hyp, abs=1e-9)
+    assert metric.score(got.sum(0)) == pytest.approx(corpus, abs=1e-9)
+    # one hypothesis' score is the corpus score of a one-sentence corpus (corpus settings: no effective order)
+    assert per_hyp == pytest.approx([public.corpus_score([h], [[SACRE_REF]]).score for h in SACRE_HYPS], abs=1e-9)
+    assert corpus == pytest.approx(public.corpus_score(SACRE_HYPS, [[SACRE_REF] * 3]).score, abs=1e-9)
+
+
+def test_chrf_without_the_statistics_methods_fails_at_construction(monkeypatch):
+    from sacrebleu.metrics import CHRF
+
+    monkeypatch.setattr(CHRF, "_extract_corpus_statistics", None)  # as if an upgrade had removed it
+    with pytest.raises(RuntimeError, match=r"has no CHRF\._extract_corpus_statistics.*sacrebleu>=2\.3,<3"):
+        make_metric("chrf")
+
+
 def test_reranked_lists_keep_format_and_add_scores(tmp_path):
     src = tmp_path / "in.json"
     src.write_text(json.dumps(ESPNET))
