@@ -15,7 +15,8 @@
   dropped before they reach the model.
 - Tokenisation: the inputs of all the requests that arrived since the last round are tokenised together,
   with one call of the Rust batch encoder (server.pipelines.encode_requests), in a tokeniser thread - on
-  the event loop only when the round is small (a thread hop costs more). An input over the token limit
+  the event loop only when the round is small and the model idle (a thread hop costs more latency than
+  that; under load the loop's time matters more). An input over the token limit
   fails its request (naming the first such input) before anything reaches the model.
 - Inference (padding, forward pass and per-input post-processing) runs in one worker thread, off the
   event loop.
@@ -133,9 +134,14 @@ class ModelSlot:
         self.arrived = asyncio.Event()
         self.pending: list[_Item] = []  # tokenised, waiting for a batch
         self.wakeup = asyncio.Event()
+        self.running = False  # a batch is in the worker thread
         self.task: asyncio.Task | None = None
         self.tokenize_task: asyncio.Task | None = None
         self.metrics: _SlotMetrics | None = None
+
+    def queued(self) -> int:
+        """Inputs waiting for a batch, tokenised or not."""
+        return len(self.pending) + sum(len(r.inputs) for r in self.arrivals)
 
     def info(self) -> dict:
         return {"name": self.name, "kind": self.kind, "path": str(self.path),
@@ -177,6 +183,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        self.metrics.in_flight.set_function(lambda: self.in_flight)  # read when scraped, not set per request
 
     def _load(self, path: Path, backend: str):
         """electric.backend.load_backend, with the ONNX Runtime options when the directory is an export."""
@@ -207,6 +214,7 @@ class Engine:
                                      f"{' or '.join(kinds)}")
                 slot = ModelSlot(name, path, backend, self.settings)
                 slot.metrics = _SlotMetrics(self.metrics, name)
+                slot.metrics.queued.set_function(slot.queued)
                 self.models[name] = slot
                 slot.task = asyncio.create_task(self._batch_loop(slot), name=f"batcher-{name}")
                 slot.tokenize_task = asyncio.create_task(self._tokenize_loop(slot), name=f"tokenizer-{name}")
@@ -295,12 +303,10 @@ class Engine:
                                  f"{self.settings.max_concurrent_requests}; retry later")
         self.in_flight += 1
         self._idle.clear()
-        self.metrics.in_flight.set(self.in_flight)
         try:
             yield
         finally:
             self.in_flight -= 1
-            self.metrics.in_flight.set(self.in_flight)
             if self.in_flight == 0:
                 self._idle.set()
 
@@ -465,10 +471,13 @@ class Engine:
             slot.arrivals = []
             if not reqs:
                 continue
-            chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1]) for r in reqs for x in r.inputs)
+            # on the loop only when the model is idle (latency); under load the thread takes it (loop time)
+            inline = not slot.running and not slot.pending and \
+                sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1]) for r in reqs for x in r.inputs) \
+                <= INLINE_TOKENIZE_CHARS
             t0 = time.perf_counter()
             try:
-                if chars <= INLINE_TOKENIZE_CHARS:
+                if inline:
                     encoded = _tokenize(slot, reqs)
                 else:
                     encoded = await asyncio.get_running_loop().run_in_executor(self._tokenizer_pool, _tokenize, slot,
@@ -501,7 +510,6 @@ class Engine:
             n_tokens += tokens
             slot.pending.extend(_Item(req, i, e) for i, e in enumerate(enc))
         slot.metrics.input_tokens.inc(n_tokens)
-        slot.metrics.queued.set(len(slot.pending))
         slot.wakeup.set()
 
     async def _batch_loop(self, slot: ModelSlot) -> None:
@@ -532,7 +540,6 @@ class Engine:
             slot.metrics.dropped.inc(dropped)
         if not live:
             slot.pending = []
-            slot.metrics.queued.set(0)
             return []
         s = self.settings
         anchor = live[0].bucket
@@ -546,7 +553,6 @@ class Engine:
             longest = new_longest
         taken = set(map(id, batch))
         slot.pending = [it for it in live if id(it) not in taken]
-        slot.metrics.queued.set(len(slot.pending))
         return batch
 
     async def _run_batch(self, slot: ModelSlot, batch: list[_Item]) -> None:
@@ -559,6 +565,7 @@ class Engine:
                 req.started = True
                 req.timing.queue = max(0.0, t0 - req.t_enqueued - req.timing.tokenize)
                 slot.metrics.queue_seconds.observe(req.timing.queue)
+        slot.running = True
         try:
             outputs = await asyncio.get_running_loop().run_in_executor(self._worker, _forward, slot, batch)
         except Exception as e:  # noqa: BLE001 - a backend failure fails this batch's requests, not the server
@@ -569,6 +576,8 @@ class Engine:
                 if not it.request.future.done():
                     it.request.future.set_exception(err)
             return
+        finally:
+            slot.running = False
         dt = time.perf_counter() - t0
         m = slot.metrics
         m.inference_seconds.observe(dt)

@@ -544,15 +544,19 @@ def test_overload_is_429_and_resource_exhausted(slow, backend):
             while slow.engine.in_flight < 6:  # the limit: 6 requests in flight
                 await asyncio.sleep(0.01)
             over = await c.post("/v1/score", json={"texts": ["one too many"]})
+            gauges = (await c.get("/metrics")).text  # read when scraped
             try:
                 await pb_grpc.ScoringStub(ch).Score(pb.ScoreRequest(texts=["one too many"]))
                 code = "OK"
             except grpc.aio.AioRpcError as e:
                 code = e.code().name
-            return await asyncio.gather(*admitted), over, code
+            return await asyncio.gather(*admitted), over, code, gauges
 
-    admitted, over, code = asyncio.run(main())
+    admitted, over, code, gauges = asyncio.run(main())
     assert [r.status_code for r in admitted] == [200] * 6
+    assert metric(gauges, "electric_requests_in_flight") == 6
+    idle = httpx.get(f"{slow.url}/metrics").text
+    assert metric(idle, "electric_requests_in_flight") == 0 and 'electric_queue_inputs{model="scorer"} 0.0' in idle
     assert over.status_code == 429 and over.json()["error_type"] == "overloaded"
     assert code == "RESOURCE_EXHAUSTED"
 
