@@ -240,16 +240,23 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
 
     def __init__(self, engine: Engine):
         self._engine = engine
+        self._guarded: dict[str, tuple] = {}  # method -> (its handler, the guarded handler): made once, not per call
 
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
         handler = await continuation(details)
         if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
             return handler
+        known = self._guarded.get(details.method)
+        if known is None or known[0] is not handler:
+            known = self._guarded[details.method] = (handler, self._guard(handler, details.method))
+        return known[1]
+
+    def _guard(self, handler, method: str):
         behaviour = handler.unary_unary
 
         async def guarded(request, context):
             if isinstance(request, _Undecodable):
-                return await _refuse(context, request.error, details.method, self._engine, time.perf_counter())
+                return await _refuse(context, request.error, method, self._engine, time.perf_counter())
             result = behaviour(request, context)
             return await result if inspect.isawaitable(result) else result
 
