@@ -447,18 +447,24 @@ class Engine:
         results (or the client going away). `post(encoded, row)` makes one input's result."""
         if self.grace_over:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
-        req = _Request(inputs, truncate, names, post, asyncio.get_running_loop(), timing)
+        loop = asyncio.get_running_loop()
+        req = _Request(inputs, truncate, names, post, loop, timing)
         self._requests.add(req)
         slot.arrivals.append(req)
         slot.arrived.set()
+        timer = loop.call_later(self.settings.request_timeout_s, self._expire, req)  # cheaper than wait_for
         try:
-            return await asyncio.wait_for(req.future, self.settings.request_timeout_s)
-        except asyncio.TimeoutError:
-            raise Timeout(f"no answer within {self.settings.request_timeout_s:g} s") from None
+            return await req.future
         finally:
+            timer.cancel()
             self._requests.discard(req)
             if not req.future.done():
-                req.future.cancel()  # the client went away or timed out: drop its queued inputs
+                req.future.cancel()  # the client went away: drop its queued inputs
+
+    def _expire(self, req: _Request) -> None:
+        """request_timeout_s is over: the request fails with Timeout, its queued inputs are dropped."""
+        if not req.future.done():
+            req.future.set_exception(Timeout(f"no answer within {self.settings.request_timeout_s:g} s"))
 
     async def _tokenize_loop(self, slot: ModelSlot) -> None:
         """Tokenise every request that arrived since the last round in one round, then queue their inputs."""

@@ -308,7 +308,7 @@ class ObservabilityMiddleware:
             else:
                 await _send_json(timed_send, err.http_status, err.body())
 
-        length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
+        length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             await fail(PayloadTooLarge(f"request body of {int(length)} bytes is over the limit of {limit} bytes"))
         else:
@@ -333,14 +333,9 @@ class ObservabilityMiddleware:
         route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
         if route is None or scope["app"].state.engine is None:
             return seen
-        ctype = auth = None  # the first of each, as starlette's Headers.get finds them
-        for name, value in scope["headers"]:
-            if name == b"content-type" and ctype is None:
-                ctype = value
-            elif name == b"authorization" and auth is None:
-                auth = value
-        if (ctype or b"").partition(b";")[0].strip().lower() != b"application/json" or \
-                not _authorised(self.settings, (auth or b"").decode("latin-1")):
+        ctype, auth = _header(scope, b"content-type") or b"", _header(scope, b"authorization") or b""
+        if ctype.partition(b";")[0].strip().lower() != b"application/json" or \
+                not _authorised(self.settings, auth.decode("latin-1")):
             return seen
         chunks = []
         while True:
@@ -372,6 +367,14 @@ class ObservabilityMiddleware:
         if self.settings.access_log and route not in QUIET_PATHS:
             log_request("http", route, code, error_type, seconds, state.get("timing"),
                         client=(scope.get("client") or ("", 0))[0])
+
+
+def _header(scope, name: bytes) -> bytes | None:
+    """The first value of a (lower-case) header, as starlette's Headers.get finds it."""
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value
+    return None
 
 
 def _replay(messages: list[dict], receive):
