@@ -407,4 +407,6 @@ def log_request(transport: str, route: str, status: int | str, error_type: str |
         rec.update(inputs=timing.inputs, tokens=timing.tokens, batches=timing.batches,
                    tokenize_ms=round(timing.tokenize * 1e3, 3), queue_ms=round(timing.queue * 1e3, 3),
                    inference_ms=round(timing.inference * 1e3, 3))
-    access_log.info(json.dumps(rec, separators=(",", ":")))
+    # as access_log.info(line), without looking up the caller's file and line (no format uses them)
+    access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, json.dumps(rec, separators=(",", ":")),
+                                            None, None))
