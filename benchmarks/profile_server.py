@@ -6,14 +6,18 @@
 Starts the server in its own process (`python -m server`, the int8 export of a random-weight `tiny` or
 `small` discriminator, built as benchmarks/bench_server.py builds it), drives it with bench_server's
 clients (one ATIS sentence per request), and samples every thread of the server with py-spy (an
-outside sampler: no GIL, no instrumentation; only on-CPU samples are kept). Each sample is charged to
-the innermost stage it is in:
+outside sampler: no GIL, no instrumentation; it pauses the process for each sample so stacks are
+consistent; only on-CPU samples are kept). Each sample is charged to the innermost stage it is in:
 
-    HTTP protocol (uvicorn, httptools) · ASGI, routing and middleware (starlette, fastapi) · JSON body
-    decode · validation (fastapi's body and dependency handling, pydantic, the engine's checks) ·
-    tokenisation · engine (admission, queue, batching) · forward pass (padding, ONNX Runtime) ·
-    post-processing (scores from logits) · response building (to_dict, JSON encoding, protobuf) ·
-    metrics and access log · gRPC transport · asyncio event loop · other
+    HTTP protocol (uvicorn, httptools) · socket I/O (send/recv system calls) · ASGI, routing and
+    middleware (starlette, fastapi) · JSON body decode · validation (fastapi's body and dependency
+    handling, pydantic, the engine's checks) · tokenisation · engine (admission, queue, batching) ·
+    forward pass (padding, ONNX Runtime) · post-processing (scores from logits) · response building
+    (to_dict, JSON encoding, protobuf) · metrics and access log · gRPC transport (Python side) ·
+    event-loop callbacks in C (asyncio's C tasks; grpc.aio's Cython core, which py-spy cannot see into) ·
+    asyncio event loop (Python) · other
+
+`--keep DIR` keeps py-spy's raw stacks (one collapsed stack a line) to look further, e.g. with flamegraph.pl.
 
 and printed per thread (the event loop, the inference worker, the tokeniser thread) as a share of that
 thread's on-CPU samples and as CPU microseconds per request. Needs py-spy (`pip install -e ".[profile]"`) and
