@@ -422,10 +422,10 @@ READING = (
     "The raw runtime and each server point are measured at different moments on a machine whose load "
     "changes by 2x within minutes, so a ratio can be off by that much.",
     "With one sentence per request, each request costs the event loop a fixed amount of Python work (HTTP "
-    "or gRPC parsing, validation, tokenisation through the transformers tokenizer, JSON/protobuf answers, "
-    "metrics): about 1-2 ms of one core here, more than a tiny int8 forward pass per sentence in a batch. "
-    "With 2 cores (one for the loop, one for ONNX Runtime) and the load generator on the same cores, the "
-    "loop, not the model, bounds throughput; requests that carry several texts (n-best lists) amortise it.",
+    "or gRPC parsing, routing, validation, JSON/protobuf answers, metrics and the access log; tokenisation "
+    "runs batched in a thread under load); benchmarks/profile_server.py shows where it goes. With 2 cores "
+    "(one for the loop, one for ONNX Runtime) and the load generator on the same cores, the loop, not the "
+    "model, can bound throughput; requests that carry several texts (n-best lists) amortise it.",
 )
 
 
