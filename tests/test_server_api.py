@@ -469,20 +469,46 @@ def test_fast_path_answers_as_fastapi_does(server, http, route, body, monkeypatc
 # ---- a backend that can be slowed down or broken -------------------------------------------------------------
 
 class ControlledBackend:
-    """Wraps a real backend: `delay` seconds per batch, `fail` raises, `gate` (an Event) blocks loading."""
+    """Wraps a real backend. After `hold()` every batch waits in the worker thread until `release()`, and
+    `running` is set once one waits: a test keeps the worker busy for exactly as long as it needs, whatever
+    the machine's load. `fail` raises; controlled_loader's `gate` (an Event) blocks loading."""
 
     def __init__(self, inner):
-        self.inner, self.delay, self.fail, self.batches = inner, 0.0, False, []
+        self.inner, self.fail, self.batches = inner, False, []
+        self.running, self._open = threading.Event(), threading.Event()
+        self._open.set()
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
+
+    def hold(self) -> None:
+        self.running.clear()
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
 
     def run(self, input_ids, attention_mask, token_type_ids=None):
         self.batches.append(input_ids.shape)
         if self.fail:
             raise RuntimeError("simulated CUDA failure at /secret/path")
-        time.sleep(self.delay)
+        self.running.set()
+        if not self._open.wait(120):
+            raise RuntimeError("a held test backend was never released")
         return self.inner.run(input_ids, attention_mask, token_type_ids)
+
+
+def wait_until(condition, what: str, timeout: float = 60.0) -> None:
+    """Poll `condition()` until it holds; the timeout only bounds a hang, no outcome depends on it."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what} after {timeout:g} s"
+        time.sleep(0.005)
+
+
+def queued(srv, model: str = "scorer") -> int:
+    """Inputs tokenised and waiting in the model's queue for a batch."""
+    return len(srv.engine.models[model].pending)
 
 
 def controlled_loader(gate: threading.Event | None = None):
@@ -508,19 +534,26 @@ def slow(models):
 def backend(slow):
     b = slow.engine.models["scorer"].backend
     yield b
-    b.delay, b.fail = 0.0, False
+    b.fail = False
+    b.release()
     slow.engine._worker.submit(lambda: None).result(30)  # let the worker finish what a test left running
 
 
 def test_batching_really_batches_under_concurrency(slow, backend, models):
-    backend.delay = 0.15
     texts = [f"show me flights number {i} from boston" for i in range(6)]
     expected = direct_scores(models["disc_onnx"], texts, per_token=False)
     before = len(backend.batches)
+    backend.hold()
 
     async def main():
         async with httpx.AsyncClient(base_url=slow.url, timeout=30) as c:
-            return await asyncio.gather(*(c.post("/v1/score", json={"texts": [t]}) for t in texts))
+            replies = asyncio.gather(*(c.post("/v1/score", json={"texts": [t]}) for t in texts))
+            # the first batch is held in the model while the other requests queue up behind it
+            while not (backend.running.is_set() and
+                       sum(b[0] for b in backend.batches[before:]) + queued(slow) == len(texts)):
+                await asyncio.sleep(0.005)
+            backend.release()
+            return await replies
 
     replies = asyncio.run(main())
     assert [r.status_code for r in replies] == [200] * 6
@@ -535,14 +568,14 @@ def test_batching_really_batches_under_concurrency(slow, backend, models):
 
 
 def test_overload_is_429_and_resource_exhausted(slow, backend):
-    backend.delay = 0.3
+    backend.hold()  # the admitted requests stay in flight until the over-limit ones are answered
 
     async def main():
         async with httpx.AsyncClient(base_url=slow.url, timeout=30) as c, \
                 grpc.aio.insecure_channel(slow.grpc_target) as ch:
             admitted = [asyncio.ensure_future(c.post("/v1/score", json={"texts": [f"text {i}"]})) for i in range(6)]
             while slow.engine.in_flight < 6:  # the limit: 6 requests in flight
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.005)
             over = await c.post("/v1/score", json={"texts": ["one too many"]})
             gauges = (await c.get("/metrics")).text  # read when scraped
             try:
@@ -550,6 +583,7 @@ def test_overload_is_429_and_resource_exhausted(slow, backend):
                 code = "OK"
             except grpc.aio.AioRpcError as e:
                 code = e.code().name
+            backend.release()
             return await asyncio.gather(*admitted), over, code, gauges
 
     admitted, over, code, gauges = asyncio.run(main())
@@ -573,8 +607,9 @@ def test_backend_failure_is_500_without_details_then_recovers(slow, backend):
     assert httpx.post(f"{slow.url}/v1/score", json={"texts": ["hello"]}).status_code == 200
 
 
+@pytest.mark.integration
 def test_timeout_is_504(slow, backend):
-    backend.delay = 2.0
+    backend.hold()  # the batch outlasts request_timeout_s (1.5 s) however fast the machine is
     r = httpx.post(f"{slow.url}/v1/score", json={"texts": ["hello"]}, timeout=30)
     assert r.status_code == 504 and r.json()["error_type"] == "timeout"
 
@@ -584,22 +619,32 @@ def test_work_of_clients_that_went_away_is_dropped(slow, backend):
         return metric(httpx.get(f"{slow.url}/metrics").text, "electric_dropped_inputs_total", model="scorer")
 
     base = dropped()
-    backend.delay = 0.6
     n0 = len(backend.batches)
-    busy = threading.Thread(target=lambda: httpx.post(f"{slow.url}/v1/score", json={"texts": ["busy"]}, timeout=30))
-    busy.start()
-    time.sleep(0.15)  # the worker is now busy with "busy"
-    with pytest.raises(httpx.TimeoutException):  # queued behind it; this client gives up and disconnects
-        httpx.post(f"{slow.url}/v1/score", json={"texts": ["gone", "away"]}, timeout=0.2)
-    with grpc.insecure_channel(slow.grpc_target) as ch, pytest.raises(grpc.RpcError) as e:
-        pb_grpc.ScoringStub(ch).Score(pb.ScoreRequest(texts=["also gone"]), timeout=0.2)
-    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    busy.join()
-    deadline = time.monotonic() + 5
-    while dropped() < base + 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert dropped() == base + 3  # "gone", "away" and "also gone" never reached the model
-    assert [b[0] for b in backend.batches[n0:]] == [1]  # only "busy" ran
+    backend.hold()
+
+    async def main():
+        async with httpx.AsyncClient(base_url=slow.url, timeout=30) as c, \
+                grpc.aio.insecure_channel(slow.grpc_target) as ch:
+            busy = asyncio.ensure_future(c.post("/v1/score", json={"texts": ["busy"]}))
+            while not backend.running.is_set():  # the worker is busy with "busy" until released
+                await asyncio.sleep(0.005)
+            gone = asyncio.ensure_future(c.post("/v1/score", json={"texts": ["gone", "away"]}))
+            while queued(slow) < 2:  # queued behind "busy" ...
+                await asyncio.sleep(0.005)
+            gone.cancel()  # ... when its client gives up and disconnects
+            also_gone = pb_grpc.ScoringStub(ch).Score(pb.ScoreRequest(texts=["also gone"]))
+            while queued(slow) < 3:
+                await asyncio.sleep(0.005)
+            also_gone.cancel()
+            while slow.engine.in_flight > 1:  # the server saw both clients go: only "busy" is left
+                await asyncio.sleep(0.005)
+            backend.release()
+            return await busy, (await asyncio.gather(gone, return_exceptions=True))[0], also_gone.cancelled()
+
+    busy, gone, grpc_cancelled = asyncio.run(main())
+    assert busy.status_code == 200 and isinstance(gone, asyncio.CancelledError) and grpc_cancelled
+    wait_until(lambda: dropped() == base + 3, "the dropped inputs to be counted")  # at the next batch round
+    assert [b[0] for b in backend.batches[n0:]] == [1]  # "gone", "away" and "also gone" never reached the model
 
 
 # ---- lifecycle -------------------------------------------------------------------------------------------
@@ -623,10 +668,7 @@ def test_not_ready_until_loaded_and_warm(models):
             health = health_pb2_grpc.HealthStub(ch)
             assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.NOT_SERVING
             gate.set()
-            deadline = time.monotonic() + 60
-            while httpx.get(f"{srv.url}/ready").status_code != 200:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_until(lambda: httpx.get(f"{srv.url}/ready").status_code == 200, "the server to be ready")
             assert srv.engine.models["scorer"].backend.batches  # warm-up ran batches before ready
             assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
     finally:
@@ -642,12 +684,13 @@ def test_a_model_that_does_not_load_fails_the_server(tmp_path):
     srv.stop()
 
 
+@pytest.mark.integration
 def test_shutdown_drains_in_flight_requests(models):
     s = Settings(model=models["disc_onnx"], http_port=0, grpc_port=0, access_log=False, threads=1,
                  shutdown_grace_s=20)
     srv = BackgroundServer(s, loader=controlled_loader()).start()
     backend = srv.engine.models["scorer"].backend
-    backend.delay = 1.0  # each batch takes a second: the 4 requests are in flight together
+    backend.hold()  # the 4 requests stay in flight together until the shutdown has begun
     url, target = srv.url, srv.grpc_target
     results: dict = {}
 
@@ -662,16 +705,13 @@ def test_shutdown_drains_in_flight_requests(models):
     threads = [threading.Thread(target=http_call, args=(i,)) for i in range(3)] + [threading.Thread(target=grpc_call)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 10
-    while srv.engine.in_flight < 4:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: srv.engine.in_flight == 4, "4 requests in flight")
     stopper = threading.Thread(target=srv.stop)
     stopper.start()
-    time.sleep(0.1)
-    assert srv.engine.draining  # new work is refused from now on ...
+    wait_until(lambda: srv.engine.draining, "the shutdown to begin")  # new work is refused from now on ...
     with contextlib.suppress(httpx.ConnectError):  # refused: 503 while the socket is open, then no connection
         assert httpx.post(f"{url}/v1/score", json={"texts": ["late"]}, timeout=5).status_code == 503
+    backend.release()
     for t in threads:
         t.join(30)
     stopper.join(30)

@@ -21,7 +21,7 @@ import grpc
 import httpx
 import pytest
 from conftest import save_random_electra
-from test_server_api import AUTH, GRPC_AUTH, KEY, controlled_loader, metric
+from test_server_api import AUTH, GRPC_AUTH, KEY, controlled_loader, metric, wait_until
 
 from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
@@ -216,13 +216,17 @@ def test_refused_calls_are_logged_and_counted_with_their_status(server, http, ac
 
 # ---- item 5: the shutdown grace runs out ---------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_requests_still_running_when_the_grace_is_over_get_503_json_and_unavailable(disc_dir, caplog):
     caplog.set_level(logging.INFO)
     s = Settings(model=disc_dir, http_port=0, grpc_port=0, threads=1, warmup=False, shutdown_grace_s=0.2)
     srv = BackgroundServer(s, loader=controlled_loader()).start()
-    srv.engine.models["scorer"].backend.delay = 3.0  # every batch outlasts the grace
+    backend = srv.engine.models["scorer"].backend
+    backend.hold()  # every batch outlasts the grace
+    stuck_reached = threading.Event()
 
     async def stuck(*args, **kwargs):  # a handler that never reaches the engine: uvicorn cancels it
+        stuck_reached.set()
         await asyncio.sleep(3600)
 
     srv.engine.detect = stuck
@@ -244,14 +248,14 @@ def test_requests_still_running_when_the_grace_is_over_get_503_json_and_unavaila
                threading.Thread(target=via_http, args=("/v1/detect",)), threading.Thread(target=via_grpc)]
     for t in clients:
         t.start()
-    deadline = time.monotonic() + 30
-    while srv.engine.in_flight < 2:  # the score requests are admitted (detect never is)
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.2)  # let the stuck detect request reach its handler
-    srv.stop()
-    for t in clients:
+    wait_until(lambda: srv.engine.in_flight == 2, "the score requests to be admitted")  # (detect never is)
+    assert stuck_reached.wait(30), "the detect request never reached its handler"
+    stopper = threading.Thread(target=srv.stop)
+    stopper.start()
+    for t in clients:  # answered when the grace is over, while their batch is still held
         t.join(60)
+    backend.release()
+    stopper.join(60)
     for route in ("/v1/score", "/v1/detect"):
         r = replies[route]
         assert r.status_code == 503 and r.headers["content-type"] == "application/json", (route, r.text)
