@@ -14,11 +14,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ELECTRIC_SHARED_DATA", REPO.parent / "shared" / "data"))
+# CI sets this (.ci/run): a missing ../shared/data fails the run instead of skipping most of the suite
+REQUIRE_SHARED_DATA = os.environ.get("ELECTRIC_REQUIRE_SHARED_DATA", "") not in ("", "0")
+
+
+def pytest_configure(config):
+    if REQUIRE_SHARED_DATA and not SHARED_DATA.is_dir():
+        raise pytest.UsageError(f"ELECTRIC_REQUIRE_SHARED_DATA is set but the shared data directory {SHARED_DATA} "
+                                "does not exist: put the project's data there or set ELECTRIC_SHARED_DATA")
 
 
 def require_shared(rel: str) -> Path:
     p = SHARED_DATA / rel
     if not p.exists():
+        if REQUIRE_SHARED_DATA:
+            pytest.fail(f"{p} is missing and ELECTRIC_REQUIRE_SHARED_DATA is set", pytrace=False)
         pytest.skip(f"{p} is not available (set ELECTRIC_SHARED_DATA)")
     return p
 

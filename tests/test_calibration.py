@@ -115,6 +115,7 @@ def test_corruption_replaces_about_mask_prob_of_the_candidate_tokens_only(electr
 
 # ---- export, held-out check ------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_electric_export_is_calibrated_on_held_out_text(electric_export, trained_run, sst2_halves):
     manifest = json.loads((electric_export / MANIFEST).read_text())
     cal = manifest["calibration"]
@@ -127,6 +128,7 @@ def test_electric_export_is_calibrated_on_held_out_text(electric_export, trained
     assert raw > 0.5  # Electric's energies are no probabilities: sigma(s) says most tokens were replaced
 
 
+@pytest.mark.integration
 def test_electra_export_is_calibrated_on_held_out_text(electra_export, electra_run, sst2_halves):
     mean_p, rate, raw = held_out(electra_export, electra_run, sst2_halves[1])
     assert abs(mean_p - rate) < TOLERANCE, (mean_p, rate)
@@ -135,6 +137,7 @@ def test_electra_export_is_calibrated_on_held_out_text(electra_export, electra_r
 
 # ---- detect follows the manifest ---------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_detect_returns_calibrated_probabilities_and_old_exports_keep_the_raw_sigmoid(electric_export, tmp_path):
     from electric.scoring import Scorer
 
@@ -159,6 +162,7 @@ def test_detect_returns_calibrated_probabilities_and_old_exports_keep_the_raw_si
         assert [t.prob for t in d.tokens] == pytest.approx(sigmoid([t.logit for t in d.tokens]), abs=1e-6)
 
 
+@pytest.mark.integration
 def test_server_detect_returns_the_calibrated_probability(electra_export):
     import httpx
 
@@ -194,6 +198,7 @@ def test_eval_detect_chooses_the_threshold_on_dev_and_reports_test_at_it():
     assert res["at_0.5"]["threshold"] == 0.5 and res["roc_auc"] == pytest.approx(4 / 8)
 
 
+@pytest.mark.integration
 def test_eval_detect_cli_reports_dev_and_test_parts(electric_export, tmp_path, capsys):
     lines, n = [], 0
     for line in require_shared("tagging/fce/fce-public.test.original.tsv").read_text().splitlines(keepends=True):

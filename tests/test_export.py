@@ -314,6 +314,7 @@ def test_failed_quantisation_leaves_nothing(disc_dir, tmp_path, capsys, monkeypa
     assert not (tmp_path / "o").exists() and no_leftovers(tmp_path)
 
 
+@pytest.mark.integration
 def test_low_quantised_parity_fails_unless_forced(disc_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(ex, "MIN_SPEARMAN", 1.01)  # unreachable: any real int8 graph "fails"
     rc, err = run_cli(capsys, "--model", disc_dir, "--out", tmp_path / "o", "--quantize", "int8")

@@ -65,6 +65,7 @@ def load_eval(out: Path) -> dict:
 
 # ---- end to end ----------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_classification_task_folder_end_to_end(disc_dir, tmp_path):
     from electric.backend import load_backend
 
@@ -93,6 +94,7 @@ def test_classification_task_folder_end_to_end(disc_dir, tmp_path):
     assert logits.shape == (2, 2) and np.isfinite(logits).all()
 
 
+@pytest.mark.integration
 def test_tagging_end_to_end_maps_pieces_back_to_words(disc_dir, tmp_path):
     from electric.backend import load_backend
 
@@ -129,6 +131,7 @@ def test_tagging_end_to_end_maps_pieces_back_to_words(disc_dir, tmp_path):
     assert preds[0][-cut:] == [0] * cut
 
 
+@pytest.mark.integration
 def test_regression_pairs_generic_jsonl_random_init(disc_dir, tmp_path):
     ex = TASKS["stsb"].read(head(require_shared("glue/stsb/sts-train.csv"), tmp_path / "sts.csv", 40))
     rows = [json.dumps({"s1": e.text, "s2": e.text_pair, "score": e.label}) for e in ex]
@@ -145,6 +148,7 @@ def test_regression_pairs_generic_jsonl_random_init(disc_dir, tmp_path):
     assert cfg["problem_type"] == "regression" and cfg["id2label"] == {"0": "score"}
 
 
+@pytest.mark.integration
 def test_learns_a_separable_task(disc_dir, tmp_path):
     """A keyword decides the label: fine-tuning must get (nearly) all of dev right."""
     rng = np.random.default_rng(0)
@@ -171,6 +175,7 @@ def test_learns_a_separable_task(disc_dir, tmp_path):
     assert ev["history"][-1]["train_loss"] < ev["history"][0]["train_loss"]
 
 
+@pytest.mark.integration
 def test_keeps_best_epoch_and_stops_early(disc_dir, tmp_path, monkeypatch):
     """Scripted dev scores 0.5, 0.9, 0.6, 0.4: with patience 2 training stops after epoch 4 and the saved
     weights are those of epoch 2."""
@@ -232,6 +237,7 @@ def test_defaults_follow_design():
 
 # ---- --model resolution and errors ---------------------------------------------------------------
 
+@pytest.mark.integration
 def test_model_argument_accepts_runs_and_model_dirs(disc_dir, mlm_dir, tmp_path, capsys):
     run_dir = tmp_path / "electra-run"
     shutil.copytree(disc_dir, run_dir / "discriminator")
@@ -295,6 +301,7 @@ def test_cli_errors_exit_nonzero_naming_file_and_line(disc_dir, tmp_path, capsys
 
 # ---- eval detect ---------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_eval_detect_subcommand(trained_run, tmp_path, capsys):
     from electric.commands.eval_detect import add_eval_parser
 
@@ -321,6 +328,7 @@ def test_eval_detect_subcommand(trained_run, tmp_path, capsys):
     assert args.func(args) == 2
 
 
+@pytest.mark.integration
 def test_detect_word_scores_take_the_max_over_pieces(trained_run):
     from electric.commands.eval_detect import word_scores
     from electric.scoring import load_scorer
@@ -339,6 +347,7 @@ def test_detect_word_scores_take_the_max_over_pieces(trained_run):
 
 # ---- the GLUE comparison benchmark runs ----------------------------------------------------------
 
+@pytest.mark.integration
 def test_glue_compare_benchmark_smoke(disc_dir, tmp_path):
     import importlib.util
 

@@ -99,6 +99,7 @@ def tiny_scorer(tmp_path_factory):
     return out.parent
 
 
+@pytest.mark.integration
 def test_a_real_process_serves_logs_and_stops_on_sigterm(tiny_scorer):
     http_port, grpc_port = free_port(), free_port()
     env = {**os.environ, "ELECTRIC_MODEL": str(tiny_scorer), "ELECTRIC_HTTP_PORT": str(http_port),
