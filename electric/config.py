@@ -1,6 +1,11 @@
-"""Pretraining configuration: one typed dataclass, presets, and the rules that derive implied values.
+"""Pretraining configuration: typed frozen dataclasses, presets, and the rules that derive implied values.
 
-Precedence is defaults -> preset -> explicit overrides (CLI flags). Unknown keys are an error.
+`PretrainConfig` is the model and the recipe; `RunConfig` is one run: that config plus how and where it runs
+(data, device, resume, ...). Precedence is defaults -> preset -> explicit overrides (CLI flags). Unknown keys
+are an error. Both are validated when built and never changed after: a different value is a new object.
+
+OUT/config.json holds a run's `RunConfig`: the `PretrainConfig` fields at the top level (where model-loading
+code and older readers find them) and the run settings under "run" (absent in files written before it).
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ Objective = Literal["mlm", "electra", "electric"]
 Precision = Literal["fp32", "bf16"]
 BiasInit = Literal["prior", "zero"]
 OBJECTIVES: tuple[str, ...] = ("mlm", "electra", "electric")
+RUN_SECTION = "run"  # the key of a run's settings in OUT/config.json
+RESUME_FLAGS: tuple[str, ...] = ("max_steps", "time_budget_minutes", "epochs")  # what a resumed run may change
 
 
-@dataclass
+@dataclass(frozen=True)
 class PretrainConfig:
     # --- what to train
     objective: Objective = "electric"  # mlm (BERT baseline), electra (RTD), electric (energy-based cloze)
@@ -126,19 +133,20 @@ class PretrainConfig:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        write_json(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> PretrainConfig:
-        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown config keys: {sorted(unknown)}")
+        check_keys(cls, values, "config")
         return cls(**values)
 
     @classmethod
-    def load(cls, path: str | Path) -> PretrainConfig:
-        """A saved config; fields it predates take the behaviour it was trained with, not today's default."""
-        return cls.from_dict({**LEGACY_DEFAULTS, **json.loads(Path(path).read_text())})
+    def load(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> PretrainConfig:
+        """A saved config (a run's config.json: its "run" section is left out), with `overrides` applied;
+        fields it predates take the behaviour it was trained with, not today's default."""
+        saved = json.loads(Path(path).read_text())
+        saved.pop(RUN_SECTION, None)
+        return cls.from_dict({**LEGACY_DEFAULTS, **saved, **(overrides or {})})
 
 
 # Values for fields added after a config was saved: what runs saved before them did.
@@ -185,3 +193,67 @@ def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None
     values: dict[str, Any] = {"objective": objective, "preset": preset, **PRESETS[preset]}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return PretrainConfig.from_dict(values)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One pretraining run: the model and the recipe, and how and where it runs. Built once from the command
+    line (`training.pretrain.resolve_run`), never changed after, saved whole to OUT/config.json (a resume saves
+    its own settings there: those of the latest invocation)."""
+
+    pretrain: PretrainConfig  # the model and the recipe (the top level of config.json)
+    out: str  # the run directory
+    data: tuple[str, ...] = ()  # training text: files, directories or globs, as given
+    data_from_nbest: tuple[str, ...] = ()  # n-best files whose references are trained on too
+    nbest_text: str | None = None  # derived: the text file those references were written to
+    tokenizer: str = ""  # tokenizer directory: the one given, else the resumed run's, else --init-from's
+    cache_dir: str | None = None  # datasets cache directory (None = datasets' own)
+    device: str | None = None  # cpu, cuda, cuda:1 ... (None = cuda if available, else cpu)
+    threads: int | None = None  # CPU threads for torch (None or 0 = torch's default)
+    stop_at: int | None = None  # checkpoint and stop at this step, the schedule unchanged
+    stop_on_collapse: bool = False  # end the run (exit status 3) when the discriminator is found collapsed
+    resume: bool = False  # continue the run in `out` from its last checkpoint
+    overwrite: bool = False  # replace a run already in `out`
+    extended: tuple[str, ...] = ()  # resume only: the RESUME_FLAGS fields this resume set anew
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def train_files(self) -> tuple[str, ...]:
+        """What is trained on: the data given, then the n-best references."""
+        return (*self.data, *([self.nbest_text] if self.nbest_text else []))
+
+    def validate(self) -> None:
+        if not self.out:
+            raise ValueError("a run needs an output directory")
+        if set(self.extended) - set(RESUME_FLAGS) or (self.extended and not self.resume):
+            raise ValueError(f"only a resumed run is extended, and only in {RESUME_FLAGS}; got {self.extended}")
+
+    def to_dict(self) -> dict[str, Any]:
+        settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "pretrain"}
+        settings = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}  # as JSON has them
+        return {**self.pretrain.to_dict(), RUN_SECTION: settings}
+
+    def save(self, path: str | Path) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        """A saved run. A config.json written before the run section gets the default settings (its
+        directory as `out`)."""
+        settings = json.loads(Path(path).read_text()).get(RUN_SECTION, {"out": str(Path(path).parent)})
+        check_keys(cls, settings, "run setting", not_saved=("pretrain",))
+        settings = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
+        return cls(pretrain=PretrainConfig.load(path), **settings)
+
+
+def check_keys(cls: type, values: dict[str, Any], what: str, not_saved: tuple[str, ...] = ()) -> None:
+    """ValueError naming the keys of `values` that are not fields of the dataclass `cls` (or are `not_saved`)."""
+    unknown = set(values) - ({f.name for f in dataclasses.fields(cls)} - set(not_saved))
+    if unknown:
+        raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
+
+
+def write_json(path: str | Path, values: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(values, indent=2) + "\n")

@@ -185,9 +185,10 @@ def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
     from training.pretrain import adopt_architecture, build_model
 
     tok = load_tokenizer(trained_run / "discriminator")
-    cfg = resolve_config("tiny", "electric", {"init_from": str(trained_run)})
-    adopt_architecture(cfg, cfg.init_from)
+    tiny = resolve_config("tiny", "electric", {"init_from": str(trained_run)})
+    cfg = adopt_architecture(tiny, tiny.init_from)
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.gen_hidden) == (64, 2, 16)
+    assert (tiny.hidden_size, tiny.num_hidden_layers) == (128, 4), "a new config; the preset's is unchanged"
     special = SpecialIds(tok.pad_token_id, tok.mask_token_id, tok.cls_token_id, tok.sep_token_id, len(tok),
                          tuple(tok.all_special_ids))
     model = build_model(cfg, special, cfg.init_from)
@@ -266,3 +267,53 @@ def test_a_time_budgeted_run_says_it_stopped_for_time(wiki_sample, tokenizer_dir
             "--eval-every", "1000"]
     assert main(args) == 0
     assert "(time budget)" in capsys.readouterr().out
+
+
+def test_the_saved_config_holds_the_model_at_the_top_and_the_run_settings(trained_run, wiki_sample, tokenizer_dir):
+    from electric.calibration import run_settings
+    from electric.config import PretrainConfig, RunConfig
+
+    saved = json.loads((trained_run / "config.json").read_text())
+    assert saved["hidden_size"] == 64 and saved["objective"] == "electric"  # where model-loading code reads them
+    run = saved["run"]
+    assert run["out"] == str(trained_run) and run["data"] == [str(wiki_sample)]
+    assert run["tokenizer"] == str(tokenizer_dir) and run["device"] is None and run["threads"] is None
+    assert (run["resume"], run["overwrite"], run["stop_at"], run["stop_on_collapse"]) == (False, False, None, False)
+    assert (run["data_from_nbest"], run["nbest_text"], run["cache_dir"], run["extended"]) == ([], None, None, [])
+    loaded = RunConfig.load(trained_run / "config.json")
+    assert loaded.to_dict() == saved and loaded.data == (str(wiki_sample),)
+    assert PretrainConfig.load(trained_run / "config.json") == loaded.pretrain
+    assert run_settings(trained_run / "generator")["mask_prob"] == 0.15  # other readers of the file still work
+
+
+def test_a_resumed_run_saves_its_own_settings_and_a_config_without_them_still_resumes(wiki_sample, tokenizer_dir,
+                                                                                      tmp_path):
+    out = tmp_path / "old"
+    assert main([*common(wiki_sample, tokenizer_dir, out, steps=4), "--stop-at", "2", "--threads", "1"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert (saved["run"]["stop_at"], saved["run"]["threads"]) == (2, 1)
+    del saved["run"]  # the config.json of a run started before the run settings were saved
+    (out / "config.json").write_text(json.dumps(saved, indent=2) + "\n")
+    assert main(["--resume", "--out", str(out), "--data", str(wiki_sample), "--max-steps", "5"]) == 0
+    assert [r["step"] for r in read_metrics(out) if "loss" in r] == [1, 2, 3, 4, 5]
+    resumed = json.loads((out / "config.json").read_text())
+    assert {k: v for k, v in resumed.items() if k != "run"} == {**saved, "max_steps": 5}
+    assert resumed["run"]["resume"] and resumed["run"]["extended"] == ["max_steps"]
+    assert resumed["run"]["tokenizer"] == str(out / "discriminator")  # the run's own, as before
+
+
+def test_the_command_line_resolves_to_one_frozen_config(trained_run, tmp_path):
+    import dataclasses
+
+    from training.pretrain import parse_args, resolve_run
+
+    run = resolve_run(parse_args(["--init-from", str(trained_run), "--preset", "tiny", "--data", "x.txt",
+                                  "--out", str(tmp_path / "o"), "--device", "cpu", "--stop-at", "7"]))
+    # derived once: the source's architecture, the lower continued-pretraining lr, the source's tokenizer
+    assert (run.pretrain.hidden_size, run.pretrain.lr) == (64, pytest.approx(1e-4 * 0.2))
+    assert run.tokenizer == str(trained_run / "discriminator") and (run.device, run.stop_at) == ("cpu", 7)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.pretrain.lr = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.data = ("other.txt",)
+    assert not (tmp_path / "o").exists(), "resolving writes nothing"

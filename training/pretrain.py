@@ -5,21 +5,31 @@
     torchrun --nproc_per_node=8 -m training.pretrain --objective electra --preset small --data ... --out ...
 
 Writes OUT/discriminator/ (ElectraForPreTraining), OUT/generator/ (ElectraForMaskedLM, or the
-two-tower ElectricForClozeLM; for --objective mlm the full-size masked LM), OUT/config.json,
-OUT/metrics.jsonl and OUT/state/ for --resume. Ctrl-C saves a checkpoint and exits.
+two-tower ElectricForClozeLM; for --objective mlm the full-size masked LM), OUT/config.json (the run's
+`RunConfig`: the model and recipe at the top level, the run's settings under "run"), OUT/metrics.jsonl and
+OUT/state/ for --resume. Ctrl-C saves a checkpoint and exits.
+
+`main` resolves the command line into one frozen `RunConfig` (`resolve_run`); `train` runs it top to bottom:
+`setup` (data, model, optimizer), `start_or_resume` (trainer state, run directory, config.json), `take_steps`
+(the loop: `optimizer_step`, logging, `evaluate_and_log`, `checkpoint`), `finish`.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -33,7 +43,7 @@ from electric.checkpoint import (
     recover_dir,
     require_local_dir,
 )
-from electric.config import OBJECTIVES, PRESETS, PretrainConfig, resolve_config
+from electric.config import OBJECTIVES, PRESETS, RESUME_FLAGS, PretrainConfig, RunConfig, resolve_config
 from electric.data import DataError, build_datasets
 from electric.hardware import resolve_precision
 from electric.modeling import PretrainingModel, SpecialIds
@@ -157,10 +167,10 @@ class Dist:
             dist.destroy_process_group()
 
 
-def nbest_references(paths: list[str]) -> list[str]:
+def nbest_references(paths: list[str]) -> str | None:
     """Write the references of n-best files to a temporary text file (one document each); return its path."""
     if not paths:
-        return []
+        return None
     import tempfile
 
     from electric.nbest import read_nbest
@@ -177,7 +187,7 @@ def nbest_references(paths: list[str]) -> list[str]:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write("".join(f"{r}\n\n" for r in refs))
     print(f"training on {len(refs):,} n-best references from {len(paths)} file(s)", file=sys.stderr)
-    return [name]
+    return name
 
 
 def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
@@ -208,7 +218,7 @@ def init_source(path: str) -> tuple[Path | None, Path | None, Path]:
 
 
 def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> PretrainingModel:
-    """A fresh model, or one whose weights (and architecture) come from --init-from."""
+    """A fresh model, or one whose weights come from --init-from (`cfg` has its architecture: `adopt_architecture`)."""
     if not init_from:
         return PretrainingModel(cfg, special)
     from transformers import AutoModelForMaskedLM, ElectraForMaskedLM, ElectraForPreTraining
@@ -230,23 +240,28 @@ def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> Pre
         print(f"note: --init-from generator is {type(gen).__name__}, objective {cfg.objective} needs "
               f"{expected}; starting a fresh generator", file=sys.stderr)
         gen = None
-    if disc is not None and gen is None:  # fresh generator sized from the source discriminator
-        cfg.hidden_size, cfg.embedding_size = disc.config.hidden_size, disc.config.embedding_size
+    sizes = (cfg.hidden_size, cfg.embedding_size)
+    if disc is not None and (disc.config.hidden_size, disc.config.embedding_size) != sizes:
+        raise ValueError(f"--init-from discriminator has hidden/embedding size {disc.config.hidden_size}/"
+                         f"{disc.config.embedding_size}, the config {sizes[0]}/{sizes[1]} (use adopt_architecture)")
     return PretrainingModel(cfg, special, discriminator=disc, generator=gen)
 
 
-def adopt_architecture(cfg: PretrainConfig, init_from: str) -> None:
-    """Continued pretraining keeps the source's architecture (its config.json decides the sizes)."""
+def adopt_architecture(cfg: PretrainConfig, init_from: str) -> PretrainConfig:
+    """`cfg` with the architecture of the --init-from source (its config.json decides the sizes)."""
     disc_dir, gen_dir, _ = init_source(init_from)
     src = json.loads(((disc_dir or gen_dir) / "config.json").read_text())
-    cfg.hidden_size = src["hidden_size"]
-    cfg.num_hidden_layers = src["num_hidden_layers"]
-    cfg.num_attention_heads = src["num_attention_heads"]
-    cfg.intermediate_size = src["intermediate_size"]
-    cfg.embedding_size = src.get("embedding_size", src["hidden_size"])
-    cfg.max_seq_length = min(cfg.max_seq_length, src.get("max_position_embeddings", 512))
+    sizes = {
+        "hidden_size": src["hidden_size"],
+        "num_hidden_layers": src["num_hidden_layers"],
+        "num_attention_heads": src["num_attention_heads"],
+        "intermediate_size": src["intermediate_size"],
+        "embedding_size": src.get("embedding_size", src["hidden_size"]),
+        "max_seq_length": min(cfg.max_seq_length, src.get("max_position_embeddings", 512)),
+    }
     if gen_dir is not None and cfg.objective != "mlm":
-        cfg.generator_hidden_size = json.loads((gen_dir / "config.json").read_text())["hidden_size"]
+        sizes["generator_hidden_size"] = json.loads((gen_dir / "config.json").read_text())["hidden_size"]
+    return dataclasses.replace(cfg, **sizes)
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -367,7 +382,7 @@ def truncate_metrics(path: Path, after_step: int) -> None:
     path.write_text("".join(f"{line}\n" for line in keep))
 
 
-# ---- the loop ------------------------------------------------------------------------------------
+# ---- evaluation ----------------------------------------------------------------------------------
 
 UNIGRAM_SEQUENCES = 20_000  # training sequences counted for the unigram baseline of the health metrics
 
@@ -416,40 +431,43 @@ def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, 
             **{f"val_{k}": v for k, v in health.health_metrics(details, unigram_lp).items()}}
 
 
+# ---- the run's config, resolved once ---------------------------------------------------------------
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    out = Path(args.out)
     try:
-        check_out_dir(out, args.resume, args.overwrite)
-        if args.resume:
-            cfg = PretrainConfig.load(out / "config.json")
-            overrides = {k: getattr(args, k) for k in ("max_steps", "time_budget_minutes", "epochs")}
-            for k, v in overrides.items():  # a resumed run may be extended, nothing else changes
-                if v is not None:
-                    setattr(cfg, k, v)
-        else:
-            overrides = {k: getattr(args, k) for k in CONFIG_FLAGS}
-            overrides["precision"] = choose_precision(args.precision, args.device)
-            cfg = resolve_config(args.preset, args.objective, overrides)
-            if cfg.init_from:
-                adopt_architecture(cfg, cfg.init_from)
-        if cfg.init_from and not args.resume and args.lr is None:
-            cfg.lr *= INIT_FROM_LR_SCALE
-        args.data = list(args.data or []) + nbest_references(args.data_from_nbest)
-        if not args.data:
-            raise DataError("no training data: pass --data FILE|DIR|GLOB ... (or --data-from-nbest FILE)")
-        tok_dir = args.tokenizer
-        if tok_dir is None and args.resume:
-            tok_dir = str(out / ("generator" if cfg.objective == "mlm" else "discriminator"))
-        if tok_dir is None and cfg.init_from:
-            tok_dir = str(init_source(cfg.init_from)[2])
-        if tok_dir is None:
-            raise CheckpointError("--tokenizer is required (train one with `python -m training.tokenizer`)")
-        tokenizer = load_tokenizer(tok_dir)
+        run = resolve_run(args)
+        tokenizer = load_tokenizer(run.tokenizer)
     except (CheckpointError, DataError, FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return train(cfg, args, tokenizer, out)
+    return train(run, tokenizer)
+
+
+def resolve_run(args: argparse.Namespace) -> RunConfig:
+    """The command line as one RunConfig: checked, derived and frozen here; nothing changes it after."""
+    out = Path(args.out)
+    check_out_dir(out, args.resume, args.overwrite)
+    extended = tuple(k for k in RESUME_FLAGS if args.resume and getattr(args, k) is not None)
+    if args.resume:  # a resumed run may be extended, nothing else changes
+        cfg = PretrainConfig.load(out / "config.json", {k: getattr(args, k) for k in extended})
+    else:
+        overrides = {k: getattr(args, k) for k in CONFIG_FLAGS}
+        overrides["precision"] = choose_precision(args.precision, args.device)
+        cfg = resolve_config(args.preset, args.objective, overrides)
+        if cfg.init_from:  # continued pretraining: the source's architecture, a lower default lr
+            cfg = adopt_architecture(cfg, cfg.init_from)
+            if args.lr is None:
+                cfg = dataclasses.replace(cfg, lr=cfg.lr * INIT_FROM_LR_SCALE)
+    nbest_text = nbest_references(args.data_from_nbest)
+    if not (args.data or nbest_text):
+        raise DataError("no training data: pass --data FILE|DIR|GLOB ... (or --data-from-nbest FILE)")
+    return RunConfig(
+        cfg, out=args.out, data=tuple(args.data or ()), data_from_nbest=tuple(args.data_from_nbest),
+        nbest_text=nbest_text, tokenizer=tokenizer_dir(args.tokenizer, cfg, out, args.resume),
+        cache_dir=args.cache_dir, device=args.device, threads=args.threads, stop_at=args.stop_at,
+        stop_on_collapse=args.stop_on_collapse, resume=args.resume, overwrite=args.overwrite, extended=extended,
+    )
 
 
 def choose_precision(requested: str, device: str | None) -> str:
@@ -462,113 +480,140 @@ def choose_precision(requested: str, device: str | None) -> str:
     return precision
 
 
-def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -> int:
-    if getattr(args, "threads", None):
-        torch.set_num_threads(args.threads)
-    d = Dist(args.device)
-    per_rank_batch, rem = divmod(cfg.micro_batch_size, d.world)
-    if rem or per_rank_batch < 1:
-        print(f"error: micro-batch {cfg.micro_batch_size} (batch_size / grad_accum) is not divisible by "
-              f"{d.world} processes", file=sys.stderr)
-        return 2
-    torch.manual_seed(cfg.seed)
-    special = SpecialIds.from_tokenizer(tokenizer)
+def tokenizer_dir(given: str | None, cfg: PretrainConfig, out: Path, resume: bool) -> str:
+    """--tokenizer, else the one saved with the run being resumed, else the --init-from source's."""
+    if given is not None:
+        return given
+    if resume:
+        return str(out / ("generator" if cfg.objective == "mlm" else "discriminator"))
+    if cfg.init_from:
+        return str(init_source(cfg.init_from)[2])
+    raise CheckpointError("--tokenizer is required (train one with `python -m training.tokenizer`)")
 
-    # Rank 0 tokenises first and fills the cache; the others then read it.
-    if not d.main:
-        d.barrier()
+
+# ---- the run, top to bottom ----------------------------------------------------------------------
+
+def train(run: RunConfig, tokenizer) -> int:
+    """Set up, take optimizer steps until the schedule ends or something stops the run, finish.
+    Exit status 0; 2 when the data or the model cannot be set up; 3 when --stop-on-collapse ended the run."""
+    if run.threads:
+        torch.set_num_threads(run.threads)
+    d = Dist(run.device)
     try:
-        train_ds, val_ds = build_datasets(args.data, tokenizer, cfg.max_seq_length, cfg.val_sequences,
-                                          cfg.num_proc, args.cache_dir, rank0=d.main)
-        batches = Batches(train_ds, per_rank_batch, special.pad, cfg.seed, d.rank, d.world)
-        model = build_model(cfg, special, cfg.init_from if not args.resume else "")
+        parts = setup(run, tokenizer, d)
     except (DataError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
-        if d.main:
-            d.barrier()
         d.close()
         return 2
-    if d.main:
+    trainer = start_or_resume(run, parts)
+    step_model = step_module(parts.model, run.pretrain, d)
+    reason, last = take_steps(run, parts, step_model, trainer)
+    finish(run, parts, trainer, last, reason)
+    return 3 if reason == "collapse" else 0
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What the steps work on, built once by `setup`."""
+
+    d: Dist
+    tokenizer: Any  # saved with every checkpoint
+    special: SpecialIds
+    batches: Batches  # this rank's shard of the training set, in seeded per-epoch order
+    val_ds: Any  # the fixed validation slice
+    unigram_lp: torch.Tensor | None  # (V,) add-one unigram log-probabilities of the training set; rank 0 only
+    model: PretrainingModel  # the plain module: saved, evaluated, its gradients clipped
+    optimizer: torch.optim.Optimizer
+    autocast: Callable[[], contextlib.AbstractContextManager]  # bf16 autocast, or nothing
+
+
+def setup(run: RunConfig, tokenizer, d: Dist) -> Parts:
+    """The data, the model (fresh, or with --init-from's weights) and the optimizer.
+    Raises DataError or CheckpointError."""
+    cfg = run.pretrain
+    per_rank_batch, rem = divmod(cfg.micro_batch_size, d.world)
+    if rem or per_rank_batch < 1:
+        raise DataError(f"micro-batch {cfg.micro_batch_size} (batch_size / grad_accum) is not divisible by "
+                        f"{d.world} processes")
+    torch.manual_seed(cfg.seed)
+    special = SpecialIds.from_tokenizer(tokenizer)
+    if not d.main:  # rank 0 tokenises first and fills the cache; the others then read it
         d.barrier()
+    try:
+        train_ds, val_ds = build_datasets(list(run.train_files), tokenizer, cfg.max_seq_length, cfg.val_sequences,
+                                          cfg.num_proc, run.cache_dir, rank0=d.main)
+        batches = Batches(train_ds, per_rank_batch, special.pad, cfg.seed, d.rank, d.world)
+        model = build_model(cfg, special, cfg.init_from if not run.resume else "")
+    finally:
+        if d.main:
+            d.barrier()
     unigram_lp = unigram_baseline(train_ds, special.vocab_size, special.all_special) if d.main else None
     model.to(d.device).train()
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr,
                                   betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
                                   fused=True)  # fused AdamW runs on CPU and CUDA
+    autocast = (lambda: torch.autocast(d.device.type, dtype=torch.bfloat16)) if cfg.precision == "bf16" \
+        else contextlib.nullcontext
+    return Parts(d, tokenizer, special, batches, val_ds, unigram_lp, model, optimizer, autocast)
+
+
+def start_or_resume(run: RunConfig, parts: Parts) -> dict:
+    """The trainer state (step, schedule length, time, tokens, data position, collapse) from the last
+    checkpoint with --resume, else fresh in an empty run directory. Rank 0 saves the run's config.json."""
+    cfg, out, d = run.pretrain, Path(run.out), parts.d
     total_steps = cfg.max_steps
     if cfg.epochs:  # the schedule ends with the last epoch, not at the preset's max_steps
-        steps_per_epoch = max(1, batches.per_rank // (per_rank_batch * cfg.grad_accum))
+        steps_per_epoch = max(1, parts.batches.per_rank // (parts.batches.batch_size * cfg.grad_accum))
         total_steps = min(cfg.max_steps, math.ceil(cfg.epochs * steps_per_epoch))
     trainer = {"step": 0, "total_steps": total_steps, "elapsed": 0.0, "tokens": 0, "batches": None,
                "collapse": None}
     metrics_path = out / "metrics.jsonl"
-    if args.resume:
-        trainer.update(load_checkpoint(out, model, optimizer, d.device))
-        batches.load_state_dict(trainer["batches"])
-        if args.max_steps is not None:
+    if run.resume:
+        trainer.update(load_checkpoint(out, parts.model, parts.optimizer, d.device))
+        parts.batches.load_state_dict(trainer["batches"])
+        if "max_steps" in run.extended:
             trainer["total_steps"] = cfg.max_steps
         if d.main:
             truncate_metrics(metrics_path, trainer["step"])
     elif d.main:
-        if args.overwrite and out.exists():
-            import shutil
-
+        if run.overwrite and out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True, exist_ok=True)
         metrics_path.write_text("")
     if d.main:
-        cfg.save(out / "config.json")
+        run.save(out / "config.json")
+    return trainer
 
+
+def step_module(model: PretrainingModel, cfg: PretrainConfig, d: Dist) -> torch.nn.Module:
+    """What a micro-step calls: the model, in DDP over several processes, compiled with --compile."""
     step_model: torch.nn.Module = model
     if d.world > 1:
         step_model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[d.device.index] if d.device.type == "cuda" else None, find_unused_parameters=False)
     if cfg.compile:
         step_model = torch.compile(step_model)
-    dtype_ctx = (lambda: torch.autocast(d.device.type, dtype=torch.bfloat16)) if cfg.precision == "bf16" \
-        else contextlib.nullcontext
+    return step_model
 
-    stop = {"signal": None}
 
-    def on_signal(signum, _frame):
-        stop["signal"] = signal.Signals(signum).name
-
-    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, trainer: dict) -> tuple[str, dict]:
+    """Optimizer steps until the schedule ends or something stops the run: (why it stopped, the latest logged
+    values). Logs every log_every steps, evaluates every eval_every, checkpoints every save_every."""
+    cfg, d, metrics_path = run.pretrain, parts.d, Path(run.out) / "metrics.jsonl"
     budget_s = cfg.time_budget_minutes * 60
     start_time, start_elapsed, start_step = time.time(), trainer["elapsed"], trainer["step"]
     bar = TrainProgress(f"{cfg.objective}-{cfg.preset}", trainer["total_steps"], trainer["step"], trainer["elapsed"],
                         budget_s, enabled=d.main)  # time / budget with --time-budget; plain lines in a log file
-    window = {"t": time.time(), "tokens": 0}
-    last = {}
-    reason = "max steps"
-    try:
+    window = {"t": time.time(), "tokens": 0}  # tokens since the last training line
+    last: dict = {}
+    with stop_signals() as stop, contextlib.closing(bar):
         while trainer["step"] < trainer["total_steps"]:
-            step = trainer["step"]
-            lr = lr_at(step, cfg, trainer["total_steps"])
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            sums: dict[str, torch.Tensor] = {}  # metrics stay on the device until a log step reads them
-            step_tokens = 0
-            for micro in range(cfg.grad_accum):
-                ids, mask = batches.next()
-                step_tokens += int(mask.sum()) * d.world  # counted on the host, before the copy
-                ids, mask = ids.to(d.device, non_blocking=True), mask.to(d.device, non_blocking=True)
-                last_micro = micro == cfg.grad_accum - 1
-                # Gradients are all-reduced once per optimizer step, on the last micro-step.
-                no_sync = contextlib.nullcontext if last_micro or d.world == 1 else step_model.no_sync
-                with no_sync(), dtype_ctx():
-                    res = step_model(ids, mask, step_rng(cfg.seed, step, micro, d.rank, d.device))
-                (res["loss"] / cfg.grad_accum).backward()
-                for k, v in res.items():
-                    sums[k] = sums.get(k, 0) + v.detach() / cfg.grad_accum
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            trainer["step"] = step = step + 1
-            trainer["tokens"] += step_tokens
-            window["tokens"] += step_tokens
-            elapsed = start_elapsed + time.time() - start_time
-            trainer["elapsed"] = elapsed
+            lr = lr_at(trainer["step"], cfg, trainer["total_steps"])
+            sums, grad_norm, tokens = optimizer_step(step_model, parts, cfg, trainer["step"], lr)
+            trainer["step"] = step = trainer["step"] + 1
+            trainer["tokens"] += tokens
+            window["tokens"] += tokens
+            trainer["elapsed"] = elapsed = start_elapsed + time.time() - start_time
             bar.update(step, trainer["total_steps"], elapsed)
 
             if budget_s and step - start_step >= CALIBRATION_STEPS and step % CALIBRATION_STEPS == 0:
@@ -582,50 +627,115 @@ def train(cfg: PretrainConfig, args: argparse.Namespace, tokenizer, out: Path) -
                 dt = time.time() - window["t"]
                 tok_s = window["tokens"] / dt if dt > 0 else 0.0
                 last.update({"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer["tokens"],
-                             "tokens_per_s": round(tok_s, 1), "epoch": round(batches.epoch_fraction, 4),
+                             "tokens_per_s": round(tok_s, 1), "epoch": round(parts.batches.epoch_fraction, 4),
                              "elapsed_s": round(elapsed, 1), **{k: round(float(v), 5) for k, v in sums.items()}})
                 window = {"t": time.time(), "tokens": 0}
                 bar.set_postfix(progress_fields(last, tok_s))
                 if d.main:
                     with metrics_path.open("a") as f:
                         f.write(json.dumps({k: v for k, v in last.items() if not k.startswith("val_")}) + "\n")
-            collapsed_now = False
+            collapsed = False
             if step % cfg.eval_every == 0 and d.main:
-                val = evaluate(model, val_ds, cfg, special.pad, d.device, dtype_ctx, unigram_lp)
-                collapsed_now = record_eval(metrics_path, step, trainer, val, last, bar)
+                collapsed = evaluate_and_log(run, parts, trainer, last, bar)
                 bar.set_postfix(progress_fields(last, None))
-            time_up = bool(budget_s) and elapsed >= budget_s
-            epochs_done = bool(cfg.epochs) and batches.epoch_fraction >= cfg.epochs
-            paused = args.stop_at is not None and step >= args.stop_at
-            give_up = bool(getattr(args, "stop_on_collapse", False)) and collapsed_now
-            if d.any(stop["signal"] is not None or time_up or epochs_done or paused or give_up):
-                reason = stop["signal"] or ("time budget" if time_up else "epochs" if epochs_done
-                                            else "--stop-at" if paused else "collapse" if give_up
-                                            else "another rank")
-                break
+
+            reason = stop_reason(run, stop["signal"], elapsed, parts.batches.epoch_fraction, step, collapsed)
+            if d.any(reason is not None):
+                return reason or "another rank", last
             if step % cfg.save_every == 0:
-                trainer["batches"] = batches.state_dict()
-                if d.main:
-                    save_checkpoint(out, model, tokenizer, optimizer, trainer)
+                checkpoint(run, parts, trainer)
                 d.barrier()
+    # the schedule ran to its end: max_steps, or the length fitted to the time budget
+    return ("time budget" if budget_s and trainer["total_steps"] < cfg.max_steps else "max steps"), last
+
+
+def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfig, step: int,
+                   lr: float) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
+    """One optimizer step at learning rate `lr`, over grad_accum micro-steps: (the metrics' means, still on the
+    device; the gradient norm before clipping; the tokens seen, over all processes)."""
+    d = parts.d
+    for group in parts.optimizer.param_groups:
+        group["lr"] = lr
+    sums: dict[str, torch.Tensor] = {}  # metrics stay on the device until a log step reads them
+    tokens = 0
+    for micro in range(cfg.grad_accum):
+        ids, mask = parts.batches.next()  # (B, T) each
+        tokens += int(mask.sum()) * d.world  # counted on the host, before the copy
+        ids, mask = ids.to(d.device, non_blocking=True), mask.to(d.device, non_blocking=True)
+        last_micro = micro == cfg.grad_accum - 1
+        # Gradients are all-reduced once per optimizer step, on the last micro-step.
+        no_sync = contextlib.nullcontext if last_micro or d.world == 1 else step_model.no_sync
+        with no_sync(), parts.autocast():
+            res = step_model(ids, mask, step_rng(cfg.seed, step, micro, d.rank, d.device))
+        (res["loss"] / cfg.grad_accum).backward()
+        for k, v in res.items():
+            sums[k] = sums.get(k, 0) + v.detach() / cfg.grad_accum
+    grad_norm = torch.nn.utils.clip_grad_norm_(parts.model.parameters(), cfg.max_grad_norm)
+    parts.optimizer.step()
+    parts.optimizer.zero_grad(set_to_none=True)
+    return sums, grad_norm, tokens
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[dict]:
+    """While inside, SIGINT and SIGTERM only record their name ({"signal": name}): the loop stops after the
+    step, with a checkpoint."""
+    stop: dict = {"signal": None}
+
+    def on_signal(signum, _frame):
+        stop["signal"] = signal.Signals(signum).name
+
+    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
     finally:
         for s, h in old_handlers.items():
             signal.signal(s, h)
-        bar.close()
 
-    if reason == "max steps" and budget_s and trainer["total_steps"] < cfg.max_steps:
-        reason = "time budget"  # the schedule was fitted to the budget and ended with it
-    trainer["batches"] = batches.state_dict()
+
+def stop_reason(run: RunConfig, signal_name: str | None, elapsed: float, epoch_fraction: float, step: int,
+                collapsed: bool) -> str | None:
+    """Why the run ends after this step, if it does: a signal, the time budget, the epochs, --stop-at, or
+    --stop-on-collapse when this step's evaluation found a collapse."""
+    cfg = run.pretrain
+    if signal_name:
+        return signal_name
+    if cfg.time_budget_minutes and elapsed >= cfg.time_budget_minutes * 60:
+        return "time budget"
+    if cfg.epochs and epoch_fraction >= cfg.epochs:
+        return "epochs"
+    if run.stop_at is not None and step >= run.stop_at:
+        return "--stop-at"
+    if run.stop_on_collapse and collapsed:
+        return "collapse"
+    return None
+
+
+def evaluate_and_log(run: RunConfig, parts: Parts, trainer: dict, last: dict, bar: TrainProgress | None) -> bool:
+    """Evaluate on the validation slice and log it (rank 0); True iff it finds the discriminator collapsed."""
+    val = evaluate(parts.model, parts.val_ds, run.pretrain, parts.special.pad, parts.d.device, parts.autocast,
+                   parts.unigram_lp)
+    return record_eval(Path(run.out) / "metrics.jsonl", trainer["step"], trainer, val, last, bar)
+
+
+def checkpoint(run: RunConfig, parts: Parts, trainer: dict) -> None:
+    """Rank 0 saves the models and the resumable state of this step (the data position included)."""
+    trainer["batches"] = parts.batches.state_dict()
+    if parts.d.main:
+        save_checkpoint(Path(run.out), parts.model, parts.tokenizer, parts.optimizer, trainer)
+
+
+def finish(run: RunConfig, parts: Parts, trainer: dict, last: dict, reason: str) -> None:
+    """The last step's evaluation (unless it had one), the final checkpoint, curves.png and the summary."""
+    out, d = Path(run.out), parts.d
+    if d.main and trainer["step"] % run.pretrain.eval_every:
+        evaluate_and_log(run, parts, trainer, last, None)
+    checkpoint(run, parts, trainer)
     if d.main:
-        if trainer["step"] % cfg.eval_every:  # the last step was not evaluated yet
-            val = evaluate(model, val_ds, cfg, special.pad, d.device, dtype_ctx, unigram_lp)
-            record_eval(metrics_path, trainer["step"], trainer, val, last, None)
-        save_checkpoint(out, model, tokenizer, optimizer, trainer)
         write_curves(out)
-        print_summary(out, cfg, trainer, last, reason)
+        print_summary(out, run.pretrain, trainer, last, reason)
     d.barrier()
     d.close()
-    return 3 if reason == "collapse" else 0
 
 
 def progress_fields(last: dict, tok_s: float | None) -> dict:

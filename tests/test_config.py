@@ -1,0 +1,53 @@
+"""The pretraining configs: frozen once validated, a run's config.json saved whole and read back, old files."""
+
+import dataclasses
+import json
+
+import pytest
+
+from electric.config import PretrainConfig, RunConfig, resolve_config
+
+
+def test_configs_cannot_be_changed_after_validation():
+    cfg = resolve_config("debug", "electra")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.lr = 1.0
+    run = RunConfig(cfg, out="o")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.resume = True
+    changed = dataclasses.replace(cfg, lr=2e-3)  # a different value is a new, validated config
+    assert (cfg.lr, changed.lr) == (1e-3, 2e-3)
+    with pytest.raises(ValueError, match="num_attention_heads"):
+        dataclasses.replace(cfg, num_attention_heads=3)
+
+
+def test_a_run_config_is_saved_whole_and_read_back(tmp_path):
+    run = RunConfig(resolve_config("debug", "electric", {"lr": 3e-4}), out=str(tmp_path), data=("a.txt", "dir/"),
+                    data_from_nbest=("n.json",), nbest_text="/tmp/refs.txt", tokenizer="tok", cache_dir="cache",
+                    device="cpu", threads=2, stop_at=10, stop_on_collapse=True, resume=True,
+                    extended=("max_steps",))
+    run.save(tmp_path / "config.json")
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["lr"] == 3e-4 and saved["objective"] == "electric"  # the model and recipe at the top level
+    assert saved["run"]["data"] == ["a.txt", "dir/"] and saved["run"]["device"] == "cpu"
+    assert RunConfig.load(tmp_path / "config.json") == run
+    assert run.train_files == ("a.txt", "dir/", "/tmp/refs.txt")
+    assert PretrainConfig.load(tmp_path / "config.json") == run.pretrain  # readers of the model fields
+
+
+def test_a_config_json_from_before_the_run_settings_still_loads(tmp_path):
+    resolve_config("debug", "mlm").save(tmp_path / "config.json")  # what older versions wrote
+    run = RunConfig.load(tmp_path / "config.json")
+    assert run.pretrain == resolve_config("debug", "mlm") and run.out == str(tmp_path) and not run.resume
+    assert PretrainConfig.load(tmp_path / "config.json", {"max_steps": 9}).max_steps == 9
+
+
+def test_unknown_or_inconsistent_run_settings_are_an_error(tmp_path):
+    values = {**resolve_config("debug", "mlm").to_dict(), "run": {"out": "o", "gpus": 8}}
+    (tmp_path / "config.json").write_text(json.dumps(values))
+    with pytest.raises(ValueError, match="unknown run setting keys: \\['gpus'\\]"):
+        RunConfig.load(tmp_path / "config.json")
+    with pytest.raises(ValueError, match="only a resumed run is extended"):
+        RunConfig(resolve_config("debug", "mlm"), out="o", extended=("max_steps",))
+    with pytest.raises(ValueError, match="only a resumed run is extended"):
+        RunConfig(resolve_config("debug", "mlm"), out="o", resume=True, extended=("lr",))
