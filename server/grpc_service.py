@@ -1,7 +1,7 @@
 """gRPC transport (grpc.aio, same event loop as HTTP): converts protobuf to engine calls and back.
 
-Errors are mapped here, once: `ServerError.grpc_status` with the message as details and the
-`error-type` trailing metadata; anything unexpected -> INTERNAL without a traceback. A request that is
+Errors are mapped here, once: the core's `ServerError` types -> a status code by `GRPC_STATUS`, with the
+message as details and the `error-type` trailing metadata; anything unexpected -> INTERNAL without a traceback. A request that is
 not a valid protobuf message of its type, or has a NaN or infinite number in any float field, is
 INVALID_ARGUMENT. Engine timing goes back as trailing metadata (`x-queue-time`, `x-inference-time`, ...
 in ms), as the HTTP headers do. Every call is counted and logged once, failures included.
@@ -14,21 +14,29 @@ import functools
 import inspect
 import logging
 import math
-import secrets
 import time
 from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from pydantic import SecretStr
 
 from server.engine import Answer, Engine
-from server.errors import BackendError, ServerError, Unauthorized, ValidationError
+from server.errors import (
+    BackendError,
+    NotReady,
+    Overloaded,
+    ServerError,
+    Timeout,
+    Unauthorized,
+    ValidationError,
+)
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
-from server.http import log_request
 from server.metrics import Metrics
 from server.settings import Settings
+from server.transport import authorised, log_request, status_for, timing_metadata
 
 log = logging.getLogger("electric.server")
 
@@ -36,11 +44,17 @@ SERVICES = tuple(pb.DESCRIPTOR.services_by_name[n].full_name for n in ("Scoring"
                                                                        "Info"))
 OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")  # no API key needed
 
-
-def _metadata(a: Answer) -> tuple[tuple[str, str], ...]:
-    t = a.timing
-    return (("x-tokenization-time", f"{t.tokenize * 1e3:.3f}"), ("x-queue-time", f"{t.queue * 1e3:.3f}"),
-            ("x-inference-time", f"{t.inference * 1e3:.3f}"), ("x-batches", str(t.batches)))
+# the core's errors -> gRPC status (a subclass not listed takes its nearest listed base's: PayloadTooLarge ->
+# INVALID_ARGUMENT, ShuttingDown -> UNAVAILABLE)
+GRPC_STATUS: dict[type[ServerError], grpc.StatusCode] = {
+    ServerError: grpc.StatusCode.INTERNAL,
+    ValidationError: grpc.StatusCode.INVALID_ARGUMENT,
+    Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
+    Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    NotReady: grpc.StatusCode.UNAVAILABLE,
+    Timeout: grpc.StatusCode.DEADLINE_EXCEEDED,
+    BackendError: grpc.StatusCode.INTERNAL,
+}
 
 
 def _record(metrics: Metrics, settings: Settings, route: str, status: str, error_type: str | None, seconds: float,
@@ -52,7 +66,7 @@ def _record(metrics: Metrics, settings: Settings, route: str, status: str, error
 
 
 async def _abort(context: grpc.aio.ServicerContext, err: ServerError) -> None:
-    await context.abort(err.grpc_status, err.message, trailing_metadata=(("error-type", err.error_type),))
+    await context.abort(status_for(GRPC_STATUS, err), err.message, trailing_metadata=(("error-type", err.error_type),))
 
 
 def _non_finite(msg, path: str = "") -> str | None:
@@ -86,7 +100,7 @@ def rpc(route: str):
                 answer, response = await fn(self, request, context)
                 if answer is not None:
                     timing = answer.timing
-                    context.set_trailing_metadata(_metadata(answer)
+                    context.set_trailing_metadata(timing_metadata(answer.timing)
                                                   + (("x-total-time", f"{(time.perf_counter() - t0) * 1e3:.3f}"),))
                 return response
             except asyncio.CancelledError:  # the client went away, or grpc cut the call FLUSH_S after the grace
@@ -100,7 +114,7 @@ def rpc(route: str):
                 if err is None:
                     log.error("unexpected error on %s: %s", route, e, exc_info=e)
                     err = BackendError(f"internal error ({type(e).__name__})")
-                status, error_type = err.grpc_status.name, err.error_type
+                status, error_type = status_for(GRPC_STATUS, err).name, err.error_type
                 await _abort(context, err)
             finally:
                 _record(self.metrics, self.settings, route, status, error_type, time.perf_counter() - t0, timing,
@@ -211,7 +225,7 @@ async def _refuse(context: grpc.aio.ServicerContext, err: ServerError, route: st
     try:
         await _abort(context, err)
     finally:
-        _record(engine.metrics, engine.settings, route, err.grpc_status.name, err.error_type,
+        _record(engine.metrics, engine.settings, route, status_for(GRPC_STATUS, err).name, err.error_type,
                 time.perf_counter() - t0, peer=context.peer())
 
 
@@ -266,8 +280,8 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
 class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
     """Require `authorization: Bearer KEY` metadata, except on health checks and reflection."""
 
-    def __init__(self, key: str, engine: Engine):
-        self._key = key.encode()
+    def __init__(self, key: SecretStr, engine: Engine):
+        self._key = key
         self._engine = engine
 
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
@@ -276,8 +290,7 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or details.method.startswith(OPEN_METHOD_PREFIXES):
             return handler  # None: grpc answers UNIMPLEMENTED
         given = next((v for k, v in details.invocation_metadata or () if k == "authorization"), "")
-        scheme, _, token = (given if isinstance(given, str) else given.decode()).partition(" ")
-        if scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), self._key):
+        if authorised(self._key, given if isinstance(given, str) else given.decode()):
             return handler
 
         async def deny(request, context):
@@ -293,7 +306,7 @@ class GrpcServer:
     def __init__(self, engine: Engine, settings: Settings):
         interceptors: list[grpc.aio.ServerInterceptor] = [DecodeGuard(engine)]  # sees the handler the next one picks
         if settings.api_key is not None:
-            interceptors.append(ApiKeyInterceptor(settings.api_key.get_secret_value(), engine))
+            interceptors.append(ApiKeyInterceptor(settings.api_key, engine))
         self.server = grpc.aio.server(interceptors=interceptors, options=[
             ("grpc.max_receive_message_length", settings.max_body_bytes),
             ("grpc.so_reuseport", 0),

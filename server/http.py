@@ -1,6 +1,7 @@
 """HTTP transport (FastAPI): converts JSON to engine calls and engine answers to JSON. Nothing else.
 
-Errors are mapped here, once: `ServerError` subclasses -> their status and `{error, error_type}`;
+Errors are mapped here, once: the core's `ServerError` types -> an HTTP status by `HTTP_STATUS` and the body
+`{error, error_type}`;
 FastAPI's request validation -> 422 naming the field; unknown routes -> 404; a wrong method -> 405 with
 an `Allow` header; a body that cannot be read -> 400 `http_error`; anything unexpected -> 500
 `backend_error` without a traceback (it is logged); a request cut by the end of the shutdown grace ->
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,12 +31,34 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server import schemas
 from server.engine import Answer, Engine
-from server.errors import BackendError, PayloadTooLarge, ServerError, ShuttingDown, Unauthorized
+from server.errors import (
+    BackendError,
+    NotReady,
+    Overloaded,
+    PayloadTooLarge,
+    ServerError,
+    ShuttingDown,
+    Timeout,
+    Unauthorized,
+    ValidationError,
+)
 from server.metrics import Metrics
 from server.settings import Settings
+from server.transport import authorised, log_request, status_for, timing_metadata
 
 log = logging.getLogger("electric.server")
-access_log = logging.getLogger("electric.access")
+
+# the core's errors -> HTTP status (a subclass not listed takes its nearest listed base's: ShuttingDown -> 503)
+HTTP_STATUS: dict[type[ServerError], int] = {
+    ServerError: 500,
+    ValidationError: 422,
+    PayloadTooLarge: 413,
+    Unauthorized: 401,
+    Overloaded: 429,
+    NotReady: 503,
+    Timeout: 504,
+    BackendError: 500,
+}
 
 QUIET_PATHS = ("/health", "/ready", "/metrics")  # probes: counted, not logged
 
@@ -59,14 +81,7 @@ def _json(data: object, status: int = 200, headers: dict | None = None) -> Respo
 
 def _error(request: Request, err: ServerError) -> Response:
     request.state.error_type = err.error_type
-    return _json(err.body(), err.http_status)
-
-
-def _timing_headers(a: Answer) -> dict[str, str]:
-    t = a.timing
-    return {"x-tokenization-time": f"{t.tokenize * 1e3:.3f}", "x-queue-time": f"{t.queue * 1e3:.3f}",
-            "x-inference-time": f"{t.inference * 1e3:.3f}", "x-batches": str(t.batches),
-            "x-inputs": str(t.inputs), "x-tokens": str(t.tokens)}
+    return _json(err.body(), status_for(HTTP_STATUS, err))
 
 
 async def _until_disconnect(request: Request) -> None:
@@ -104,16 +119,8 @@ async def _call(request: Request, coro) -> Answer:
 
 
 async def require_api_key(request: Request) -> None:
-    if not _authorised(request.app.state.settings, request.headers.get("authorization", "")):
+    if not authorised(request.app.state.settings.api_key, request.headers.get("authorization", "")):
         raise Unauthorized("missing or wrong API key: send \"Authorization: Bearer KEY\"")
-
-
-def _authorised(settings: Settings, authorization: str) -> bool:
-    key = settings.api_key
-    if key is None:
-        return True
-    scheme, _, token = authorization.partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), key.get_secret_value().encode())
 
 
 @dataclass(frozen=True)
@@ -152,7 +159,7 @@ HANDLERS = {
 
 async def _answer(request: Request, handler: _Handler, body) -> Response:
     a = await _call(request, handler.call(_engine(request), body))
-    return _json(handler.render(a, body), headers=_timing_headers(a))
+    return _json(handler.render(a, body), headers=dict(timing_metadata(a.timing, sizes=True)))
 
 
 def add_routes(app: FastAPI) -> None:
@@ -306,7 +313,7 @@ class ObservabilityMiddleware:
             if status["code"]:  # too late for an error body: the client sees a cut response
                 status["code"] = 500
             else:
-                await _send_json(timed_send, err.http_status, err.body())
+                await _send_json(timed_send, status_for(HTTP_STATUS, err), err.body())
 
         length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -335,7 +342,7 @@ class ObservabilityMiddleware:
             return seen
         ctype, auth = _header(scope, b"content-type") or b"", _header(scope, b"authorization") or b""
         if ctype.partition(b";")[0].strip().lower() != b"application/json" or \
-                not _authorised(self.settings, auth.decode("latin-1")):
+                not authorised(self.settings.api_key, auth.decode("latin-1")):
             return seen
         chunks = []
         while True:
@@ -393,20 +400,3 @@ async def _send_json(send, status: int, body: dict) -> None:
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})
 
-
-def log_request(transport: str, route: str, status: int | str, error_type: str | None, seconds: float, timing,
-                client: str = "") -> None:
-    """One structured line per request (logger `electric.access`, JSON)."""
-    if not access_log.isEnabledFor(logging.INFO):
-        return
-    rec = {"ts": round(time.time(), 3), "transport": transport, "route": route, "status": status,
-           "total_ms": round(seconds * 1e3, 3), "client": client}
-    if error_type:
-        rec["error_type"] = error_type
-    if timing is not None:
-        rec.update(inputs=timing.inputs, tokens=timing.tokens, batches=timing.batches,
-                   tokenize_ms=round(timing.tokenize * 1e3, 3), queue_ms=round(timing.queue * 1e3, 3),
-                   inference_ms=round(timing.inference * 1e3, 3))
-    # as access_log.info(line), without looking up the caller's file and line (no format uses them)
-    access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, json.dumps(rec, separators=(",", ":")),
-                                            None, None))

@@ -1,0 +1,57 @@
+"""The server's layers: the core (engine, batcher, errors, pipelines) imports no transport library, and each
+transport maps every core error to the status code its clients have always seen, from its own table."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+import grpc
+import pytest
+
+from server import errors
+from server.grpc_service import GRPC_STATUS
+from server.http import HTTP_STATUS
+from server.transport import status_for
+
+TRANSPORT_LIBRARIES = ("grpc", "grpc_health", "grpc_reflection", "fastapi", "starlette", "uvicorn", "httptools")
+
+
+def imported_by(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` a fresh interpreter has imported after running `code`."""
+    check = f"import json, sys\n{code}\nprint(json.dumps([m for m in {list(modules)!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_core_imports_no_transport_library():
+    assert imported_by("import server.engine, server.errors, server.pipelines, server.transport",
+                       TRANSPORT_LIBRARIES) == []
+
+
+# the contract: what clients of both transports have always been answered
+EXPECTED = [
+    (errors.ValidationError, 422, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.PayloadTooLarge, 413, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.Unauthorized, 401, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.Overloaded, 429, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.NotReady, 503, grpc.StatusCode.UNAVAILABLE),
+    (errors.ShuttingDown, 503, grpc.StatusCode.UNAVAILABLE),
+    (errors.Timeout, 504, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.BackendError, 500, grpc.StatusCode.INTERNAL),
+    (errors.ServerError, 500, grpc.StatusCode.INTERNAL),
+]
+
+
+@pytest.mark.parametrize("cls,http_status,grpc_status", EXPECTED, ids=[c[0].__name__ for c in EXPECTED])
+def test_each_transport_maps_core_errors_to_its_codes(cls, http_status, grpc_status):
+    err = cls("why")
+    assert status_for(HTTP_STATUS, err) == http_status and status_for(GRPC_STATUS, err) == grpc_status
+    assert err.body() == {"error": "why", "error_type": cls.error_type}
+
+
+def test_every_core_error_is_in_the_contract():
+    defined = {c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, errors.ServerError)}
+    assert defined == {c for c, _, _ in EXPECTED}
