@@ -186,11 +186,19 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# Where a preset's value does not suit one objective. MLM has no discriminator to keep healthy, and at `tiny`
+# it reaches at 3.8M tokens with lr 1e-3 the NLL that the discriminators' 1e-4 gives it at 30M (BENCHMARKS.md,
+# "three diagnostics").
+OBJECTIVE_PRESETS: dict[tuple[str, str], dict[str, Any]] = {("tiny", "mlm"): dict(lr=1e-3)}
+
+
 def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None = None) -> PretrainConfig:
-    """defaults -> preset -> overrides. Overrides whose value is None are ignored (unset flags)."""
+    """defaults -> preset -> the preset's values for this objective -> overrides. Overrides whose value is
+    None are ignored (unset flags)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-    values: dict[str, Any] = {"objective": objective, "preset": preset, **PRESETS[preset]}
+    values: dict[str, Any] = {"objective": objective, "preset": preset, **PRESETS[preset],
+                              **OBJECTIVE_PRESETS.get((preset, objective), {})}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return PretrainConfig.from_dict(values)
 

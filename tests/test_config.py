@@ -51,3 +51,10 @@ def test_unknown_or_inconsistent_run_settings_are_an_error(tmp_path):
         RunConfig(resolve_config("debug", "mlm"), out="o", extended=("max_steps",))
     with pytest.raises(ValueError, match="only a resumed run is extended"):
         RunConfig(resolve_config("debug", "mlm"), out="o", resume=True, extended=("lr",))
+
+
+def test_tiny_mlm_takes_its_own_lr_and_a_flag_still_wins():
+    assert resolve_config("tiny", "electra").lr == resolve_config("tiny", "electric").lr == 1e-4
+    assert resolve_config("tiny", "mlm").lr == 1e-3  # no discriminator to keep healthy
+    assert resolve_config("tiny", "mlm", {"lr": 2e-4}).lr == 2e-4
+    assert resolve_config("small", "mlm").lr == resolve_config("small", "electra").lr  # only where measured
