@@ -23,9 +23,14 @@ COLLAPSE_MAX_AUC = 0.6
 # ... and, at the same time, its tokens share one state or its outputs do not vary.
 COLLAPSE_MIN_COSINE = 0.9
 COLLAPSE_MAX_SPREAD = 0.01
+# Ranking replaced tokens *below* originals is a failure whatever the states look like: Electric's corrected
+# logit does this when its energy stays flat while an under-confident cloze model's log q dominates (AUC 0.43–0.45
+# at lr 1e-3, cosine 0.77; the old recipe 0.42). Healthy runs measured never went below 0.5.
+COLLAPSE_BELOW_CHANCE_AUC = 0.47
 
 COLLAPSE_ADVICE = ("the discriminator has collapsed: every token gets nearly the same state and it cannot tell "
-                   "replaced tokens from original ones, so it is learning nothing. Try a lower --lr (the tiny "
+                   "replaced tokens from original ones (or ranks them the wrong way), so it is learning nothing. "
+                   "Try a lower --lr (the tiny "
                    "preset's default is tuned), a longer warmup (--warmup-steps / --min-warmup-steps), and the "
                    "default --disc-bias-init prior.")
 
@@ -83,9 +88,12 @@ def unigram_log_probs(counts: torch.Tensor) -> torch.Tensor:
 
 
 def collapse_reasons(auc: float, cosine: float, spread: float) -> list[str]:
-    """Why the discriminator counts as collapsed ([] = healthy): low AUC together with one state or flat outputs."""
+    """Why the discriminator counts as collapsed ([] = healthy): low AUC together with one state or flat outputs,
+    or an AUC clearly below chance."""
     if math.isnan(auc) or auc >= COLLAPSE_MAX_AUC:
         return []
+    if auc < COLLAPSE_BELOW_CHANCE_AUC:
+        return [f"AUC {auc:.3f} < {COLLAPSE_BELOW_CHANCE_AUC}: it ranks replaced tokens below original ones"]
     reasons = []
     if not math.isnan(cosine) and cosine >= COLLAPSE_MIN_COSINE:
         reasons.append(f"token cosine {cosine:.3f} >= {COLLAPSE_MIN_COSINE}")

@@ -55,6 +55,8 @@ def test_unigram_log_probs_are_add_one_frequencies():
     (0.563, 0.944, 0.547, True),   # lr 5e-4 at tiny after 1.6M tokens: drifting into the collapsed state
     (0.70, 0.95, 0.3, False),      # healthy at ~2M tokens (ELECTRA, new recipe)
     (0.55, 0.60, 0.5, False),      # early and weak, but neither one state nor flat outputs
+    (0.431, 0.771, 2.52, True),    # Electric at lr 1e-3: below chance with varied states and outputs
+    (0.48, 0.60, 0.5, False),      # just under 0.5 is noise on a validation slice, not a verdict
     (0.90, 0.999, 0.001, False),   # ranking well is never a collapse
     (math.nan, 0.999, 0.0, False),  # no discriminator (mlm)
 ])
