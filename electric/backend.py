@@ -5,6 +5,10 @@ A backend takes padded token ids and returns the head's raw output as a NumPy ar
 - kind "classifier":    (B, C) logits (C = 1 for regression);
 - kind "tagger":        (B, T, C) logits.
 Scoring, export parity checks and the server all call `run`, so every path computes the same thing.
+
+This module holds the interface, the torch implementation and `load_backend`; the ONNX Runtime one lives in
+electric.runtime. Both take the names they share (Kind, MANIFEST, model_kind) from electric.checkpoint, so the
+imports run one way: backend -> runtime -> checkpoint.
 """
 
 from __future__ import annotations
@@ -16,16 +20,19 @@ from typing import Literal, Protocol
 import numpy as np
 
 from electric.calibration import Calibration
-from electric.checkpoint import CheckpointError, load_tokenizer, require_local_dir
+from electric.checkpoint import (
+    ARCHITECTURE_KINDS,
+    MANIFEST,
+    CheckpointError,
+    Kind,
+    load_tokenizer,
+    model_kind,
+    require_extra,
+    require_local_dir,
+)
 
-Kind = Literal["discriminator", "classifier", "tagger"]
-MANIFEST = "electric.json"  # written by `electric export` beside the ONNX file(s)
-
-ARCHITECTURE_KINDS: dict[str, Kind] = {
-    "ElectraForPreTraining": "discriminator",
-    "ElectraForSequenceClassification": "classifier",
-    "ElectraForTokenClassification": "tagger",
-}
+__all__ = ["ARCHITECTURE_KINDS", "MANIFEST", "Backend", "Kind", "TorchBackend", "load_backend", "model_kind",
+           "resolve_backend"]
 
 
 class Backend(Protocol):
@@ -40,21 +47,13 @@ class Backend(Protocol):
             token_type_ids: np.ndarray | None = None) -> np.ndarray: ...
 
 
-def model_kind(config: dict, where: str) -> Kind:
-    for arch in config.get("architectures") or []:
-        if arch in ARCHITECTURE_KINDS:
-            return ARCHITECTURE_KINDS[arch]
-    raise CheckpointError(
-        f"{where}: architectures {config.get('architectures')} is not a supported head "
-        f"(expected one of {sorted(ARCHITECTURE_KINDS)})"
-    )
-
-
 class TorchBackend:
     """A transformers ELECTRA model on torch (CPU or CUDA): the development and reference path."""
 
     def __init__(self, model_dir: str | Path, device: str | None = None, dtype=None):
-        import torch  # only the torch backend needs torch; ONNX serving images may leave it out
+        require_extra("the torch backend (a transformers checkpoint; `electric export` makes an ONNX directory "
+                      "that runs without torch)")
+        import torch  # only the torch backend needs torch; ONNX serving installs leave it out
         import transformers
 
         d = require_local_dir(model_dir, "model")
@@ -90,15 +89,21 @@ class TorchBackend:
         return out.logits.float().cpu().numpy()
 
 
-def load_backend(model_dir: str | Path, backend: str = "auto", **kwargs) -> Backend:
-    """`onnx` for an `electric export` directory (has electric.json), `torch` for a transformers one."""
-    d = require_local_dir(model_dir, "model")
+def resolve_backend(model_dir: str | Path, backend: str = "auto") -> Literal["onnx", "torch"]:
+    """`backend`, with `auto` resolved: `onnx` for an `electric export` directory (has electric.json), `torch` for a
+    transformers one."""
     if backend == "auto":
-        backend = "onnx" if (d / MANIFEST).is_file() else "torch"
-    if backend == "torch":
-        return TorchBackend(d, **kwargs)
-    if backend == "onnx":
-        from electric.runtime import OnnxBackend  # noqa: PLC0415 - optional dependency
+        return "onnx" if (Path(model_dir) / MANIFEST).is_file() else "torch"
+    if backend not in ("onnx", "torch"):
+        raise ValueError(f"unknown backend {backend!r} (auto, torch or onnx)")
+    return backend
 
-        return OnnxBackend(d, **kwargs)
-    raise ValueError(f"unknown backend {backend!r} (auto, torch or onnx)")
+
+def load_backend(model_dir: str | Path, backend: str = "auto", **kwargs) -> Backend:
+    """The model in `model_dir` on `resolve_backend(model_dir, backend)`."""
+    d = require_local_dir(model_dir, "model")
+    if resolve_backend(d, backend) == "torch":
+        return TorchBackend(d, **kwargs)
+    from electric.runtime import OnnxBackend  # noqa: PLC0415 - onnxruntime is imported only when used
+
+    return OnnxBackend(d, **kwargs)

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from electric.backend import MANIFEST, Kind
 from electric.calibration import Calibration
-from electric.checkpoint import CheckpointError, load_tokenizer, require_local_dir
+from electric.checkpoint import MANIFEST, CheckpointError, Kind, load_inference_tokenizer, require_local_dir
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -249,7 +248,7 @@ class OnnxBackend:
         self.calibration = Calibration.from_manifest(self.manifest) if self.kind == "discriminator" else None
         self.max_length = int(self.manifest["max_length"])
         self.config = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
-        self.tokenizer = load_tokenizer(d)
+        self.tokenizer = load_inference_tokenizer(d)  # from tokenizer.json: no transformers, no torch
         if providers is None and device is not None:
             if device.startswith("cuda"):
                 providers = [CUDA, CPU]

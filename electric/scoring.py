@@ -29,7 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from electric.calibration import Calibration, replaced_logits, replaced_probs
-from electric.checkpoint import CheckpointError, existing_dir, load_tokenizer, require_local_dir
+from electric.checkpoint import (
+    CheckpointError,
+    existing_dir,
+    load_tokenizer,
+    require_extra,
+    require_local_dir,
+)
 
 DISCRIMINATOR_METHODS = ("electric", "electra")
 MLM_METHODS = ("mlm-pll", "mlm-pll-word-l2r")
@@ -134,20 +140,26 @@ def _windows(n: int, width: int, stride: int) -> list[Window]:
 _RUST_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def rust_tokenizer(tokenizer):
-    """The `tokenizers.Tokenizer` (Rust) behind a fast transformers tokenizer, as `tokenizer(texts,
-    truncation=False)` runs it but without that call's Python wrapper: a private copy with no truncation and no
-    padding (so settings another caller leaves on the shared one never apply), made once per tokenizer.
-    Its `encode_batch` may be called from several threads."""
-    rust = _RUST_TOKENIZERS.get(tokenizer)
+def rust_tokenizer(tokenizer, max_length: int | None = None):
+    """The `tokenizers.Tokenizer` (Rust) behind a fast transformers tokenizer or a `WordPieceTokenizer`, as
+    `tokenizer(texts, truncation=False)` runs it but without that call's Python wrapper: a private copy with no
+    truncation and no padding (so settings another caller leaves on the shared one never apply), made once per
+    tokenizer. With `max_length`: a copy that truncates longest-first to that many tokens, as
+    `tokenizer(a, b, truncation="longest_first", max_length=max_length)` does. `encode_batch` may be called from
+    several threads."""
+    copies = _RUST_TOKENIZERS.setdefault(tokenizer, {})
+    rust = copies.get(max_length)
     if rust is None:
         from tokenizers import Tokenizer
 
         rust = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-        rust.no_truncation()
+        if max_length is None:
+            rust.no_truncation()
+        else:
+            rust.enable_truncation(max_length, stride=0, strategy="longest_first", direction="right")
         rust.no_padding()
         rust.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
-        _RUST_TOKENIZERS[tokenizer] = rust
+        copies[max_length] = rust
     return rust
 
 
@@ -495,6 +507,7 @@ def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None)
 
     Rejects an ELECTRA discriminator and Electric's two-tower cloze generator, which are not masked LMs.
     """
+    require_extra("MLM pseudo-log-likelihood (--method mlm-pll)")
     import torch
     from transformers import AutoModelForMaskedLM
 

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from electric import __version__
-from electric.backend import MANIFEST, load_backend
+from electric.backend import load_backend, resolve_backend
 from electric.calibration import describe as describe_calibration
 from electric.nbest import PRIORS, NBestList, Weights, rerank_lists
 from electric.scoring import InputTooLongError, electra_detect, electric_score, pad_rows, resolve_model_dir
@@ -188,7 +188,7 @@ class Engine:
     def _load(self, path: Path, backend: str):
         """electric.backend.load_backend, with the ONNX Runtime options when the directory is an export."""
         kwargs = {}
-        if backend == "onnx" or (backend == "auto" and (Path(path) / MANIFEST).is_file()):
+        if resolve_backend(path, backend) == "onnx":
             if self.settings.providers:
                 kwargs["providers"] = self.settings.providers
             if self.settings.threads:

@@ -59,9 +59,8 @@ def _pair(tokenizer, e, pair: tuple[str, str], index: int, max_length: int, trun
     if len(ids) > max_length:
         if not truncate:
             raise InputTooLongError(index, len(ids), max_length)
-        cut = tokenizer(pair[0], pair[1], add_special_tokens=True, truncation="longest_first", max_length=max_length,
-                        return_token_type_ids=True, verbose=False)
-        ids, tt, truncated = cut["input_ids"], cut["token_type_ids"], True
+        cut = rust_tokenizer(tokenizer, max_length).encode(pair[0], pair[1], add_special_tokens=True)
+        ids, tt, truncated = cut.ids, cut.type_ids, True
     return PairEncoded(index, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated)
 
 

@@ -80,9 +80,11 @@ def electra_export(electra_run, sst2_halves, tmp_path_factory) -> Path:
 def held_out(export_dir: Path, run: Path, sentences: list[str]) -> tuple[float, float, float]:
     """(mean calibrated probability, replaced fraction, mean raw sigma(s)) over the candidate tokens of
     `sentences` corrupted by the run's generator with a seed the export never used."""
+    from electric.checkpoint import load_tokenizer  # the export's own tokenizer is the Rust one alone
+
     backend = load_backend(export_dir)
     settings = run_settings(run / "generator")
-    batches = corrupted_batches(backend.tokenizer, load_generator(run / "generator"), sentences,
+    batches = corrupted_batches(load_tokenizer(export_dir), load_generator(run / "generator"), sentences,
                                 mask_prob=settings["mask_prob"], temperature=settings["temperature"],
                                 max_length=128, seed=12345)
     s, y = collect(backend.run, batches)

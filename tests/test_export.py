@@ -15,6 +15,7 @@ pytest.importorskip("onnxruntime")
 
 from electric import export as ex  # noqa: E402
 from electric.backend import MANIFEST, TorchBackend, load_backend  # noqa: E402
+from electric.checkpoint import load_tokenizer  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
 
 
@@ -140,7 +141,7 @@ def test_classifier_and_tagger_heads(tokenizer_dir, tmp_path, arch, kind, num_la
     assert m["parity"]["fp32"]["max_abs_diff"] <= 1e-4
     be, ref = load_backend(out), TorchBackend(src, device="cpu")
     assert be.kind == kind and be.labels == m["labels"]
-    tok = be.tokenizer
+    tok = load_tokenizer(out)
     enc = tok(["the first sentence here", "another"], ["a second segment", "and its pair, a bit longer"],
               padding=True, return_tensors="np")
     assert enc["token_type_ids"].any()

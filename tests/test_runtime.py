@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from pathlib import Path
 
@@ -13,7 +14,7 @@ pytest.importorskip("onnx")
 
 from electric import runtime as rt  # noqa: E402
 from electric.backend import TorchBackend, load_backend  # noqa: E402
-from electric.checkpoint import CheckpointError  # noqa: E402
+from electric.checkpoint import CheckpointError, WordPieceTokenizer, load_tokenizer  # noqa: E402
 from electric.export import export_model, spearman  # noqa: E402
 
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -41,9 +42,16 @@ def sentences(wiki_sample) -> list[str]:
     return out[:48]
 
 
-def encode(tok, texts, max_length=128):
-    enc = tok(texts, padding=True, truncation=True, max_length=max_length, return_tensors="np",
-              return_special_tokens_mask=True)
+@functools.cache
+def hf_tokenizer(model_dir: Path):
+    return load_tokenizer(model_dir)
+
+
+def encode(be, texts, max_length=128):
+    """Padded batches made by the transformers tokenizer of `be`'s directory (an OnnxBackend's own tokenizer is
+    the Rust one alone, for electric.scoring.encode)."""
+    enc = hf_tokenizer(be.model_dir)(texts, padding=True, truncation=True, max_length=max_length,
+                                     return_tensors="np", return_special_tokens_mask=True)
     cand = enc["attention_mask"].astype(bool) & ~enc["special_tokens_mask"].astype(bool)
     return enc["input_ids"], enc["attention_mask"], cand
 
@@ -60,6 +68,7 @@ def test_load_backend_picks_onnx_for_export_dirs(onnx_dirs, disc_dir):
     assert be.kind == "discriminator" and be.max_length == 128 and be.precision == "fp32"
     assert be.config["architectures"] == ["ElectraForPreTraining"]
     assert be.tokenizer.pad_token_id is not None and be.providers[-1] == "CPUExecutionProvider"
+    assert isinstance(be.tokenizer, WordPieceTokenizer)  # from tokenizer.json, without transformers
     assert isinstance(load_backend(disc_dir), TorchBackend)
     assert isinstance(load_backend(onnx_dirs["fp32"], backend="onnx", device="cpu"), rt.OnnxBackend)
 
@@ -67,7 +76,7 @@ def test_load_backend_picks_onnx_for_export_dirs(onnx_dirs, disc_dir):
 def test_fp32_logits_and_pll_match_torch(onnx_dirs, disc_dir, sentences):
     ref, be = TorchBackend(disc_dir, device="cpu"), load_backend(onnx_dirs["fp32"])
     for chunk in (sentences[:1], sentences[1:8], sentences[8:48]):  # different (B, T) each time
-        ids, mask, cand = encode(be.tokenizer, chunk)
+        ids, mask, cand = encode(be, chunk)
         got, want = be.run(ids, mask), ref.run(ids, mask)
         assert got.shape == want.shape == ids.shape and got.dtype == np.float32
         assert np.abs(got - want)[mask == 1].max() <= 1e-4
@@ -90,7 +99,7 @@ def test_int8_is_the_cpu_default_and_ranks_like_fp32(onnx_dirs, sentences, monke
     monkeypatch.setenv(rt.PRECISION_ENV, "fp32")  # what `electric score --backend onnx` users can set
     assert load_backend(onnx_dirs["int8"]).precision == "fp32"
     assert q.runner.path.name == "model.int8.onnx"
-    ids, mask, cand = encode(q.tokenizer, sentences)
+    ids, mask, cand = encode(q, sentences)
     a, b = q.run(ids, mask), f.run(ids, mask)
     assert not np.array_equal(a, b)  # really the quantised graph
     assert spearman(pll(b, cand), pll(a, cand)) >= 0.99
@@ -115,7 +124,7 @@ def test_asking_for_cuda_falls_back_to_cpu_and_says_so(onnx_dirs, sentences):
     assert be.precision == "int8" and not be.runner.on_cuda and not be.runner.io_binding
     with pytest.warns(RuntimeWarning):
         assert load_backend(onnx_dirs["int8"], device="cuda").providers == ["CPUExecutionProvider"]
-    ids, mask, _ = encode(be.tokenizer, sentences[:4])
+    ids, mask, _ = encode(be, sentences[:4])
     assert be.run(ids, mask).shape == ids.shape
     assert "CPUExecutionProvider" in repr(be)
 
@@ -138,7 +147,7 @@ def test_cuda_runs_fp16_with_io_binding(onnx_dirs, sentences):
     be = load_backend(onnx_dirs["int8"])
     assert be.providers[0] == "CUDAExecutionProvider" and be.precision == "fp16" and be.runner.io_binding
     ref = load_backend(onnx_dirs["int8"], providers=["CPUExecutionProvider"], precision="fp32")
-    ids, mask, cand = encode(be.tokenizer, sentences)
+    ids, mask, cand = encode(be, sentences)
     a, b = be.run(ids, mask), ref.run(ids, mask)
     assert np.abs(a - b)[mask == 1].max() < 0.05
     assert spearman(pll(b, cand), pll(a, cand)) >= 0.99
@@ -163,7 +172,7 @@ def test_bucket_lengths():
 def test_padding_to_a_bucket_does_not_change_results(onnx_dirs, sentences, monkeypatch):
     be = load_backend(onnx_dirs["fp32"])
     plain = load_backend(onnx_dirs["fp32"], buckets=False)
-    ids, mask, _ = encode(be.tokenizer, sentences[:5])
+    ids, mask, _ = encode(be, sentences[:5])
     ids, mask = ids[:, :13], mask[:, :13]  # T = 13: padded to 16 inside, cut back to 13
     seen = []
     real_run = be.runner.session.run
@@ -177,7 +186,7 @@ def test_padding_to_a_bucket_does_not_change_results(onnx_dirs, sentences, monke
 def test_io_binding_path_gives_the_same_output(onnx_dirs, sentences):
     be = load_backend(onnx_dirs["fp32"], io_binding=True)  # on CPU this runs the CUDA path's code
     plain = load_backend(onnx_dirs["fp32"])
-    ids, mask, _ = encode(be.tokenizer, sentences[:6])
+    ids, mask, _ = encode(be, sentences[:6])
     tt = np.zeros_like(ids)
     np.testing.assert_allclose(be.run(ids, mask, tt), plain.run(ids, mask), atol=1e-6)
 

@@ -1,12 +1,9 @@
-"""The server's layers: the core (engine, batcher, errors, pipelines) imports no transport library, and each
-transport maps every core error to the status code its clients have always seen, from its own table."""
+"""Each transport maps every core error to the status code its clients have always seen, from its own table
+(that the core imports no transport library is tests/test_imports.py's)."""
 
 from __future__ import annotations
 
 import inspect
-import json
-import subprocess
-import sys
 
 import grpc
 import pytest
@@ -15,21 +12,6 @@ from server import errors
 from server.grpc_service import GRPC_STATUS
 from server.http import HTTP_STATUS
 from server.transport import status_for
-
-TRANSPORT_LIBRARIES = ("grpc", "grpc_health", "grpc_reflection", "fastapi", "starlette", "uvicorn", "httptools")
-
-
-def imported_by(code: str, modules: tuple[str, ...]) -> list[str]:
-    """Which of `modules` a fresh interpreter has imported after running `code`."""
-    check = f"import json, sys\n{code}\nprint(json.dumps([m for m in {list(modules)!r} if m in sys.modules]))"
-    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=120)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def test_the_core_imports_no_transport_library():
-    assert imported_by("import server.engine, server.errors, server.pipelines, server.transport",
-                       TRANSPORT_LIBRARIES) == []
-
 
 # the contract: what clients of both transports have always been answered
 EXPECTED = [

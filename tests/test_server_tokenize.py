@@ -127,3 +127,37 @@ def test_a_round_tokenises_concurrent_requests_once_and_fails_only_the_too_long_
         assert a.results[0].num_tokens == d.num_tokens and a.timing.inputs == 1 and a.timing.tokens > 2
         assert np.isclose(a.results[0].score, d.score, atol=1e-4)
     assert [d.num_tokens for d in answers[21].results] == [d.num_tokens for d in direct[:2]]
+
+
+def cased_copy(src, dst):
+    """`src`'s tokenizer files with tokenizer_config.json saying do_lower_case false (tokenizer.json still lower-cases)."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "tokenizer_config.json").read_text())
+    (dst / "tokenizer_config.json").write_text(json.dumps({**cfg, "do_lower_case": False, "strip_accents": False}))
+    return dst
+
+
+@pytest.mark.parametrize("variant", ["as saved", "cased by tokenizer_config.json"])
+def test_the_rust_only_tokenizer_of_an_export_tokenises_as_transformers_does(disc_dir, texts, tmp_path, variant):
+    from electric.checkpoint import WordPieceTokenizer, load_inference_tokenizer
+
+    d = disc_dir if variant == "as saved" else cased_copy(disc_dir, tmp_path / "cased")
+    light, ref = load_inference_tokenizer(d), load_tokenizer(d)
+    assert isinstance(light, WordPieceTokenizer) and len(light) == len(ref)
+    for name in ("cls", "sep", "pad", "mask", "unk"):
+        assert getattr(light, f"{name}_token_id") == getattr(ref, f"{name}_token_id")
+    assert light.all_special_ids == sorted(ref.all_special_ids)
+    for g, r in zip(encode(light, texts, 10_000), reference(ref, texts), strict=True):
+        assert_same(g, r)
+    if variant != "as saved":
+        assert encode(light, ["Café"], 16)[0].tokens != encode(load_inference_tokenizer(disc_dir), ["Café"], 16)[0].tokens
+    pairs = [("how much is a flight to denver", "about three hundred dollars"), (LONG, LONG), (LONG, "short"),
+             ("Héllo wörld", "[MASK] here")]
+    for inputs, truncate in ((pairs, True), (pairs[:1] + pairs[3:], False)):
+        (out,) = pipelines.encode_requests(light, [(inputs, truncate)], 48)
+        for (a, b), g in zip(inputs, out, strict=True):
+            want = ref(a, b, add_special_tokens=True, return_token_type_ids=True, verbose=False,
+                       truncation="longest_first" if truncate else False, max_length=48 if truncate else None)
+            assert g.input_ids.tolist() == want["input_ids"] and g.token_type_ids.tolist() == want["token_type_ids"]

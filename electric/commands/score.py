@@ -15,6 +15,7 @@ electra, RUN/generator for mlm-pll). Errors in inputs print one line naming the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -67,13 +68,18 @@ def _progress_disable(args) -> bool | None:
 
 
 def _load_scorer(args):
-    _check_model(args)  # before the slow imports
-    from transformers.utils import logging as hf_logging
-
+    model_dir = _check_model(args)  # before the slow imports
+    from electric.backend import resolve_backend
     from electric.commands import quiet_progress_bars
-    from electric.scoring import load_scorer
+    from electric.scoring import MLM_METHODS, load_scorer
 
-    hf_logging.disable_progress_bar()
+    if args.method in MLM_METHODS or resolve_backend(model_dir, args.backend) == "torch":
+        # transformers loads the model: no weight-loading bar. (An ONNX export needs no transformers at all; without
+        # it installed, loading a checkpoint says which extra to install.)
+        with contextlib.suppress(ImportError):
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
     if args.quiet:
         quiet_progress_bars()
     return load_scorer(args.model, args.method, backend=args.backend, device=args.device,
@@ -88,14 +94,14 @@ def _positive(name: str, value: int) -> None:
 
 def _run(fn, args) -> int:
     """Run a subcommand; input errors become one line on stderr and exit status 2."""
-    from electric.checkpoint import CheckpointError
+    from electric.checkpoint import CheckpointError, MissingExtra
     from electric.nbest import NBestError
     from electric.scoring import InputTooLongError
 
     prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
     try:
         return fn(args)
-    except (InputError, NBestError, CheckpointError, InputTooLongError, OSError, ValueError) as e:
+    except (InputError, NBestError, CheckpointError, MissingExtra, InputTooLongError, OSError, ValueError) as e:
         if os.environ.get("ELECTRIC_DEBUG"):
             raise
         print(f"{prog}: error: {e}", file=sys.stderr)
@@ -128,13 +134,13 @@ def scorer_dir(args) -> str:
 # ---- electric score -----------------------------------------------------------------------------------
 
 
-def _check_model(args) -> None:
-    """The --model directory exists and suits --method (cheap: no model is loaded, torch is not imported)."""
+def _check_model(args) -> Path:
+    """The --model directory for --method, checked (cheap: no model is loaded, torch is not imported)."""
     from electric.scoring import check_model_dir
 
     for name in ("batch_size", "max_batch_tokens"):
         _positive(f"--{name.replace('_', '-')}", getattr(args, name))
-    check_model_dir(args.model, args.method, args.backend)
+    return check_model_dir(args.model, args.method, args.backend)
 
 
 def _check_output(path: str | None, flag: str) -> None:

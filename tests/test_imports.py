@@ -1,0 +1,106 @@
+"""Import structure: no circles between the library's modules, the library never imports the server or the
+training code, the server's core (engine, batcher, errors) imports no transport library, and serving an ONNX export (the server, electric.runtime, scoring) imports neither torch nor
+transformers - so a serving install can leave them out."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TORCH = ("torch", "transformers")
+TRANSPORT_LIBRARIES = ("grpc", "grpc_health", "grpc_reflection", "fastapi", "starlette", "uvicorn", "httptools")
+
+
+def imported_by(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` a fresh interpreter has imported after running `code`."""
+    check = f"import json, sys\n{code}\nprint(json.dumps([m for m in {list(modules)!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def module_imports(package: str) -> dict[str, set[str]]:
+    """Module -> the modules it imports (at the top or inside functions), for every module of `package`."""
+    files = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in (REPO / package).rglob("*.py")}
+    edges = {}
+    for name, path in files.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in files)
+        edges[name] = found - {name}
+    return edges
+
+
+def test_no_import_circles_in_the_library():
+    edges = module_imports("electric")
+    inside = {m: {x for x in out if x in edges} for m, out in edges.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            for x in inside[todo.pop()] - seen:
+                if x == goal:
+                    return True
+                seen.add(x)
+                todo.append(x)
+        return False
+
+    assert [(a, b) for a, out in inside.items() for b in sorted(out) if reaches(b, a)] == []
+
+
+def test_the_library_imports_neither_the_server_nor_training():
+    edges = module_imports("electric")
+    assert {m: sorted(x for x in out if x.split(".")[0] in ("server", "training"))
+            for m, out in edges.items() if any(x.split(".")[0] in ("server", "training") for x in out)} == {}
+
+
+def test_the_server_core_imports_no_transport_library():
+    assert imported_by("import server.engine, server.errors, server.pipelines, server.transport",
+                       TRANSPORT_LIBRARIES) == []
+
+
+def test_the_serving_modules_import_neither_torch_nor_transformers():
+    assert imported_by("import server.app, server.grpc_service, electric.runtime, electric.scoring, electric.cli",
+                       TORCH) == []
+
+
+@pytest.mark.integration
+def test_serving_and_scoring_an_export_import_neither_torch_nor_transformers(disc_dir, tmp_path):
+    from electric.export import export_model
+
+    export_model(disc_dir, tmp_path / "onnx", log=lambda _: None)
+    serve = f"""
+import asyncio
+from server.app import create_app
+from server.engine import Engine
+from server.settings import Settings
+
+async def main():
+    engine = Engine(Settings(model={str(tmp_path / "onnx")!r}, grpc_port=-1, access_log=False))
+    await engine.start()
+    answer = await engine.score(["the cat sat on the mat"], per_token=True)
+    assert answer.results[0].num_tokens > 0
+    await engine.close(5)
+
+create_app(Settings(model={str(tmp_path / "onnx")!r}))
+asyncio.run(main())
+"""
+    assert imported_by(serve, TORCH) == []
+    score = f"""
+from electric.scoring import load_scorer
+scorer = load_scorer({str(tmp_path / "onnx")!r}, "electric")
+assert scorer.score(["the cat sat on the mat"])[0].num_tokens > 0
+assert scorer.detect(["the cat sat on the mat"])[0].num_tokens > 0
+"""
+    assert imported_by(score, TORCH) == []
