@@ -29,17 +29,16 @@ RUN apt-get update \
     && python3 -m venv "$VIRTUAL_ENV"
 
 WORKDIR /app
-# The server imports electric.backend, which imports torch: the CPU wheel is enough (inference runs in
-# ONNX Runtime on the GPU). Install it first so that the project's `torch>=` requirement is satisfied.
-RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.3"
+# Only what serving needs: the base install (ONNX Runtime, tokenizers, the HTTP and gRPC server). No torch and
+# no transformers: an `electric export` directory runs on ONNX Runtime and its tokenizer.json on `tokenizers`.
+# (A transformers checkpoint, --backend torch, needs `pip install "electric[torch]"`; the server says so.)
 COPY pyproject.toml README.md ./
 COPY electric ./electric
-COPY training ./training
 COPY server ./server
 COPY proto ./proto
 # onnxruntime-gpu instead of the CPU onnxruntime: both provide the `onnxruntime` module.
 # hadolint ignore=DL3013
-RUN pip install ".[serve]" \
+RUN pip install . \
     && pip uninstall -y onnxruntime \
     && pip install "onnxruntime-gpu>=1.20"
 

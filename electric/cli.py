@@ -1,8 +1,11 @@
 """The `electric` command: score, rerank, eval, export, serve.
 
 Each subcommand lives in its own module, which provides `add_parser(subparsers)`; the parser's
-`func(args) -> int` runs it. Modules are imported only when their subcommand exists, so a missing
-optional dependency breaks only that subcommand.
+`func(args) -> int` runs it. The library's own modules are listed here; other packages add theirs through
+the `electric.commands` entry point group (pyproject.toml: `serve = "server.cli:add_parser"`, registered when
+the project is installed), so the library never names the server. Modules are imported only when the parser
+is built, and each keeps its heavy imports inside its `func`, so a missing optional dependency breaks only
+that subcommand.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from importlib.metadata import entry_points
 
 from electric import __version__
 
@@ -17,8 +21,8 @@ from electric import __version__
 SUBCOMMANDS = (
     "electric.commands.score",   # score, rerank, eval
     "electric.commands.export",  # export
-    "server.cli",                # serve
 )
+PLUGINS = "electric.commands"  # entry point group: name -> add_parser(subparsers) of another package (serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,13 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"electric {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
+        importlib.import_module(name).add_parser(sub)
+    for ep in sorted(entry_points(group=PLUGINS), key=lambda e: e.name):
         try:
-            module = importlib.import_module(name)
+            add_parser = ep.load()
         except ModuleNotFoundError as e:
-            if e.name and (e.name == name or name.startswith(e.name + ".")):
-                continue  # not built yet
+            if e.name and (ep.module == e.name or ep.module.startswith(e.name + ".")):
+                continue  # installed metadata names a package that is not there
             raise
-        module.add_parser(sub)
+        add_parser(sub)
     return ap
 
 

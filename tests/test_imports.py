@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,18 @@ def test_the_library_imports_neither_the_server_nor_training():
     edges = module_imports("electric")
     assert {m: sorted(x for x in out if x.split(".")[0] in ("server", "training"))
             for m, out in edges.items() if any(x.split(".")[0] in ("server", "training") for x in out)} == {}
+    named = [(p.name, node.value) for p in (REPO / "electric").rglob("*.py")
+             for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and re.fullmatch(r"(server|training)(\.\w+)*", node.value)]
+    assert named == []  # not by a string import either: `serve` comes in through an entry point
+
+
+def test_serve_is_a_subcommand_added_by_the_server_package():
+    from electric.cli import PLUGINS, build_parser
+
+    assert {ep.name: ep.value for ep in entry_points(group=PLUGINS)} == {"serve": "server.cli:add_parser"}
+    assert "serve" in build_parser()._subparsers._group_actions[0].choices
 
 
 def test_the_server_core_imports_no_transport_library():
@@ -70,9 +84,22 @@ def test_the_server_core_imports_no_transport_library():
                        TRANSPORT_LIBRARIES) == []
 
 
-def test_the_serving_modules_import_neither_torch_nor_transformers():
-    assert imported_by("import server.app, server.grpc_service, electric.runtime, electric.scoring, electric.cli",
-                       TORCH) == []
+def test_the_serving_modules_and_the_cli_import_neither_torch_nor_transformers():
+    assert imported_by("import server.app, server.grpc_service, electric.runtime, electric.scoring\n"
+                       "from electric.cli import build_parser\nbuild_parser()", TORCH) == []
+
+
+def test_torch_only_features_say_which_extra_to_install(disc_dir, monkeypatch):
+    from electric import checkpoint
+    from electric.backend import TorchBackend
+    from electric.scoring import load_masked_lm
+
+    real = checkpoint.importlib.util.find_spec
+    monkeypatch.setattr(checkpoint.importlib.util, "find_spec",
+                        lambda name, *a: None if name in TORCH else real(name, *a))
+    for load in (TorchBackend, load_masked_lm, checkpoint.load_tokenizer):
+        with pytest.raises(checkpoint.MissingExtra, match=r"lacks: pip install 'electric\[torch\]'"):
+            load(disc_dir)
 
 
 @pytest.mark.integration
