@@ -40,6 +40,8 @@ class Backend(Protocol):
     max_length: int  # longest input in tokens, [CLS]/[SEP] included
     providers: list[str]  # e.g. ["torch:cpu"] or ["CUDAExecutionProvider", "CPUExecutionProvider"]
     config: dict  # the model's config.json (label names: config["id2label"])
+    # scoring reads `backend_tokenizer` (Rust) and the special token ids: an OnnxBackend's is a
+    # checkpoint.WordPieceTokenizer (no transformers), a TorchBackend's a transformers tokenizer
     tokenizer: object
     calibration: Calibration | None  # discriminators: replaced-probability calibration (electric.calibration)
 
