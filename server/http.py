@@ -1,9 +1,8 @@
 """HTTP transport (FastAPI): converts JSON to engine calls and engine answers to JSON. Nothing else.
 
 Errors are mapped here, once: the core's `ServerError` types -> an HTTP status by `HTTP_STATUS` and the body
-`{error, error_type}`;
-FastAPI's request validation -> 422 naming the field; unknown routes -> 404; a wrong method -> 405 with
-an `Allow` header; a body that cannot be read -> 400 `http_error`; anything unexpected -> 500
+`{error, error_type}`; FastAPI's request validation -> 422 naming the field; unknown routes -> 404; a wrong
+method -> 405 with an `Allow` header; a body that cannot be read -> 400 `http_error`; anything unexpected -> 500
 `backend_error` without a traceback (it is logged); a request cut by the end of the shutdown grace ->
 503 `shutting_down`. Every response, failures included, is counted and logged once.
 
