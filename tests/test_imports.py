@@ -89,6 +89,17 @@ def test_the_serving_modules_and_the_cli_import_neither_torch_nor_transformers()
                        "from electric.cli import build_parser\nbuild_parser()", TORCH) == []
 
 
+def test_the_base_install_is_a_serving_install():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    names = lambda reqs: {re.split(r"[<>=\[;! ]", r, maxsplit=1)[0].lower() for r in reqs}  # noqa: E731
+    base, extras = names(project["dependencies"]), project["optional-dependencies"]
+    assert not base & {"torch", "transformers", "datasets"}
+    assert {"onnxruntime", "tokenizers", "numpy", "fastapi", "uvicorn", "pydantic", "grpcio"} <= base
+    assert {"torch", "transformers"} <= names(extras["torch"])
+    assert all("electric[torch" in " ".join(extras[e]) for e in ("train", "export"))
+
+
 def test_torch_only_features_say_which_extra_to_install(disc_dir, monkeypatch):
     from electric import checkpoint
     from electric.backend import TorchBackend
