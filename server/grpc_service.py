@@ -34,9 +34,8 @@ from server.errors import (
 )
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
-from server.metrics import Metrics
 from server.settings import Settings
-from server.transport import authorised, log_request, status_for, timing_metadata
+from server.transport import authorised, record, status_for, timing_metadata
 
 log = logging.getLogger("electric.server")
 
@@ -55,14 +54,6 @@ GRPC_STATUS: dict[type[ServerError], grpc.StatusCode] = {
     Timeout: grpc.StatusCode.DEADLINE_EXCEEDED,
     BackendError: grpc.StatusCode.INTERNAL,
 }
-
-
-def _record(metrics: Metrics, settings: Settings, route: str, status: str, error_type: str | None, seconds: float,
-            timing=None, peer: str = "") -> None:
-    """Count and log one answered call."""
-    metrics.observe_request(route, "grpc", status, error_type, seconds)
-    if settings.access_log:
-        log_request("grpc", route, status, error_type, seconds, timing, client=peer)
 
 
 async def _abort(context: grpc.aio.ServicerContext, err: ServerError) -> None:
@@ -117,8 +108,8 @@ def rpc(route: str):
                 status, error_type = status_for(GRPC_STATUS, err).name, err.error_type
                 await _abort(context, err)
             finally:
-                _record(self.metrics, self.settings, route, status, error_type, time.perf_counter() - t0, timing,
-                        context.peer())
+                record(self.metrics, self.settings, "grpc", route, status, error_type, time.perf_counter() - t0,
+                       timing, context.peer())
 
         return wrapper
 
@@ -225,8 +216,8 @@ async def _refuse(context: grpc.aio.ServicerContext, err: ServerError, route: st
     try:
         await _abort(context, err)
     finally:
-        _record(engine.metrics, engine.settings, route, status_for(GRPC_STATUS, err).name, err.error_type,
-                time.perf_counter() - t0, peer=context.peer())
+        record(engine.metrics, engine.settings, "grpc", route, status_for(GRPC_STATUS, err).name, err.error_type,
+               time.perf_counter() - t0, client=context.peer())
 
 
 class _Undecodable:

@@ -43,7 +43,7 @@ from server.errors import (
 )
 from server.metrics import Metrics
 from server.settings import Settings
-from server.transport import authorised, log_request, status_for, timing_metadata
+from server.transport import authorised, record, status_for, timing_metadata
 
 log = logging.getLogger("electric.server")
 
@@ -369,10 +369,8 @@ class ObservabilityMiddleware:
     def _record(self, scope, state: dict, code: int, seconds: float) -> None:
         route = getattr(scope.get("route"), "path", None) or "unmatched"
         error_type = (state.get("error_type") or "http_error") if code >= 400 else None
-        self.metrics.observe_request(route, "http", code, error_type, seconds)
-        if self.settings.access_log and route not in QUIET_PATHS:
-            log_request("http", route, code, error_type, seconds, state.get("timing"),
-                        client=(scope.get("client") or ("", 0))[0])
+        record(self.metrics, self.settings, "http", route, code, error_type, seconds, state.get("timing"),
+               client=(scope.get("client") or ("", 0))[0], log=route not in QUIET_PATHS)
 
 
 def _header(scope, name: bytes) -> bytes | None:

@@ -1,6 +1,6 @@
 """What the HTTP and gRPC transports share, written once: the status code of a core error from a transport's
-table, the API-key check, the timing metadata sent back with an answer, and the access log line.
-Transport-neutral: no HTTP or gRPC library is imported here."""
+table, the API-key check, the timing metadata sent back with an answer, and counting and logging each answered
+request. Transport-neutral: no HTTP or gRPC library is imported here."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from pydantic import SecretStr
 
 from server.engine import Timing
 from server.errors import ServerError
+from server.metrics import Metrics
+from server.settings import Settings
 
 access_log = logging.getLogger("electric.access")
 
@@ -39,6 +41,15 @@ def timing_metadata(t: Timing, *, sizes: bool = False) -> tuple[tuple[str, str],
     meta = (("x-tokenization-time", f"{t.tokenize * 1e3:.3f}"), ("x-queue-time", f"{t.queue * 1e3:.3f}"),
             ("x-inference-time", f"{t.inference * 1e3:.3f}"), ("x-batches", str(t.batches)))
     return meta + (("x-inputs", str(t.inputs)), ("x-tokens", str(t.tokens))) if sizes else meta
+
+
+def record(metrics: Metrics, settings: Settings, transport: str, route: str, status: int | str,
+           error_type: str | None, seconds: float, timing: Timing | None = None, client: str = "",
+           log: bool = True) -> None:
+    """Count one answered request (failures included) and, with the access log on and `log`, log it."""
+    metrics.observe_request(route, transport, status, error_type, seconds)
+    if log and settings.access_log:
+        log_request(transport, route, status, error_type, seconds, timing, client)
 
 
 def log_request(transport: str, route: str, status: int | str, error_type: str | None, seconds: float,
