@@ -50,7 +50,7 @@ import bench_server  # noqa: E402  - the model builder, the server process and t
 _FN = r"(?:^|\.)(?:{}) \("  # a function or method name
 STAGES: list[tuple[str, str]] = [
     ("idle", r"^EpollSelector\.select \(|^_worker \(.*concurrent/futures/thread\.py|\.wait \(.*threading\.py"),
-    ("metrics and access log", r"prometheus_client/|server/metrics\.py|" + _FN.format("_record|log_request")
+    ("metrics and access log", r"prometheus_client/|server/metrics\.py|" + _FN.format("_?record|log_request")
      + r"|logging/__init__\.py"),
     ("tokenisation", _FN.format(r"encode\w*|_tokenize\w*") + r".*(electric/scoring|server/pipelines|server/engine)\.py|"
                      r"tokenizers/|transformers/tokenization"),
