@@ -78,6 +78,13 @@ def require_extra(feature: str, modules: tuple[str, ...] = ("torch", "transforme
                            f"pip install 'electric[{extra}]'")
 
 
+def _tokenizer_dir(path: str | os.PathLike) -> Path:
+    d = require_local_dir(path, "tokenizer")
+    if not any((d / f).is_file() for f in TOKENIZER_FILES):
+        raise CheckpointError(f"tokenizer directory {str(d)!r} has neither tokenizer.json nor vocab.txt")
+    return d
+
+
 def load_tokenizer(path: str | os.PathLike):
     """A BERT/ELECTRA WordPiece tokenizer from a local directory (ours, or a user's ELECTRA vocab), as a
     transformers tokenizer (training, fine-tuning, export, the torch backend). Inference on an export uses
@@ -85,9 +92,7 @@ def load_tokenizer(path: str | os.PathLike):
     require_extra("loading a tokenizer with transformers", ("transformers",))
     from transformers import AutoTokenizer, BertTokenizerFast
 
-    d = require_local_dir(path, "tokenizer")
-    if not any((d / f).is_file() for f in TOKENIZER_FILES):
-        raise CheckpointError(f"tokenizer directory {str(d)!r} has neither tokenizer.json nor vocab.txt")
+    d = _tokenizer_dir(path)
     try:
         if (d / "tokenizer_config.json").is_file() or (d / "tokenizer.json").is_file():
             tok = AutoTokenizer.from_pretrained(d)
@@ -116,9 +121,7 @@ class WordPieceTokenizer:
 
     def __init__(self, backend_tokenizer, special_tokens: dict[str, str], split_special_tokens: bool = False,
                  where: str = "tokenizer"):
-        from tokenizers import Tokenizer
-
-        self.backend_tokenizer: Tokenizer = backend_tokenizer
+        self.backend_tokenizer = backend_tokenizer  # a tokenizers.Tokenizer
         self.split_special_tokens = split_special_tokens
         missing = []
         for name, token in special_tokens.items():
@@ -156,10 +159,9 @@ def load_inference_tokenizer(path: str | os.PathLike):
     no transformers or torch imported), set up as transformers sets up a BERT tokenizer from the same files (the
     normalizer follows tokenizer_config.json's do_lower_case, strip_accents and tokenize_chinese_chars). A
     directory with only a vocab.txt (the original ELECTRA release) loads through transformers (`load_tokenizer`)."""
-    d = require_local_dir(path, "tokenizer")
+    d = _tokenizer_dir(path)
     if not (d / "tokenizer.json").is_file():
-        if (d / "vocab.txt").is_file():
-            require_extra(f"{str(d)!r} has a vocab.txt and no tokenizer.json; loading it", ("transformers",))
+        require_extra(f"{str(d)!r} has a vocab.txt and no tokenizer.json; loading it", ("transformers",))
         return load_tokenizer(d)
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
