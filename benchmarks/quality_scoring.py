@@ -86,8 +86,8 @@ _DISC_CACHE: dict[tuple[str, str], tuple[float, float]] = {}  # (model dir, text
 
 
 def evaluate(run: Path, method: str, model_dir: Path, args, blimp_sets, nbest_lists) -> dict:
-    from electric.commands.score import blimp_accuracy
-    from electric.nbest import rerank_report, score_nbest
+    from electric.evaluation.blimp import blimp_accuracy
+    from electric.evaluation.nbest import rerank_report, score_nbest
     from electric.scoring import Scorer, electra_score, electric_score, load_scorer
 
     scorer = load_scorer(model_dir, method, backend="torch", device=args.device,
@@ -202,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from electric.commands.score import read_blimp
-    from electric.nbest import read_nbest
+    from electric.evaluation.blimp import read_blimp
+    from electric.evaluation.nbest import read_nbest
 
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)

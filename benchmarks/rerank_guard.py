@@ -3,7 +3,7 @@
     python benchmarks/rerank_guard.py --seeds 20
 
 For each set and seed: LM scores drawn from N(0, 1) per hypothesis (no signal at all), the utterances split
-in halves (seeded), weights tuned on the dev half with `electric.nbest.rerank_report` (which applies the
+in halves (seeded), weights tuned on the dev half with `electric.evaluation.nbest.rerank_report` (which applies the
 paired-bootstrap guard), and on the test half the WER of the LM weights tuned on dev (`with_lm`, what tuning
 without the guard would apply) and of what the guard applied (`reranked`), each minus the dev-tuned result
 without the LM (`no_lm`). Positive = worse than not using the LM. A benchmark, not a test.
@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from electric.nbest import read_nbest, rerank_report  # noqa: E402
+from electric.evaluation.nbest import read_nbest, rerank_report  # noqa: E402
 
 # (file, prior): LibriSpeech lists are in Whisper's beam order, the others carry first-pass scores
 SETS = (("atis_test", "none"), ("wsj_eval", "none"), ("librispeech_test_clean", "rank"))

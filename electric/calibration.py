@@ -155,7 +155,7 @@ def collect(run: Callable[[np.ndarray, np.ndarray], np.ndarray], batches) -> tup
 def check(calibration: Calibration, scores: np.ndarray, labels: np.ndarray) -> dict:
     """How the calibration does on data it was not fitted on: mean probability vs the replaced fraction,
     Brier score, expected calibration error (10 bins) and ROC-AUC; `mean_raw_prob` is sigma(s) for scale."""
-    from electric import metrics as M
+    from electric.evaluation import metrics as M
 
     p = replaced_probs(scores, calibration)
     y = labels.astype(np.float64)

@@ -55,7 +55,7 @@ def split_ids(ids: list[str], fraction: float, seed: int) -> tuple[list[str], li
 
 
 def _read(path):
-    from electric.nbest import read_nbest
+    from electric.evaluation.nbest import read_nbest
 
     lists, fmt = read_nbest(path)
     return lists, fmt
@@ -77,7 +77,7 @@ def drop_overlap(lists, exclude_paths) -> tuple[list, list[str]]:
 
 def cmd_split(args) -> int:
     """ATIS train -> adapt.txt (references of the adaptation part), tune.json (lists of the tuning part)."""
-    from electric.nbest import write_nbest
+    from electric.evaluation.nbest import write_nbest
 
     lists, fmt = _read(args.nbest)
     lists, excluded = drop_overlap(lists, args.exclude or [])
@@ -103,7 +103,7 @@ def cmd_split(args) -> int:
 
 def cmd_split_lists(args) -> int:
     """An n-best file -> dev.json + test.json (seeded) and split.json."""
-    from electric.nbest import write_nbest
+    from electric.evaluation.nbest import write_nbest
 
     lists, fmt = _read(args.nbest)
     for i, nb in enumerate(lists):  # lists without ids (WSJ) get "itemN" (N = 0-based position in the source),
@@ -291,24 +291,23 @@ def score_lists(model: str, method: str, lists, threads: int | None = None):
     """(sum scores, mean scores, seconds, distinct texts) of every hypothesis of `lists` (each text once)."""
     import torch
 
-    from electric.nbest import score_nbest
+    from electric.evaluation.nbest import lm_score_column, score_nbest, sum_and_mean
     from electric.scoring import load_scorer
 
     if threads:
         torch.set_num_threads(threads)
     scorer = load_scorer(model, method, backend="torch")
     t0 = time.perf_counter()
-    both = score_nbest(lists, lambda texts: [(r.score, r.mean) for r in scorer.score(texts, method=method)],
-                       chunk_size=1024)
+    pairs = score_nbest(lists, lambda texts: sum_and_mean(scorer.score(texts, method=method)), chunk_size=1024)
     secs = time.perf_counter() - t0
-    return [a[:, 0] for a in both], [a[:, 1] for a in both], secs, len({h for nb in lists for h in nb.hyps})
+    return lm_score_column(pairs, "sum"), lm_score_column(pairs, "mean"), secs, len({h for nb in lists for h in nb.hyps})
 
 
 def first_pass_only(dev, test) -> dict:
     """WER of the best first-pass score (LM weight 0) on test, plus first and oracle."""
     import numpy as np
 
-    from electric.nbest import Weights, rerank_report
+    from electric.evaluation.nbest import Weights, rerank_report
 
     zeros = [np.zeros(len(nb.hyps)) for nb in test]
     _, rep = rerank_report(test, zeros, weights=Weights(lm=0.0, length=0.0))
@@ -321,7 +320,7 @@ def first_pass_only(dev, test) -> dict:
 
 
 def cmd_evaluate(args) -> int:
-    from electric.nbest import rerank_report
+    from electric.evaluation.nbest import choose_lm_score, rerank_report
 
     dev, _ = _read(args.dev)
     test, _ = _read(args.test)
@@ -347,7 +346,7 @@ def cmd_evaluate(args) -> int:
             row[kind] = {"weights": w.to_dict(), "dev": rep["dev"]["reranked"], "test": rep["test"]["reranked"],
                          "lm_only": rep["test"]["lm_only"], "on_edge": rep["grid"]["on_edge"]}
         # the LM score variant (sum or length-normalised mean) is chosen on dev, never on test
-        row["chosen"] = "sum" if row["sum"]["dev"] <= row["mean"]["dev"] else "mean"
+        row["chosen"] = choose_lm_score({k: row[k]["dev"] for k in ("sum", "mean")}, higher_is_better=False)
         result["rows"].append(row)
         print(f"{label} ({method}): test {row[row['chosen']]['test']:.2f}% with the {row['chosen']} LM score "
               f"(sum {row['sum']['test']:.2f}%, mean {row['mean']['test']:.2f}%; dev {row['sum']['dev']:.2f}% / "

@@ -9,7 +9,7 @@
 2. export it to ONNX with int8 quantisation (`electric export`);
 3. start `electric serve` on a loopback port;
 4. POST the other third of the ATIS training n-best lists to /v1/rerank to get LM scores, tune the
-   weights on them (electric.nbest.tune_guarded), then POST `--utterances` ATIS test lists with those
+   weights on them (electric.evaluation.nbest.tune_guarded), then POST `--utterances` ATIS test lists with those
    weights and print the WER of the first hypothesis, without the LM (the first-pass score and a word
    bonus tuned on the same dev lists: how much of the gain needs no LM), of the reranked one, and of the
    oracle;
@@ -162,7 +162,7 @@ def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float) ->
     after /v1/rerank (`results`), oracle."""
     import numpy as np
 
-    from electric.nbest import Components, Evaluator, NBestList, make_metric
+    from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric
 
     lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
     ev = Evaluator(lists, make_metric("wer"))
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log(f"reusing {onnx_dir} (pass --retrain to train again)")
 
-    from electric.nbest import Components, Evaluator, NBestList, make_metric, tune_guarded
+    from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric, tune_guarded
 
     server = Server(onnx_dir, work)
     try:

@@ -43,7 +43,7 @@ import numpy as np
 from electric import __version__
 from electric.backend import load_backend, resolve_backend
 from electric.calibration import describe as describe_calibration
-from electric.nbest import PRIORS, NBestList, Weights, rerank_lists
+from electric.evaluation.nbest import PRIORS, NBestList, Weights, rerank_lists
 from electric.scoring import InputTooLongError, electra_detect, electric_score, pad_rows, resolve_model_dir
 from server import pipelines
 from server.errors import (
@@ -364,7 +364,7 @@ class Engine:
                      lm_weight: float | None = None, length_weight: float | None = None,
                      beta: float | None = None, prior: str | None = None, truncate: bool = False) -> Answer:
         """Score every hypothesis of every list (id, hypotheses, first-pass scores or None) in one submission,
-        then reorder each list with electric.nbest.rerank_lists, as `electric rerank` does. `prior` ("rank" or
+        then reorder each list with electric.evaluation.nbest.rerank_lists, as `electric rerank` does. `prior` ("rank" or
         "none"): whether a list without scores gets -beta * rank."""
         with self._admitted():
             slot = self._slot(None, ("discriminator",))

@@ -2,7 +2,7 @@
 
 Scoring and detection call the library (`electric.scoring.from_encoding`, as `encode` does, then
 `electric_score`, `electra_detect`) so the server computes exactly what `electric score` computes; the engine reranks with
-`electric.nbest.rerank_lists`, as `electric rerank` does.
+`electric.evaluation.nbest.rerank_lists`, as `electric rerank` does.
 Classification post-processing (softmax over labels, regression value, per-token tags) lives here
 because no CLI command computes it.
 """

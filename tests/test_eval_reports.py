@@ -41,7 +41,7 @@ def blimp_dir(tmp_path):
 # ---- BLiMP per field ---------------------------------------------------------------------------------
 
 def test_blimp_accuracy_per_field_merges_the_two_spellings(blimp_dir):
-    from electric.commands.score import blimp_accuracy, blimp_field, read_blimp
+    from electric.evaluation.blimp import blimp_accuracy, blimp_field, read_blimp
 
     assert blimp_field("syntax-semantics") == blimp_field("syntax_semantics") == blimp_field(" Syntax_Semantics ")
     sets = read_blimp(blimp_dir)
@@ -132,18 +132,18 @@ def test_eval_detect_error_on_a_malformed_line_quotes_only_its_start(trained_run
 
 
 def test_blimp_error_on_a_malformed_line_quotes_only_its_start(tmp_path):
-    from electric.commands.score import InputError, read_blimp
+    from electric.evaluation.blimp import BlimpDataError, read_blimp
 
     for junk in ("{" + "x" * LONG, json.dumps({"sentence_good": "a" * LONG})):
         (tmp_path / "set.jsonl").write_text(blimp_line("good .", "bad bad .", "syntax") + junk + "\n")
-        with pytest.raises(InputError, match="line 2") as e:
+        with pytest.raises(BlimpDataError, match="line 2") as e:
             read_blimp(tmp_path / "set.jsonl")
         assert short(str(e.value), tmp_path / "set.jsonl") < MAX_MESSAGE and "characters)" in str(e.value)
 
 
 def test_task_and_nbest_errors_quote_a_long_value_only_in_part(tmp_path):
-    from electric.nbest import NBestError, parse_espnet
-    from electric.tasks import TASKS, TaskDataError
+    from electric.evaluation.nbest import NBestError, parse_espnet
+    from electric.evaluation.tasks import TASKS, TaskDataError
 
     fce = tmp_path / "fce.tsv"
     fce.write_text("The\tc\ncat\t" + "i" * LONG + "\n")  # a tag that is not c or i

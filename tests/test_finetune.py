@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from electric.tasks import CONLL2000_TAGS, TASKS
+from electric.evaluation.tasks import CONLL2000_TAGS, TASKS
 from tests.conftest import require_shared
 from training import finetune
 from training.finetune import FinetuneConfig, param_groups, resolve_model_dir
@@ -117,7 +117,7 @@ def test_tagging_end_to_end_maps_pieces_back_to_words(disc_dir, tmp_path):
     # word-level prediction: one tag per word, whatever the number of pieces, and a word cut by
     # truncation gets the fallback tag and is counted
     from electric.checkpoint import load_tokenizer
-    from electric.tasks import Example
+    from electric.evaluation.tasks import Example
 
     tok = load_tokenizer(out)
     words = ["Unbelievably", "long", "words", "here"] * 10
@@ -313,7 +313,7 @@ def test_eval_detect_subcommand(trained_run, tmp_path, capsys):
                           "--json", str(tmp_path / "detect.json")])
     assert args.func(args) == 0
     res = json.loads((tmp_path / "detect.json").read_text())
-    from electric.tasks import TASKS
+    from electric.evaluation.tasks import TASKS
 
     sents = TASKS["fce"].read(fce)
     assert res["sentences"] + res["dev"]["sentences"] == len(sents) == 30  # a seeded half is dev

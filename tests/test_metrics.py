@@ -1,4 +1,4 @@
-"""electric.metrics: the values it gave before scikit-learn, SciPy and seqeval took over the counting
+"""electric.evaluation.metrics: the values it gave before scikit-learn, SciPy and seqeval took over the counting
 (computed by the NumPy implementation it replaced, on the inputs below) and its conventions for undefined
 cases."""
 
@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from electric import metrics as M
+from electric.evaluation import metrics as M
 
 Y3 = [2, 2, 2, 2, 0, 1, 0, 0, 1, 1, 2, 0, 2, 2, 1, 1, 2, 1, 0, 2, 0, 2, 0, 2, 0, 1, 1, 2, 2, 0, 2, 2, 0, 1, 1,
       0, 0, 1, 1, 2]
@@ -155,7 +155,7 @@ def test_bad_inputs_raise_value_error_naming_sizes(call, message):
 
 def test_importing_the_task_registry_loads_no_metric_library():
     """scikit-learn alone takes about a second to import: the metrics load their libraries on first use."""
-    code = ("import sys, electric.tasks, electric.metrics; "
+    code = ("import sys, electric.evaluation.tasks, electric.evaluation.metrics; "
             "print(sorted(m for m in ('sklearn', 'scipy', 'seqeval') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -1,4 +1,4 @@
-"""electric.nbest: formats round-trip, the combination, grid search and the reported error rates."""
+"""electric.evaluation.nbest: formats round-trip, the combination, grid search and the reported error rates."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import require_shared
 
-from electric.nbest import (
+from electric.evaluation.nbest import (
     Components,
     Evaluator,
     NBestError,
@@ -501,3 +501,16 @@ def test_reranked_hyporadise_items_reorder_every_per_hypothesis_field(tmp_path):
     write_nbest(lists, tmp_path / "e.json", "espnet")
     assert json.loads((tmp_path / "e.json").read_text())["u1"]["hyp_2"] == {"score": -2.0, "text": "a c",
                                                                            "am_score": -20.0, "ctc": [2]}
+
+
+def test_the_lm_score_is_chosen_on_dev_and_a_tie_keeps_the_sum():
+    from electric.evaluation.nbest import choose_lm_score, lm_score_column
+
+    assert choose_lm_score({"sum": 10.0, "mean": 9.0}, higher_is_better=False) == "mean"  # WER: lower wins
+    assert choose_lm_score({"sum": 10.0, "mean": 9.0}, higher_is_better=True) == "sum"  # BLEU: higher wins
+    assert choose_lm_score({"sum": 9.0, "mean": 9.0}, higher_is_better=False) == "sum"
+    assert choose_lm_score({"sum": 9.0, "mean": 9.0}, higher_is_better=True) == "sum"
+    pairs = [np.array([[-6.0, -2.0], [-4.0, -1.0]])]  # (sum, mean) of two hypotheses
+    assert [c.tolist() for c in lm_score_column(pairs, "mean")] == [[-2.0, -1.0]]
+    with pytest.raises(ValueError, match="sum, mean"):
+        lm_score_column(pairs, "max")

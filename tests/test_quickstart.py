@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import REPO, require_shared
 
-from electric.nbest import NBestList, Weights, rerank_lists
+from electric.evaluation.nbest import NBestList, Weights, rerank_lists
 
 
 @pytest.fixture(scope="module")

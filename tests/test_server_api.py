@@ -227,7 +227,7 @@ def test_detect_on_both_transports(http, channel, models):
 
 
 def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models, sentences):
-    from electric.nbest import NBestList, Weights, rerank_lists
+    from electric.evaluation.nbest import NBestList, Weights, rerank_lists
 
     utts = sentences[:3]
     weights = {"lm": 0.5, "length": 0.2, "beta": 1.0}

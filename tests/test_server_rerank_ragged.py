@@ -1,6 +1,6 @@
 """/v1/rerank and Scoring/Rerank on n-best lists of every size from 1 up, in any mix (issue 12, item 1).
 
-A tiny torch scorer behind a real server: each list comes back reordered exactly as electric.nbest.rerank_lists
+A tiny torch scorer behind a real server: each list comes back reordered exactly as electric.evaluation.nbest.rerank_lists
 orders it with the scores of `electric score`, whatever the sizes of the other lists in the request.
 """
 
@@ -46,7 +46,7 @@ def ragged_request(seed: int) -> list[tuple[str, list[str], list[float] | None]]
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ragged_lists_over_http_and_grpc_are_reranked_one_by_one(server, disc_dir, seed):
-    from electric.nbest import NBestList, Weights, rerank_lists
+    from electric.evaluation.nbest import NBestList, Weights, rerank_lists
     from electric.scoring import load_scorer
 
     lists = ragged_request(seed)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from electric import metrics as M
-from electric.tasks import (
+from electric.evaluation import metrics as M
+from electric.evaluation.tasks import (
     CONLL2000_TAGS,
     IGNORE_INDEX,
     TASKS,

@@ -37,7 +37,7 @@ import torch
 from tqdm.auto import tqdm
 
 from electric.checkpoint import CheckpointError, atomic_dir, existing_dir, load_tokenizer, require_local_dir
-from electric.tasks import (
+from electric.evaluation.tasks import (
     FORMATS,
     IGNORE_INDEX,
     TASK_TYPES,

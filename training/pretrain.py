@@ -173,7 +173,7 @@ def nbest_references(paths: list[str]) -> str | None:
         return None
     import tempfile
 
-    from electric.nbest import read_nbest
+    from electric.evaluation.nbest import read_nbest
 
     refs: list[str] = []
     for path in paths:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from electric import metrics as M
 from electric.calibration import describe, replaced_probs
 from electric.checkpoint import CheckpointError
-from electric.tasks import DEV_FRACTION, DEV_SEED, TASKS, TaskDataError, split_dev, subsample
+from electric.evaluation import metrics as M
+from electric.evaluation.tasks import DEV_FRACTION, DEV_SEED, TASKS, TaskDataError, split_dev, subsample
 
 POSITIVE = "incorrect"
 BETA = 0.5

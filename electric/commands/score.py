@@ -24,10 +24,9 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
-from electric.textio import quote
+from electric.evaluation.blimp import blimp_accuracy, read_blimp  # noqa: F401 - benchmarks/equal_compute.py imports them from here
 
 EXIT_USAGE = 2
-LM_SCORE_COLUMNS = {"sum": 0, "mean": 1}  # columns of the (sum, mean) pairs scored for n-best lists
 # modules that add a task to `electric eval` with add_eval_parser(eval_subparsers)
 EVAL_PLUGINS = ("electric.commands.eval_detect",)
 
@@ -95,7 +94,7 @@ def _positive(name: str, value: int) -> None:
 def _run(fn, args) -> int:
     """Run a subcommand; input errors become one line on stderr and exit status 2."""
     from electric.checkpoint import CheckpointError, MissingExtra
-    from electric.nbest import NBestError
+    from electric.evaluation.nbest import NBestError
     from electric.scoring import InputTooLongError
 
     prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
@@ -234,26 +233,19 @@ def _grid(text: str | None, default, name: str):
     return vals
 
 
-def _require_refs(lists, path, fmt: str) -> None:
-    from electric.nbest import NBestError
-
-    for nb in lists:
-        if nb.ref is None:
-            hint = " (plain text lists carry none: pass --refs FILE)" if fmt == "text" else ""
-            raise NBestError(path, f"no reference; an error rate needs one for every utterance{hint}", repr(nb.utt_id))
-
-
 def _nbest_job(args, *, write: bool) -> int:
-    from electric.nbest import (
+    from electric.evaluation.nbest import (
         DEFAULT_LENGTH_GRID,
         DEFAULT_LM_GRID,
         Weights,
         format_report,
         read_nbest,
+        require_refs,
         rerank_lists,
-        rerank_report,
+        rerank_report_choosing_lm_score,
         reranked_nbest,
         score_nbest,
+        sum_and_mean,
         unreorderable_fields,
         write_nbest,
     )
@@ -276,10 +268,10 @@ def _nbest_job(args, *, write: bool) -> int:
     if weights is None:
         if args.dev:
             dev_lists, dev_fmt = read_nbest(args.dev, args.format, refs=args.dev_refs)
-            _require_refs(dev_lists, args.dev, dev_fmt)
-        _require_refs(lists, args.nbest, fmt)
+            require_refs(dev_lists, args.dev, dev_fmt)
+        require_refs(lists, args.nbest, fmt)
     elif not write:
-        _require_refs(lists, args.nbest, fmt)
+        require_refs(lists, args.nbest, fmt)
     lm_grid = _grid(args.lm_grid, DEFAULT_LM_GRID, "--lm-grid")
     length_grid = _grid(args.length_grid, DEFAULT_LENGTH_GRID, "--length-grid")
 
@@ -287,35 +279,16 @@ def _nbest_job(args, *, write: bool) -> int:
     everything = lists + (dev_lists or [])
 
     def score_fn(texts):
-        return [(s.score, s.mean) for s in scorer.score(texts, method=args.method)]
+        return sum_and_mean(scorer.score(texts, method=args.method))
 
-    both = score_nbest(everything, score_fn, chunk_size=args.chunk_size,
-                       progress=not args.quiet and sys.stderr.isatty())
-    # the LM score: its sum over tokens, or the length-normalised mean; "auto" tunes both and keeps the one
-    # better on dev (never on test); with fixed weights "auto" means the sum
-    kinds = ["sum", "mean"] if args.lm_score == "auto" and weights is None else \
-        ["sum" if args.lm_score == "auto" else args.lm_score]
-    tried = {}
-    for kind in kinds:
-        scores = [a[:, LM_SCORE_COLUMNS[kind]] for a in both]
-        test_scores, dev_scores = scores[: len(lists)], scores[len(lists):]
-        w, rep = rerank_report(
-            lists, test_scores, metric=args.metric,
-            dev=(dev_lists, dev_scores) if dev_lists is not None else None,
-            dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed,
-            weights=weights, lm_grid=lm_grid, length_grid=length_grid, beta=beta, prior=args.prior, path=args.nbest,
-            dev_path=args.dev, need_refs=not write)
-        tried[kind] = (w, rep, test_scores)
-    kind, dev_of = kinds[0], None
-    if len(kinds) > 1:
-        sign = 1 if tried[kind][1]["higher_is_better"] else -1
-        dev_of = {k: rep["dev"]["reranked"] for k, (_, rep, _) in tried.items()}
-        kind = max(dev_of, key=lambda k: sign * dev_of[k])  # ties keep the sum (listed first)
-    weights, report, test_scores = tried[kind]
-    report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt,
-              "lm_score": kind, **report}
-    if dev_of is not None:
-        report["lm_score_dev"] = dev_of
+    pairs = score_nbest(everything, score_fn, chunk_size=args.chunk_size,
+                        progress=not args.quiet and sys.stderr.isatty())
+    weights, report, test_scores = rerank_report_choosing_lm_score(
+        lists, pairs, lm_score=args.lm_score, dev_lists=dev_lists, weights=weights, metric=args.metric,
+        dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed,
+        lm_grid=lm_grid, length_grid=length_grid, beta=beta, prior=args.prior, path=args.nbest, dev_path=args.dev,
+        need_refs=not write)
+    report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt, **report}
     if write:
         out_fmt = args.out_format or fmt
         reranked = rerank_lists(lists, test_scores, weights)
@@ -351,7 +324,7 @@ def cmd_eval_nbest(args) -> int:
 
 
 def _nbest_options(p: argparse.ArgumentParser, write: bool) -> None:
-    from electric.nbest import FORMATS, METRICS
+    from electric.evaluation.nbest import FORMATS, METRICS
 
     g = p.add_argument_group("n-best lists")
     g.add_argument("--nbest", required=True, help="n-best file (HyPoradise JSON, ESPnet/mlm-scoring JSON or text)")
@@ -390,95 +363,6 @@ def _nbest_options(p: argparse.ArgumentParser, write: bool) -> None:
 
 
 # ---- electric eval blimp ------------------------------------------------------------------------------
-
-
-BLIMP_FIELDS = ("morphology", "syntax", "semantics", "syntax_semantics")  # BLiMP's four fields
-
-
-class BlimpSet(list):
-    """One BLiMP set: its (good, bad) pairs, and its `field` (normalised by `blimp_field`; None if unlabelled)."""
-
-    field: str | None = None
-
-
-def blimp_field(raw) -> str | None:
-    """BLiMP's linguistics field, one spelling each: its files say "syntax_semantics", its README
-    "syntax-semantics"; both become "syntax_semantics"."""
-    if not isinstance(raw, str) or not raw.strip():
-        return None
-    return "_".join(raw.strip().lower().replace("-", " ").replace("_", " ").split())
-
-
-def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, BlimpSet]:
-    """{phenomenon: [(good, bad), ...]} from a directory of BLiMP .jsonl files (or one file); each value is a
-    `BlimpSet`, a list that also carries the set's field (its lines' "field")."""
-    p = Path(data)
-    if p.is_dir():
-        files = sorted(p.glob("*.jsonl"))
-        if not files:
-            raise InputError(f"{p}: no .jsonl files (expected BLiMP sets)")
-    elif p.is_file():
-        files = [p]
-    else:
-        raise InputError(f"{p}: no such file or directory")
-    sets: dict[str, BlimpSet] = {}
-    for f in files:
-        pairs = BlimpSet()
-        with open(f, encoding="utf-8") as fh:
-            for ln, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                if limit is not None and len(pairs) >= limit:
-                    break
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{f}: line {ln}: not valid JSON ({e}): {quote(line.strip())}") from e
-                if not isinstance(obj, dict) or not isinstance(obj.get("sentence_good"), str) \
-                        or not isinstance(obj.get("sentence_bad"), str):
-                    raise InputError(f"{f}: line {ln}: expected an object with string \"sentence_good\" and "
-                                     f"\"sentence_bad\": {quote(line.strip())}")
-                pairs.append((obj["sentence_good"], obj["sentence_bad"]))
-                pairs.field = pairs.field or blimp_field(obj.get("field"))
-        if not pairs:
-            raise InputError(f"{f}: no sentence pairs")
-        sets[f.stem] = pairs
-    return sets
-
-
-def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_size: int = 4096,
-                   progress: bool = False) -> dict:
-    """Accuracy per set, per field (pairs pooled over the field's sets, for `BlimpSet`s that carry one)
-    and overall; a pair is right when the good sentence scores strictly higher."""
-    from electric.nbest import NBestList, score_nbest
-
-    order = list(sets)
-    lists = [NBestList(f"{k}:{i}", [g, b]) for k in order for i, (g, b) in enumerate(sets[k])]
-    scores = score_nbest(lists, score_fn, chunk_size=chunk_size, progress=progress)
-    out: dict = {"sets": {}}
-    pos = 0
-    right_all = ties_all = 0
-    fields: dict[str, dict[str, int]] = {}
-    for k in order:
-        n = len(sets[k])
-        sc = scores[pos: pos + n]
-        pos += n
-        right = sum(int(s[0] > s[1]) for s in sc)
-        ties = sum(int(s[0] == s[1]) for s in sc)
-        field = getattr(sets[k], "field", None)
-        out["sets"][k] = {"accuracy": 100.0 * right / n, "pairs": n, "ties": ties, **({"field": field} if field else {})}
-        right_all, ties_all = right_all + right, ties_all + ties
-        if field:
-            tally = fields.setdefault(field, {"right": 0, "pairs": 0, "ties": 0, "sets": 0})
-            for key, value in (("right", right), ("pairs", n), ("ties", ties), ("sets", 1)):
-                tally[key] += value
-    named = [f for f in BLIMP_FIELDS if f in fields] + sorted(set(fields) - set(BLIMP_FIELDS))
-    out["fields"] = {f: {"accuracy": 100.0 * fields[f]["right"] / fields[f]["pairs"], "pairs": fields[f]["pairs"],
-                         "ties": fields[f]["ties"], "sets": fields[f]["sets"]} for f in named}
-    total = sum(len(v) for v in sets.values())
-    out["overall"] = {"accuracy": 100.0 * right_all / total, "pairs": total, "ties": ties_all,
-                      "macro_accuracy": sum(v["accuracy"] for v in out["sets"].values()) / len(order)}
-    return out
 
 
 def cmd_eval_blimp(args) -> int:

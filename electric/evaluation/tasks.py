@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from electric import metrics as M
+from electric.evaluation import metrics as M
 from electric.textio import quote
 
 TaskType = Literal["classification", "pair-classification", "regression", "tagging"]

@@ -1,0 +1,102 @@
+"""BLiMP minimal pairs: read the sets (`read_blimp`) and the accuracy of a scorer on them (`blimp_accuracy`:
+a pair is right when the good sentence scores strictly higher), per set, per linguistics field and overall."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from electric.textio import quote
+
+
+class BlimpDataError(ValueError):
+    """A missing or malformed BLiMP file; the message names the file and line."""
+
+
+BLIMP_FIELDS = ("morphology", "syntax", "semantics", "syntax_semantics")  # BLiMP's four fields
+
+
+class BlimpSet(list):
+    """One BLiMP set: its (good, bad) pairs, and its `field` (normalised by `blimp_field`; None if unlabelled)."""
+
+    field: str | None = None
+
+
+def blimp_field(raw) -> str | None:
+    """BLiMP's linguistics field, one spelling each: its files say "syntax_semantics", its README
+    "syntax-semantics"; both become "syntax_semantics"."""
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    return "_".join(raw.strip().lower().replace("-", " ").replace("_", " ").split())
+
+
+def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, BlimpSet]:
+    """{phenomenon: [(good, bad), ...]} from a directory of BLiMP .jsonl files (or one file); each value is a
+    `BlimpSet`, a list that also carries the set's field (its lines' "field")."""
+    p = Path(data)
+    if p.is_dir():
+        files = sorted(p.glob("*.jsonl"))
+        if not files:
+            raise BlimpDataError(f"{p}: no .jsonl files (expected BLiMP sets)")
+    elif p.is_file():
+        files = [p]
+    else:
+        raise BlimpDataError(f"{p}: no such file or directory")
+    sets: dict[str, BlimpSet] = {}
+    for f in files:
+        pairs = BlimpSet()
+        with open(f, encoding="utf-8") as fh:
+            for ln, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                if limit is not None and len(pairs) >= limit:
+                    break
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise BlimpDataError(f"{f}: line {ln}: not valid JSON ({e}): {quote(line.strip())}") from e
+                if not isinstance(obj, dict) or not isinstance(obj.get("sentence_good"), str) \
+                        or not isinstance(obj.get("sentence_bad"), str):
+                    raise BlimpDataError(f"{f}: line {ln}: expected an object with string \"sentence_good\" and "
+                                     f"\"sentence_bad\": {quote(line.strip())}")
+                pairs.append((obj["sentence_good"], obj["sentence_bad"]))
+                pairs.field = pairs.field or blimp_field(obj.get("field"))
+        if not pairs:
+            raise BlimpDataError(f"{f}: no sentence pairs")
+        sets[f.stem] = pairs
+    return sets
+
+
+def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_size: int = 4096,
+                   progress: bool = False) -> dict:
+    """Accuracy per set, per field (pairs pooled over the field's sets, for `BlimpSet`s that carry one)
+    and overall; a pair is right when the good sentence scores strictly higher."""
+    from electric.evaluation.nbest import NBestList, score_nbest
+
+    order = list(sets)
+    lists = [NBestList(f"{k}:{i}", [g, b]) for k in order for i, (g, b) in enumerate(sets[k])]
+    scores = score_nbest(lists, score_fn, chunk_size=chunk_size, progress=progress)
+    out: dict = {"sets": {}}
+    pos = 0
+    right_all = ties_all = 0
+    fields: dict[str, dict[str, int]] = {}
+    for k in order:
+        n = len(sets[k])
+        sc = scores[pos: pos + n]
+        pos += n
+        right = sum(int(s[0] > s[1]) for s in sc)
+        ties = sum(int(s[0] == s[1]) for s in sc)
+        field = getattr(sets[k], "field", None)
+        out["sets"][k] = {"accuracy": 100.0 * right / n, "pairs": n, "ties": ties, **({"field": field} if field else {})}
+        right_all, ties_all = right_all + right, ties_all + ties
+        if field:
+            tally = fields.setdefault(field, {"right": 0, "pairs": 0, "ties": 0, "sets": 0})
+            for key, value in (("right", right), ("pairs", n), ("ties", ties), ("sets", 1)):
+                tally[key] += value
+    named = [f for f in BLIMP_FIELDS if f in fields] + sorted(set(fields) - set(BLIMP_FIELDS))
+    out["fields"] = {f: {"accuracy": 100.0 * fields[f]["right"] / fields[f]["pairs"], "pairs": fields[f]["pairs"],
+                         "ties": fields[f]["ties"], "sets": fields[f]["sets"]} for f in named}
+    total = sum(len(v) for v in sets.values())
+    out["overall"] = {"accuracy": 100.0 * right_all / total, "pairs": total, "ties": ties_all,
+                      "macro_accuracy": sum(v["accuracy"] for v in out["sets"].values()) / len(order)}
+    return out

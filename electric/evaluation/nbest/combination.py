@@ -1,0 +1,156 @@
+"""Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h); rerank lists with given
+weights (what /v1/rerank and `electric rerank` apply)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from electric.evaluation.nbest.lists import NBestError, NBestList
+
+PRIORS = ("rank", "none")  # a(h) of a list without first-pass scores: -beta * rank, or 0
+
+
+
+
+@dataclass
+class Weights:
+    lm: float = 0.0  # lambda_lm: weight of the LM score
+    length: float = 0.0  # lambda_len: bonus per word
+    beta: float = 1.0  # rank prior -beta * rank, only for lists without first-pass scores and prior "rank"
+    prior: str = "none"  # a(h) of a list without first-pass scores: "rank" (-beta * rank: its order is a
+    #                      first-pass order) or "none" (0: the order means nothing)
+
+    def __post_init__(self):
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {', '.join(map(repr, PRIORS))}, got {self.prior!r}")
+
+    def to_dict(self) -> dict:
+        return {"lm": self.lm, "length": self.length, "beta": self.beta, "prior": self.prior}
+
+
+def num_words(text: str) -> int:
+    return len(text.split())
+
+
+def prior_scores(nb: NBestList, weights: Weights) -> np.ndarray:
+    """a(h): the first-pass scores; for a list without, -beta * rank with prior "rank", else 0."""
+    if nb.first_pass_scores is not None:
+        return np.asarray(nb.first_pass_scores, dtype=np.float64)
+    beta = weights.beta if weights.prior == "rank" else 0.0
+    return -beta * np.arange(len(nb.hyps), dtype=np.float64)
+
+
+def combine(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> np.ndarray:
+    """total(h) = a(h) + lm * lm(h) + length * words(h), one value per hypothesis."""
+    lm = np.asarray(lm_scores, dtype=np.float64)
+    if lm.shape != (len(nb.hyps),):
+        raise NBestError(None, f"{lm.shape[0] if lm.ndim == 1 else lm.shape} LM scores for {len(nb.hyps)} "
+                               "hypotheses", repr(nb.utt_id))
+    words = np.array([num_words(h) for h in nb.hyps], dtype=np.float64)
+    return prior_scores(nb, weights) + weights.lm * lm + weights.length * words
+
+
+@dataclass
+class RerankedList:
+    utt_id: str
+    order: list[int]  # original indices, best first
+    hyps: list[str]  # reordered
+    total: list[float]  # combined score, in the new order
+    prior: list[float]  # a(h)
+    lm: list[float]
+    words: list[int]
+    tied: bool = False  # a hypothesis of another text has the best total too; the earlier position won
+
+    def to_dict(self) -> dict:
+        return {"utt_id": self.utt_id, "best": self.hyps[0], "order": self.order, "tied": self.tied, "hyps": [
+            {"text": h, "rank": r, "total": t, "prior": a, "lm": s, "words": w}
+            for h, r, t, a, s, w in zip(self.hyps, self.order, self.total, self.prior, self.lm, self.words,
+                                        strict=True)]}
+
+
+def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> RerankedList:
+    total = combine(nb, lm_scores, weights)
+    order = sorted(range(len(total)), key=lambda i: -total[i])  # stable: ties keep the list's order
+    prior = prior_scores(nb, weights)
+    best = order[0]
+    tied = any(total[i] == total[best] and nb.hyps[i] != nb.hyps[best] for i in order[1:])
+    return RerankedList(nb.utt_id, order, [nb.hyps[i] for i in order], [float(total[i]) for i in order],
+                        [float(prior[i]) for i in order], [float(lm_scores[i]) for i in order],
+                        [num_words(nb.hyps[i]) for i in order], bool(tied))
+
+
+def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]],
+                 weights: Weights) -> list[RerankedList]:
+    """Reorder every list by total(h) with the given weights and precomputed LM scores."""
+    if len(lists) != len(lm_scores):
+        raise ValueError(f"{len(lm_scores)} LM score lists for {len(lists)} n-best lists")
+    return [rerank_one(nb, s, weights) for nb, s in zip(lists, lm_scores, strict=True)]
+
+
+def reranked_nbest(nb: NBestList, r: RerankedList, drop: Sequence[str] = ()) -> NBestList:
+    """`nb` reordered as `r` (per-hypothesis fields with their hypotheses), without the utterance-level fields
+    `drop`, with the LM and combined scores added as fields (per hypothesis when the list has such fields)."""
+    out = nb.reordered(r.order)
+    for k in drop:
+        out.extra.pop(k, None)
+    if out.hyp_extra is not None:
+        out.hyp_extra = [{**e, "lm_score": s, "total_score": t} for e, s, t in zip(out.hyp_extra, r.lm, r.total,
+                                                                                  strict=True)]
+    else:
+        out.extra.update(lm_score=r.lm, total_score=r.total)
+    return out
+
+
+def unreorderable_fields(lists: Sequence[NBestList]) -> list[str]:
+    """Utterance-level fields that hold one entry per hypothesis in some list but are not per-hypothesis in all
+    (so not known to be per-hypothesis): reordering the hypotheses would leave them out of step, so reranked
+    output drops them."""
+    return sorted({k for nb in lists for k, v in nb.extra.items()
+                   if len(nb.hyps) > 1 and isinstance(v, list) and len(v) == len(nb.hyps)})
+
+
+def prior_note(lists: Sequence[NBestList], prior: str) -> str | None:
+    """What the prior assumed about the lists without first-pass scores, or None when every list has scores."""
+    n = sum(nb.first_pass_scores is None for nb in lists)
+    if n == 0:
+        return None
+    which = "all" if n == len(lists) else f"{n} of {len(lists)}"
+    if prior == "rank":
+        return (f"prior rank: {which} lists have no first-pass scores; their order is taken as a first-pass order "
+                "(-beta * rank)")
+    return (f"prior none: {which} lists have no first-pass scores and their order is not used: the choice is "
+            "LM + word bonus alone (ties go to the earlier position). If the order is a first-pass order (best "
+            "first), ask for --prior rank")
+
+
+def score_nbest(lists: Sequence[NBestList], score_fn: Callable[[list[str]], Sequence], *,
+                chunk_size: int = 2048, progress: bool = False) -> list[np.ndarray]:
+    """LM scores of every hypothesis; each distinct text is scored once, `chunk_size` texts at a time.
+    `score_fn` returns one score per text, or one row of K scores per text (then each list's array is (N, K))."""
+    index: dict[str, int] = {}
+    for nb in lists:
+        for h in nb.hyps:
+            index.setdefault(h, len(index))
+    texts = list(index)
+    scores: np.ndarray | None = None
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(texts), unit="hyp", desc="scoring", leave=False, dynamic_ncols=True)
+    for lo in range(0, len(texts), chunk_size):
+        chunk = texts[lo: lo + chunk_size]
+        got = np.asarray(score_fn(chunk), dtype=np.float64)
+        if scores is None:
+            scores = np.empty((len(texts), *got.shape[1:]), dtype=np.float64)
+        scores[lo: lo + len(chunk)] = got
+        if bar is not None:
+            bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    if scores is None:
+        scores = np.empty(0, dtype=np.float64)
+    return [scores[[index[h] for h in nb.hyps]] for nb in lists]

@@ -1,0 +1,136 @@
+"""The rerank report (`electric eval nbest`, `electric rerank --report`) and its text form."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from electric.evaluation.nbest.combination import (
+    Weights,
+    prior_note,
+)
+from electric.evaluation.nbest.lists import NBestList
+from electric.evaluation.nbest.metrics import Evaluator, make_metric
+from electric.evaluation.nbest.tuning import (
+    DEFAULT_BONUS_GRID,
+    DEFAULT_LENGTH_GRID,
+    DEFAULT_LM_GRID,
+    Components,
+    evaluate_split,
+    split_dev,
+    tune_guarded,
+)
+
+
+def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *, metric: str = "wer",
+                  dev: tuple[Sequence[NBestList], Sequence[np.ndarray]] | None = None,
+                  dev_fraction: float | None = 0.5, seed: int = 0, weights: Weights | None = None,
+                  lm_grid: Sequence[float] = DEFAULT_LM_GRID, length_grid: Sequence[float] = DEFAULT_LENGTH_GRID,
+                  bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID, beta: float = 1.0, prior: str = "none",
+                  resamples: int = 1000, confidence: float = 0.95, path: str | Path | None = None,
+                  dev_path: str | Path | None = None, need_refs: bool = True) -> tuple[Weights, dict]:
+    """Tune (unless `weights` is given) and evaluate. Dev is `dev` (lists, scores) when given, else a seeded
+    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file). Tuning keeps the
+    LM only when its dev gain is significant (`tune_guarded`: `guard` in the report, `weights_lm` the LM weights
+    it tuned, `with_lm` their result on each split). Every split also reports `no_lm`: the first-pass score (or
+    rank prior) with a word bonus tuned on dev and no LM (`weights_no_lm`; with given weights, those weights with
+    lm 0), so the LM's own gain is visible. `prior` ("rank" or "none") says whether lists without first-pass
+    scores get -beta * rank (`prior_note` in the report says what was assumed). Returns (weights, report)."""
+    m = make_metric(metric)
+    report: dict = {"metric": m.name, "higher_is_better": m.higher_is_better, "num_utterances": len(lists)}
+    note = prior_note([*lists, *(dev[0] if dev is not None else [])], weights.prior if weights else prior)
+    if note:
+        report["prior_note"] = note
+    if weights is not None:
+        no_lm = replace(weights, lm=0.0)  # the same weights without the LM
+        report.update(weights=weights.to_dict(), tuned=False, weights_no_lm=no_lm.to_dict())
+        if need_refs or all(nb.ref is not None for nb in lists):
+            report["test"] = {**evaluate_split(Evaluator(lists, m, path), lm_scores, weights, no_lm),
+                              "ids": [nb.utt_id for nb in lists]}
+        return weights, report
+    ev_all = Evaluator(lists, m, path)
+    if dev is not None:
+        ev_dev, dev_scores = Evaluator(list(dev[0]), m, dev_path), list(dev[1])
+        ev_test, test_scores = ev_all, list(lm_scores)
+        report["dev_source"] = {"file": str(dev_path) if dev_path is not None else None}
+    else:
+        if dev_fraction is None:
+            raise ValueError("tuning needs a dev file or a dev fraction")
+        dev_idx, test_idx = split_dev(lists, dev_fraction, seed)
+        ev_dev, dev_scores = ev_all.subset(dev_idx), [lm_scores[i] for i in dev_idx]
+        ev_test, test_scores = ev_all.subset(test_idx), [lm_scores[i] for i in test_idx]
+        report["dev_source"] = {"fraction": dev_fraction, "seed": seed}
+    t = tune_guarded(ev_dev, Components.of(ev_dev.lists, dev_scores), lm_grid=lm_grid, length_grid=length_grid,
+                     bonus_grid=bonus_grid, beta=beta, prior=prior, resamples=resamples, confidence=confidence,
+                     seed=seed)
+    rows = {"weights": t.weights, "no_lm": t.without_lm.weights, "with_lm": t.with_lm.weights}
+    report.update(
+        tuned=True,
+        weights=t.weights.to_dict(),
+        weights_lm=t.with_lm.weights.to_dict(),
+        weights_no_lm=t.without_lm.weights.to_dict(),
+        guard=t.guard,
+        grid={"lm": list(lm_grid), "length_per_lm": list(length_grid), "beta": beta, "bonus_no_lm": list(bonus_grid),
+              "evaluated": t.with_lm.evaluated + t.without_lm.evaluated,
+              "chosen_length_per_lm": t.with_lm.length_per_lm, "on_edge": t.with_lm.on_edge + t.without_lm.on_edge},
+        dev={**evaluate_split(ev_dev, dev_scores, **rows), "ids": [nb.utt_id for nb in ev_dev.lists]},
+        test={**evaluate_split(ev_test, test_scores, **rows), "ids": [nb.utt_id for nb in ev_test.lists]},
+    )
+    if dev is None:  # the whole input, dev included (tuned on): optimistic next to test
+        report["all"] = evaluate_split(ev_all, lm_scores, **rows)
+    return t.weights, report
+
+
+def format_report(report: dict) -> str:
+    """A short human-readable summary of `rerank_report` (without the id lists)."""
+    name = report["metric"].upper()
+    unit = "%" if report["metric"] in ("wer", "cer") else ""
+    lines = []
+    w = report["weights"]
+    prior = (f"rank prior -{w['beta']:g}*rank for lists without first-pass scores" if w.get("prior") == "rank"
+             else "no rank prior")
+    lines.append(f"weights: lm {w['lm']:g}, length {w['length']:g}/word, {prior}"
+                 f"{'' if report.get('tuned') else ' (given, not tuned)'}")
+    if "prior_note" in report:
+        lines.append(f"note: {report['prior_note']}")
+    if "lm_score" in report:
+        what = {"sum": "sum over tokens", "mean": "mean per token (length-normalised)"}[report["lm_score"]]
+        dev = report.get("lm_score_dev")
+        chosen = (" (chosen on dev: " + ", ".join(f"{k} {v:.2f}{unit}" for k, v in dev.items()) + ")") if dev else ""
+        lines.append(f"LM score: {what}{chosen}")
+    for edge in report.get("grid", {}).get("on_edge", []):
+        lines.append(f"warning: optimum on the grid's edge: {edge}; widen the grid")
+    if "no_lm" in report.get("test", report.get("dev", {})):
+        b = report["weights_no_lm"]["length"]
+        lines.append(f"no_lm: without the LM: first-pass score (or rank prior) and a word bonus of {b:g}/word "
+                     f"({'tuned on dev' if report.get('tuned') else 'the given weights with lm 0'})")
+    g = report.get("guard")
+    if g:
+        wl = report["weights_lm"]
+        lines.append(f"with_lm: the LM weights tuned on dev: lm {wl['lm']:g}, length {wl['length']:g}/word")
+        verdict = ("significant: the LM is used (reranked = with_lm)" if g["significant"] else
+                   "not significant: the LM is NOT used; the first pass is kept (reranked = no_lm)")
+        lines.append(f"dev gain of with_lm over no_lm (positive = better): {g['gain']:+.2f} {name} points, "
+                     f"{100 * g['confidence']:g}% CI [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}] (paired bootstrap "
+                     f"over {report['dev']['num_utterances']} dev utterances, {g['resamples']} resamples, seed "
+                     f"{g['seed']}): {verdict}")
+    for split in ("dev", "test", "all"):
+        r = report.get(split)
+        if not r:
+            continue
+        parts = [f"{k} {r[k]:.2f}{unit}" for k in ("first", "oracle", "lm_only", "no_lm", "with_lm", "reranked")
+                 if k in r]
+        label = {"all": "all (dev + test; dev was tuned on)"}.get(split, split)
+        ties = f"; {r['ties']} tied choices (the earlier position won)" if r.get("ties") else ""
+        lines.append(f"{label:>4} ({r['num_utterances']} utterances) {name}: " + ", ".join(parts) + ties)
+    test = report.get("test", {})
+    if "no_lm" in test and ("with_lm" in test or "reranked" in test):
+        lm = test.get("with_lm", test.get("reranked"))
+        gain = (lm - test["no_lm"]) * (1 if report["higher_is_better"] else -1) + 0.0
+        unused = "" if g is None or g["significant"] else "; not applied: its dev gain was not significant"
+        lines.append(f"the LM's own gain on test: {name} {test['no_lm']:.2f}{unit} without it, "
+                     f"{lm:.2f}{unit} with it (gain {gain:+.2f}{unused})")
+    return "\n".join(lines)
