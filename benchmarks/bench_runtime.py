@@ -38,8 +38,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-from electric.backend import TorchBackend  # noqa: E402
-from electric.export import (  # noqa: E402
+from electric.export.exporter import (  # noqa: E402
     export_model,
     export_onnx,
     load_for_export,
@@ -49,7 +48,8 @@ from electric.export import (  # noqa: E402
     spearman,
 )
 from electric.hardware import cpu_flags, int8_gemm_kernel  # noqa: E402
-from electric.runtime import CPU, CUDA, OnnxBackend, OnnxRunner, make_session  # noqa: E402
+from electric.inference.backend import TorchBackend  # noqa: E402
+from electric.inference.runtime import CPU, CUDA, OnnxBackend, OnnxRunner, make_session  # noqa: E402
 
 SIZES = {
     "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512, embedding_size=128),

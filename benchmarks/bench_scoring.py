@@ -5,7 +5,7 @@
 
 Both scorers are random-weight ELECTRA networks of the same size (an `ElectraForPreTraining`
 discriminator for Electric, an `ElectraForMaskedLM` for MLM PLL), saved and loaded through the library's
-own paths (`electric.scoring.Scorer` on `TorchBackend`, `electric.scoring.MaskedLMScorer`), with the same
+own paths (`electric.inference.scoring.Scorer` on `TorchBackend`, `electric.inference.scoring.MaskedLMScorer`), with the same
 batching (`--batch-size` rows, `--max-batch-tokens`). The sentences are real enwiki sentences of exactly
 24 tokens, [CLS] and [SEP] included (22 scored tokens, so MLM PLL runs 22 masked copies per sentence).
 The two methods alternate round by round in one process, so both see the same machine noise. Writes
@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from electric.backend import TorchBackend
-    from electric.scoring import MaskedLMScorer, Scorer
+    from electric.inference.backend import TorchBackend
+    from electric.inference.scoring import MaskedLMScorer, Scorer
 
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)

@@ -55,7 +55,7 @@ def build_model(size: str, work: Path) -> Path:
     import torch
     from transformers import ElectraConfig, ElectraForPreTraining
 
-    from electric.export import export_model
+    from electric.export.exporter import export_model
     from training.tokenizer import train_tokenizer
 
     tok_dir = work / "tokenizer"
@@ -82,8 +82,8 @@ def build_model(size: str, work: Path) -> Path:
 # ---- raw runtime -----------------------------------------------------------------------------------
 
 def raw_runtime(model: Path, texts: list[str], seconds: float, threads: int | None) -> dict:
-    from electric.runtime import OnnxBackend
-    from electric.scoring import electric_score, encode, pad_rows, plan_batches
+    from electric.inference.runtime import OnnxBackend
+    from electric.inference.scoring import electric_score, encode, pad_rows, plan_batches
 
     be = OnnxBackend(model, threads=threads)
     enc = encode(be.tokenizer, texts, be.max_length)

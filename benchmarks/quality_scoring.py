@@ -88,7 +88,7 @@ _DISC_CACHE: dict[tuple[str, str], tuple[float, float]] = {}  # (model dir, text
 def evaluate(run: Path, method: str, model_dir: Path, args, blimp_sets, nbest_lists) -> dict:
     from electric.evaluation.blimp import blimp_accuracy
     from electric.evaluation.nbest import rerank_report, score_nbest
-    from electric.scoring import Scorer, electra_score, electric_score, load_scorer
+    from electric.inference.scoring import Scorer, electra_score, electric_score, load_scorer
 
     scorer = load_scorer(model_dir, method, backend="torch", device=args.device,
                          max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size)

@@ -292,7 +292,7 @@ def score_lists(model: str, method: str, lists, threads: int | None = None):
     import torch
 
     from electric.evaluation.nbest import lm_score_column, score_nbest, sum_and_mean
-    from electric.scoring import load_scorer
+    from electric.inference.scoring import load_scorer
 
     if threads:
         torch.set_num_threads(threads)
@@ -361,7 +361,7 @@ def cmd_speed(args) -> int:
     MODEL:METHOD, interleaved for --rounds rounds so that the shared machine's load hits every method alike."""
     import torch
 
-    from electric.scoring import load_scorer
+    from electric.inference.scoring import load_scorer
 
     torch.set_num_threads(args.threads)
     lists, _ = _read(args.nbest)

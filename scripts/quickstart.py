@@ -84,7 +84,7 @@ def train(args, work: Path, text_files: list[str]) -> Path:
 
 
 def export(run: Path, work: Path) -> Path:
-    from electric.export import export_model
+    from electric.export.exporter import export_model
 
     out = work / "electric-tiny-onnx"
     log(f"exporting {run / 'discriminator'} to ONNX (fp32 + int8) -> {out}")

@@ -43,7 +43,7 @@ Errors have the body `{"error": ..., "error_type": ...}`."""
 
 
 def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) -> FastAPI:
-    """A FastAPI app for `settings`. `loader(path, backend)` replaces `electric.backend.load_backend`
+    """A FastAPI app for `settings`. `loader(path, backend)` replaces `electric.inference.backend.load_backend`
     (tests use it to wrap a backend). Nothing is loaded until the app's lifespan starts."""
     metrics = Metrics()
 

@@ -41,10 +41,16 @@ from typing import Any
 import numpy as np
 
 from electric import __version__
-from electric.backend import load_backend, resolve_backend
-from electric.calibration import describe as describe_calibration
 from electric.evaluation.nbest import PRIORS, NBestList, Weights, rerank_lists
-from electric.scoring import InputTooLongError, electra_detect, electric_score, pad_rows, resolve_model_dir
+from electric.inference.backend import load_backend, resolve_backend
+from electric.inference.calibration import describe as describe_calibration
+from electric.inference.scoring import (
+    InputTooLongError,
+    electra_detect,
+    electric_score,
+    pad_rows,
+    resolve_model_dir,
+)
 from server import pipelines
 from server.errors import (
     BackendError,
@@ -129,7 +135,7 @@ class ModelSlot:
         self.labels = pipelines.label_names(backend.config) if self.kind != "discriminator" else []
         num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
         self.regression = self.kind == "classifier" and pipelines.is_regression(backend.config, num_outputs)
-        self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.calibration)
+        self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.inference.calibration)
         self.arrivals: list[_Request] = []  # submitted, not yet tokenised
         self.arrived = asyncio.Event()
         self.pending: list[_Item] = []  # tokenised, waiting for a batch
@@ -186,7 +192,7 @@ class Engine:
         self.metrics.in_flight.set_function(lambda: self.in_flight)  # read when scraped, not set per request
 
     def _load(self, path: Path, backend: str):
-        """electric.backend.load_backend, with the ONNX Runtime options when the directory is an export."""
+        """electric.inference.backend.load_backend, with the ONNX Runtime options when the directory is an export."""
         kwargs = {}
         if resolve_backend(path, backend) == "onnx":
             if self.settings.providers:
@@ -343,7 +349,7 @@ class Engine:
 
     async def score(self, texts: Sequence[str], *, per_token: bool = False, truncate: bool = False,
                     _internal: bool = False) -> Answer:
-        """Electric PLL of each text (electric.scoring.electric_score)."""
+        """Electric PLL of each text (electric.inference.scoring.electric_score)."""
         with self._admitted(_internal):
             slot = self._slot(None, ("discriminator",))
             texts = self._texts(texts, "texts")
@@ -352,7 +358,7 @@ class Engine:
             return Answer(slot.name, results, timing)
 
     async def detect(self, texts: Sequence[str], *, truncate: bool = False, _internal: bool = False) -> Answer:
-        """ELECTRA replaced-token probabilities (electric.scoring.electra_detect)."""
+        """ELECTRA replaced-token probabilities (electric.inference.scoring.electra_detect)."""
         with self._admitted(_internal):
             slot = self._slot(None, ("discriminator",))
             texts = self._texts(texts, "texts")

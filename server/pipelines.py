@@ -1,6 +1,6 @@
 """What each route does before and after the forward pass, per input, as pure functions.
 
-Scoring and detection call the library (`electric.scoring.from_encoding`, as `encode` does, then
+Scoring and detection call the library (`electric.inference.scoring.from_encoding`, as `encode` does, then
 `electric_score`, `electra_detect`) so the server computes exactly what `electric score` computes; the engine reranks with
 `electric.evaluation.nbest.rerank_lists`, as `electric rerank` does.
 Classification post-processing (softmax over labels, regression value, per-token tags) lives here
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from electric.scoring import Encoded, InputTooLongError, from_encoding, rust_tokenizer
+from electric.inference.scoring import Encoded, InputTooLongError, from_encoding, rust_tokenizer
 
 
 @dataclass
@@ -36,7 +36,7 @@ def encode_requests(tokenizer, requests: Sequence[tuple[Sequence[str | tuple[str
     """Tokenise the inputs of many requests - each (inputs, truncate), the inputs all texts or all (a, b)
     pairs - with ONE call of the Rust batch encoder. Per request: its `Encoded` / `PairEncoded` items, or
     the `InputTooLongError` of its first input over `max_length` tokens when it did not ask to truncate.
-    Texts are encoded as `electric.scoring.encode` does them (truncation keeps the first pieces); pairs as
+    Texts are encoded as `electric.inference.scoring.encode` does them (truncation keeps the first pieces); pairs as
     fine-tuning does (token type ids 0 / 1, longest-first truncation)."""
     flat = [x if isinstance(x, str) else tuple(x) for inputs, _ in requests for x in inputs]
     encodings = rust_tokenizer(tokenizer).encode_batch(flat, add_special_tokens=True) if flat else []

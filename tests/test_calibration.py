@@ -15,17 +15,10 @@ pytest.importorskip("onnxruntime")
 
 from conftest import require_shared, save_random_electra  # noqa: E402
 
-from electric.backend import MANIFEST, load_backend  # noqa: E402
-from electric.calibration import (  # noqa: E402
-    Calibration,
-    collect,
-    corrupted_batches,
-    fit_platt,
-    load_generator,
-    replaced_probs,
-    run_settings,
-)
 from electric.cli import main as cli  # noqa: E402
+from electric.export.calibration import collect, corrupted_batches, fit_platt, load_generator, run_settings  # noqa: E402
+from electric.inference.backend import MANIFEST, load_backend  # noqa: E402
+from electric.inference.calibration import Calibration, replaced_probs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -39,7 +32,7 @@ def sigmoid(x):
 @pytest.fixture(scope="module")
 def sst2_halves(tmp_path_factory) -> tuple[Path, list[str]]:
     """SST-2 dev sentences: the first half in a file to calibrate on, the second half held out."""
-    from electric.export import read_sentences
+    from electric.export.exporter import read_sentences
 
     sents = read_sentences(require_shared("glue/sst2/dev.tsv"))
     half = len(sents) // 2
@@ -141,7 +134,7 @@ def test_electra_export_is_calibrated_on_held_out_text(electra_export, electra_r
 
 @pytest.mark.integration
 def test_detect_returns_calibrated_probabilities_and_old_exports_keep_the_raw_sigmoid(electric_export, tmp_path):
-    from electric.scoring import Scorer
+    from electric.inference.scoring import Scorer
 
     texts = ["the film is a gripping and beautifully acted story", "it was bad"]
     cal = Calibration.from_manifest(json.loads((electric_export / MANIFEST).read_text()))

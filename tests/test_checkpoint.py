@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from electric.checkpoint import atomic_dir, existing_dir, recover_dir, require_local_dir
-from electric.scoring import resolve_model_dir
+from electric.inference.scoring import resolve_model_dir
 
 
 class Killed(BaseException):

@@ -100,12 +100,12 @@ def test_stdin_with_a_bad_byte_names_stdin(capsys, disc_dir, monkeypatch):
 
 
 def test_arguments_and_files_are_checked_before_a_model_is_loaded(capsys, disc_dir, tmp_path, monkeypatch):
-    import electric.scoring
+    import electric.inference.scoring
 
     def no_loading(*a, **k):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(electric.scoring, "load_scorer", no_loading)
+    monkeypatch.setattr(electric.inference.scoring, "load_scorer", no_loading)
     src = tmp_path / "in.txt"
     src.write_text("a\n")
     for argv, words in ((["score", "--model", disc_dir, tmp_path / "nope.txt"], "nope.txt: no such file"),
@@ -154,11 +154,11 @@ def test_mlm_pll_from_the_cli(capsys, mlm_dir, disc_dir, tmp_path):
 
 
 def test_onnx_backend_without_runtime_is_a_clear_error(capsys, disc_dir, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "electric.runtime", None)  # as if electric/runtime.py were missing
+    monkeypatch.setitem(sys.modules, "electric.inference.runtime", None)  # as if electric/inference/runtime.py were missing
     src = tmp_path / "in.txt"
     src.write_text("a\n")
     rc, _, err = run(capsys, "score", "--model", disc_dir, "--backend", "onnx", "--quiet", src)
-    assert rc == 2 and "electric.runtime" in err and "--backend torch" in err
+    assert rc == 2 and "electric.inference.runtime" in err and "--backend torch" in err
 
 
 def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libri40, tmp_path):
@@ -232,7 +232,7 @@ def test_eval_nbest_with_a_dev_file_and_first_pass_scores(capsys, disc_dir, atis
 
 def test_lm_score_auto_keeps_the_variant_better_on_dev_and_mean_is_length_normalised(capsys, disc_dir, atis30,
                                                                                        tmp_path):
-    from electric.scoring import load_scorer
+    from electric.inference.scoring import load_scorer
 
     paths = atis30
     reports = {}

@@ -13,10 +13,10 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from electric import export as ex  # noqa: E402
-from electric.backend import MANIFEST, TorchBackend, load_backend  # noqa: E402
 from electric.checkpoint import load_tokenizer  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
+from electric.export import exporter as ex  # noqa: E402
+from electric.inference.backend import MANIFEST, TorchBackend, load_backend  # noqa: E402
 
 
 def no_leftovers(parent: Path) -> bool:

@@ -67,7 +67,7 @@ def load_eval(out: Path) -> dict:
 
 @pytest.mark.integration
 def test_classification_task_folder_end_to_end(disc_dir, tmp_path):
-    from electric.backend import load_backend
+    from electric.inference.backend import load_backend
 
     src = require_shared("glue/sst2")
     head(src / "train.tsv", tmp_path / "sst2" / "train.tsv", 41)
@@ -96,7 +96,7 @@ def test_classification_task_folder_end_to_end(disc_dir, tmp_path):
 
 @pytest.mark.integration
 def test_tagging_end_to_end_maps_pieces_back_to_words(disc_dir, tmp_path):
-    from electric.backend import load_backend
+    from electric.inference.backend import load_backend
 
     src = require_shared("tagging/conll2000")
     sentences_head(src / "train.txt", tmp_path / "conll" / "train.txt", 40)
@@ -331,7 +331,7 @@ def test_eval_detect_subcommand(trained_run, tmp_path, capsys):
 @pytest.mark.integration
 def test_detect_word_scores_take_the_max_over_pieces(trained_run):
     from electric.commands.eval_detect import word_scores
-    from electric.scoring import load_scorer
+    from electric.inference.scoring import load_scorer
 
     scorer = load_scorer(trained_run, "electra", backend="torch", device="cpu", sliding_window=True)
     words = ["Unbelievably", ",", "the", "committee's", "decision"]

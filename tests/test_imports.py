@@ -1,5 +1,5 @@
 """Import structure: no circles between the library's modules, the library never imports the server or the
-training code, the server's core (engine, batcher, errors) imports no transport library, and serving an ONNX export (the server, electric.runtime, scoring) imports neither torch nor
+training code, the server's core (engine, batcher, errors) imports no transport library, and serving an ONNX export (the server, electric.inference.runtime, scoring) imports neither torch nor
 transformers - so a serving install can leave them out."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_the_server_core_imports_no_transport_library():
 
 
 def test_the_serving_modules_and_the_cli_import_neither_torch_nor_transformers():
-    assert imported_by("import server.app, server.grpc_service, electric.runtime, electric.scoring\n"
+    assert imported_by("import server.app, server.grpc_service, electric.inference.runtime, electric.inference.scoring\n"
                        "from electric.cli import build_parser\nbuild_parser()", TORCH) == []
 
 
@@ -102,8 +102,8 @@ def test_the_base_install_is_a_serving_install():
 
 def test_torch_only_features_say_which_extra_to_install(disc_dir, monkeypatch):
     from electric import checkpoint
-    from electric.backend import TorchBackend
-    from electric.scoring import load_masked_lm
+    from electric.inference.backend import TorchBackend
+    from electric.inference.scoring import load_masked_lm
 
     real = checkpoint.importlib.util.find_spec
     monkeypatch.setattr(checkpoint.importlib.util, "find_spec",
@@ -118,7 +118,7 @@ import asyncio
 from server.app import create_app
 from server.engine import Engine
 from server.settings import Settings
-from electric.scoring import load_scorer
+from electric.inference.scoring import load_scorer
 
 async def serve(model):
     engine = Engine(Settings(model=model, grpc_port=-1, access_log=False))
@@ -143,7 +143,7 @@ WITHOUT_TORCH = "import sys\nsys.modules.update(torch=None, transformers=None)\n
 
 @pytest.mark.integration
 def test_serving_and_scoring_an_export_import_neither_torch_nor_transformers(disc_dir, tmp_path):
-    from electric.export import export_model
+    from electric.export.exporter import export_model
 
     export_model(disc_dir, tmp_path / "onnx", log=lambda _: None)
     code = f"EXPORT = {str(tmp_path / 'onnx')!r}\n" + SERVE_AND_SCORE

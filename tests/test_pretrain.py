@@ -270,8 +270,8 @@ def test_a_time_budgeted_run_says_it_stopped_for_time(wiki_sample, tokenizer_dir
 
 
 def test_the_saved_config_holds_the_model_at_the_top_and_the_run_settings(trained_run, wiki_sample, tokenizer_dir):
-    from electric.calibration import run_settings
     from electric.config import PretrainConfig, RunConfig
+    from electric.export.calibration import run_settings
 
     saved = json.loads((trained_run / "config.json").read_text())
     assert saved["hidden_size"] == 64 and saved["objective"] == "electric"  # where model-loading code reads them

@@ -42,7 +42,7 @@ def test_tokenising_whole_documents_does_not_warn_about_the_model_maximum(tokeni
 
 
 def test_int8_export_does_not_print_the_preprocessing_advice(disc_dir, tmp_path, caplog):
-    from electric.export import export_model
+    from electric.export.exporter import export_model
 
     with caplog.at_level(logging.WARNING):
         export_model(disc_dir, tmp_path / "onnx", quantize="int8", log=lambda m: None)

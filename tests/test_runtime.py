@@ -1,4 +1,4 @@
-"""electric.runtime: OnnxBackend equals the torch backend, picks providers/precision/threads, pads by bucket."""
+"""electric.inference.runtime: OnnxBackend equals the torch backend, picks providers/precision/threads, pads by bucket."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from electric import runtime as rt  # noqa: E402
-from electric.backend import TorchBackend, load_backend  # noqa: E402
 from electric.checkpoint import CheckpointError, WordPieceTokenizer, load_tokenizer  # noqa: E402
-from electric.export import export_model, spearman  # noqa: E402
+from electric.export.exporter import export_model, spearman  # noqa: E402
+from electric.inference import runtime as rt  # noqa: E402
+from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
 
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
 
@@ -49,7 +49,7 @@ def hf_tokenizer(model_dir: Path):
 
 def encode(be, texts, max_length=128):
     """Padded batches made by the transformers tokenizer of `be`'s directory (an OnnxBackend's own tokenizer is
-    the Rust one alone, for electric.scoring.encode)."""
+    the Rust one alone, for electric.inference.scoring.encode)."""
     enc = hf_tokenizer(be.model_dir)(texts, padding=True, truncation=True, max_length=max_length,
                                      return_tensors="np", return_special_tokens_mask=True)
     cand = enc["attention_mask"].astype(bool) & ~enc["special_tokens_mask"].astype(bool)
@@ -84,7 +84,7 @@ def test_fp32_logits_and_pll_match_torch(onnx_dirs, disc_dir, sentences):
 
 
 def test_scorer_gives_the_same_scores_on_onnx(onnx_dirs, disc_dir, sentences):
-    scoring = pytest.importorskip("electric.scoring")
+    scoring = pytest.importorskip("electric.inference.scoring")
     on_torch = scoring.Scorer.from_dir(disc_dir, backend="torch").score(sentences[:16])
     on_onnx = scoring.Scorer.from_dir(onnx_dirs["fp32"], backend="onnx").score(sentences[:16])
     np.testing.assert_allclose([s.score for s in on_onnx], [s.score for s in on_torch], rtol=1e-5, atol=1e-3)

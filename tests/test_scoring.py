@@ -1,4 +1,4 @@
-"""electric.scoring: the maths of one-pass Electric/ELECTRA scores and of classic MLM PLL."""
+"""electric.inference.scoring: the maths of one-pass Electric/ELECTRA scores and of classic MLM PLL."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import require_shared
 
-from electric.scoring import (
+from electric.inference.scoring import (
     InputTooLongError,
     MaskedLMScorer,
     Scorer,

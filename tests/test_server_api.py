@@ -69,7 +69,7 @@ def models(serve_tokenizer, tmp_path_factory):
         ElectraForTokenClassification,
     )
 
-    from electric.export import export_model
+    from electric.export.exporter import export_model
 
     root = tmp_path_factory.mktemp("serve-models")
     tok = AutoTokenizer.from_pretrained(serve_tokenizer)
@@ -129,8 +129,8 @@ def sentences():
 
 def direct_scores(model_dir, texts, per_token=True, max_length=MAX_TOKENS, truncate=False):
     """What `electric score` computes, without the server."""
-    from electric.backend import load_backend
-    from electric.scoring import Scorer
+    from electric.inference.backend import load_backend
+    from electric.inference.scoring import Scorer
 
     scorer = Scorer(load_backend(model_dir), truncate=truncate)
     scorer.max_length = max_length
@@ -211,8 +211,8 @@ def test_score_equals_direct_scoring_on_both_transports(http, channel, models, s
 
 
 def test_detect_on_both_transports(http, channel, models):
-    from electric.backend import load_backend
-    from electric.scoring import Scorer
+    from electric.inference.backend import load_backend
+    from electric.inference.scoring import Scorer
 
     texts = ["the chef cooked the meal", "flights from boston to denver"]
     expected = [d.to_dict() for d in Scorer(load_backend(models["disc_onnx"])).detect(texts)]
@@ -259,8 +259,8 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
 
 
 def test_classify_texts_pairs_regression_and_tags(http, channel, models):
-    from electric.backend import load_backend
-    from electric.scoring import encode, pad_rows
+    from electric.inference.backend import load_backend
+    from electric.inference.scoring import encode, pad_rows
 
     texts = ["a gripping, beautifully acted film", "a tedious mess"]
     body = http.post("/v1/classify", json={"model": "sst2", "texts": texts}).json()
@@ -512,7 +512,7 @@ def queued(srv, model: str = "scorer") -> int:
 
 
 def controlled_loader(gate: threading.Event | None = None):
-    from electric.backend import load_backend
+    from electric.inference.backend import load_backend
 
     def load(path, backend):
         if gate is not None:

@@ -47,7 +47,7 @@ def ragged_request(seed: int) -> list[tuple[str, list[str], list[float] | None]]
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ragged_lists_over_http_and_grpc_are_reranked_one_by_one(server, disc_dir, seed):
     from electric.evaluation.nbest import NBestList, Weights, rerank_lists
-    from electric.scoring import load_scorer
+    from electric.inference.scoring import load_scorer
 
     lists = ragged_request(seed)
     weights = {"lm": 0.3, "length": 0.5, "beta": 2.0}

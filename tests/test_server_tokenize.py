@@ -1,4 +1,4 @@
-"""Tokenisation through the Rust batch encoder: `electric.scoring.encode` and the engine's rounds give what the
+"""Tokenisation through the Rust batch encoder: `electric.inference.scoring.encode` and the engine's rounds give what the
 transformers tokenizer call they replaced gave (ids, offsets, word ids, token types, truncation), one encoder call
 serves many concurrent requests, and the errors are unchanged: a request fails on its first input over the
 limit, named as before, and its neighbours in the round are not affected."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from electric.checkpoint import load_tokenizer
-from electric.scoring import Encoded, InputTooLongError, Scorer, encode
+from electric.inference.scoring import Encoded, InputTooLongError, Scorer, encode
 from server import pipelines
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -88,7 +88,7 @@ def test_one_call_for_many_requests_equals_each_request_alone(tok, texts):
 
 def test_a_round_tokenises_concurrent_requests_once_and_fails_only_the_too_long_one(disc_dir, tok, texts,
                                                                                       monkeypatch):
-    from electric.backend import load_backend
+    from electric.inference.backend import load_backend
     from server.engine import Engine
     from server.errors import ValidationError
     from server.settings import Settings

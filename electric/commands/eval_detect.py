@@ -1,7 +1,7 @@
 """`electric eval detect`: zero-shot grammatical error detection with a pretrained discriminator.
 
 Each word of an FCE-format file (`token<TAB>c|i`, a blank line between sentences) gets the discriminator's
-replaced probability p_t (calibrated at export, electric.calibration; sigma(s_t) for a model without a
+replaced probability p_t (calibrated at export, electric.inference.calibration; sigma(s_t) for a model without a
 calibration), the maximum over the word's pieces, with no fine-tuning. Against the gold "incorrect" tags
 we report, on the test sentences: ROC-AUC, the F0.5 at the threshold that is best on a separate dev part
 (never chosen on the test sentences themselves), the F0.5 at p >= 0.5 (what a calibrated probability's
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from electric.calibration import describe, replaced_probs
 from electric.checkpoint import CheckpointError
 from electric.evaluation import metrics as M
 from electric.evaluation.tasks import DEV_FRACTION, DEV_SEED, TASKS, TaskDataError, split_dev, subsample
+from electric.inference.calibration import describe, replaced_probs
 
 POSITIVE = "incorrect"
 BETA = 0.5
@@ -135,7 +135,7 @@ def dev_and_test(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from electric.commands import quiet_progress_bars
-    from electric.scoring import load_scorer
+    from electric.inference.scoring import load_scorer
 
     if args.quiet:
         quiet_progress_bars()

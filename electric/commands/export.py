@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from transformers.utils import logging as hf_logging
 
-        from electric.export import ExportError, export_model
+        from electric.export.exporter import ExportError, export_model
     except ImportError as e:
         print(f"electric export: error: {e}; install the export extra: pip install 'electric[export]'",
               file=sys.stderr)

@@ -39,7 +39,7 @@ class InputError(ValueError):
 
 
 def _model_options(p: argparse.ArgumentParser, default_method: str = "electric") -> None:
-    from electric.scoring import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, METHODS
+    from electric.inference.scoring import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, METHODS
 
     g = p.add_argument_group("model")
     g.add_argument("--model", required=True, help="model directory, or a pretraining run directory")
@@ -68,9 +68,9 @@ def _progress_disable(args) -> bool | None:
 
 def _load_scorer(args):
     model_dir = _check_model(args)  # before the slow imports
-    from electric.backend import resolve_backend
     from electric.commands import quiet_progress_bars
-    from electric.scoring import MLM_METHODS, load_scorer
+    from electric.inference.backend import resolve_backend
+    from electric.inference.scoring import MLM_METHODS, load_scorer
 
     if args.method in MLM_METHODS or resolve_backend(model_dir, args.backend) == "torch":
         # transformers loads the model: no weight-loading bar. (An ONNX export needs no transformers at all; without
@@ -95,7 +95,7 @@ def _run(fn, args) -> int:
     """Run a subcommand; input errors become one line on stderr and exit status 2."""
     from electric.checkpoint import CheckpointError, MissingExtra
     from electric.evaluation.nbest import NBestError
-    from electric.scoring import InputTooLongError
+    from electric.inference.scoring import InputTooLongError
 
     prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
     try:
@@ -125,7 +125,7 @@ def _write_json(path: str, obj) -> None:
 
 
 def scorer_dir(args) -> str:
-    from electric.scoring import resolve_model_dir
+    from electric.inference.scoring import resolve_model_dir
 
     return str(resolve_model_dir(args.model, args.method))
 
@@ -135,7 +135,7 @@ def scorer_dir(args) -> str:
 
 def _check_model(args) -> Path:
     """The --model directory for --method, checked (cheap: no model is loaded, torch is not imported)."""
-    from electric.scoring import check_model_dir
+    from electric.inference.scoring import check_model_dir
 
     for name in ("batch_size", "max_batch_tokens"):
         _positive(f"--{name.replace('_', '-')}", getattr(args, name))
@@ -168,7 +168,7 @@ def cmd_score(args) -> int:
     total = check_text_file(src) if src != "-" else None
     from tqdm.auto import tqdm
 
-    from electric.scoring import InputTooLongError, MaskedLMScorer
+    from electric.inference.scoring import InputTooLongError, MaskedLMScorer
 
     scorer = _load_scorer(args)
     where = "stdin" if src == "-" else src

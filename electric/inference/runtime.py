@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from electric.calibration import Calibration
 from electric.checkpoint import MANIFEST, CheckpointError, Kind, load_inference_tokenizer, require_local_dir
+from electric.inference.calibration import Calibration
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -227,7 +227,7 @@ def choose_precision(manifest: dict, on_cuda: bool, precision: str | None = None
 
 
 class OnnxBackend:
-    """An `electric export` directory on ONNX Runtime; implements electric.backend.Backend.
+    """An `electric export` directory on ONNX Runtime; implements electric.inference.backend.Backend.
 
     providers: onnxruntime provider names in order of preference (default: CUDA if available, CPU);
     device: "cpu" or "cuda" as a shorthand for providers (TorchBackend's argument);

@@ -21,7 +21,7 @@ of torch (else ParityError, always); int8/fp16 report the max logit difference a
 correlation with fp32 of sentence PLL (-sum of s_t over non-special tokens; for classifiers and taggers,
 of the logits), and fail below 0.99 unless `force`.
 
-A discriminator is also calibrated (electric.calibration): Platt scaling p_t = sigmoid(scale * s_t + bias),
+A discriminator is also calibrated (electric.inference.calibration): Platt scaling p_t = sigmoid(scale * s_t + bias),
 fitted on held-out sentences that the run's own generator (RUN/generator, or `generator`) corrupts as in
 pretraining, so that detect's probabilities mean the same for ELECTRA and Electric; the manifest keeps
 the two numbers, what they were fitted on and a held-out check.
@@ -44,8 +44,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from electric.backend import ARCHITECTURE_KINDS, MANIFEST, Kind, TorchBackend
-from electric.calibration import MAX_SENTENCES, find_generator, fit_calibration
 from electric.checkpoint import (
     TOKENIZER_FILES,
     CheckpointError,
@@ -53,7 +51,9 @@ from electric.checkpoint import (
     load_tokenizer,
     require_local_dir,
 )
-from electric.runtime import CPU, CUDA, INPUT_NAMES, OUTPUT_NAME, OnnxRunner, select_providers
+from electric.export.calibration import MAX_SENTENCES, find_generator, fit_calibration
+from electric.inference.backend import ARCHITECTURE_KINDS, MANIFEST, Kind, TorchBackend
+from electric.inference.runtime import CPU, CUDA, INPUT_NAMES, OUTPUT_NAME, OnnxRunner, select_providers
 
 DEFAULT_OPSET = 17
 FP32_TOLERANCE = 1e-4  # max |ONNX fp32 - torch| over real tokens
@@ -502,7 +502,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
                  log: Callable[[str], None] = print) -> dict:
     """Export, check parity, calibrate, quantise/convert, write the manifest; returns the manifest.
 
-    A discriminator is calibrated (electric.calibration) when `calibrate` and a generator is found:
+    A discriminator is calibrated (electric.inference.calibration) when `calibrate` and a generator is found:
     `generator`, else RUN/generator beside RUN/discriminator; on `calibration_data` sentences (default:
     as for parity). Without one the manifest's calibration is null and detect returns sigma(s_t).
 
@@ -641,7 +641,7 @@ def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: i
         "versions": versions,
         "onnxruntime": versions["onnxruntime"],
         "parity": parity,
-        # discriminators: P(replaced) = sigmoid(scale * s + bias) (electric.calibration); null = raw sigmoid(s)
+        # discriminators: P(replaced) = sigmoid(scale * s + bias) (electric.inference.calibration); null = raw sigmoid(s)
         **({"calibration": calibration} if kind == "discriminator" else {}),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -1,0 +1,111 @@
+"""Inference backends: one interface over a PyTorch model or an ONNX Runtime session.
+
+A backend takes padded token ids and returns the head's raw output as a NumPy array:
+- kind "discriminator": (B, T) logits s_t (Electric energies / ELECTRA replaced logits);
+- kind "classifier":    (B, C) logits (C = 1 for regression);
+- kind "tagger":        (B, T, C) logits.
+Scoring, export parity checks and the server all call `run`, so every path computes the same thing.
+
+This module holds the interface, the torch implementation and `load_backend`; the ONNX Runtime one lives in
+electric.inference.runtime. Both take the names they share (Kind, MANIFEST, model_kind) from electric.checkpoint, so the
+imports run one way: backend -> runtime -> checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+
+from electric.checkpoint import (
+    ARCHITECTURE_KINDS,
+    MANIFEST,
+    CheckpointError,
+    Kind,
+    load_tokenizer,
+    model_kind,
+    require_extra,
+    require_local_dir,
+)
+from electric.inference.calibration import Calibration
+
+__all__ = ["ARCHITECTURE_KINDS", "MANIFEST", "Backend", "Kind", "TorchBackend", "load_backend", "model_kind",
+           "resolve_backend"]
+
+
+class Backend(Protocol):
+    kind: Kind
+    max_length: int  # longest input in tokens, [CLS]/[SEP] included
+    providers: list[str]  # e.g. ["torch:cpu"] or ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    config: dict  # the model's config.json (label names: config["id2label"])
+    # scoring reads `backend_tokenizer` (Rust) and the special token ids: an OnnxBackend's is a
+    # checkpoint.WordPieceTokenizer (no transformers), a TorchBackend's a transformers tokenizer
+    tokenizer: object
+    calibration: Calibration | None  # discriminators: replaced-probability calibration (electric.inference.calibration)
+
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+            token_type_ids: np.ndarray | None = None) -> np.ndarray: ...
+
+
+class TorchBackend:
+    """A transformers ELECTRA model on torch (CPU or CUDA): the development and reference path."""
+
+    def __init__(self, model_dir: str | Path, device: str | None = None, dtype=None):
+        require_extra("the torch backend (a transformers checkpoint; `electric export` makes an ONNX directory "
+                      "that runs without torch)")
+        import torch  # only the torch backend needs torch; ONNX serving installs leave it out
+        import transformers
+
+        d = require_local_dir(model_dir, "model")
+        cfg_path = d / "config.json"
+        if not cfg_path.is_file():
+            raise CheckpointError(f"model directory {str(d)!r} has no config.json (not a transformers checkpoint)")
+        self.config = json.loads(cfg_path.read_text())
+        if self.config.get("model_type") != "electra":
+            raise CheckpointError(f"{str(d)!r} holds a {self.config.get('model_type')!r} model, not ELECTRA")
+        self.kind = model_kind(self.config, str(d))
+        cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        try:
+            self.model = cls.from_pretrained(d, dtype=dtype or torch.float32).to(self.device).eval()
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"could not load {str(d)!r}: {e}") from e
+        self.tokenizer = load_tokenizer(d)
+        self.max_length = int(self.config.get("max_position_embeddings", 512))
+        self.providers = [f"torch:{self.device.type}"]
+        self.model_dir = d
+        self.calibration = None  # a checkpoint carries none: `electric export` fits one
+
+    def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+            token_type_ids: np.ndarray | None = None) -> np.ndarray:
+        import torch
+
+        kw = {}
+        if token_type_ids is not None:
+            kw["token_type_ids"] = torch.as_tensor(token_type_ids, device=self.device)
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.as_tensor(input_ids, device=self.device),
+                             attention_mask=torch.as_tensor(attention_mask, device=self.device), **kw)
+        return out.logits.float().cpu().numpy()
+
+
+def resolve_backend(model_dir: str | Path, backend: str = "auto") -> Literal["onnx", "torch"]:
+    """`backend`, with `auto` resolved: `onnx` for an `electric export` directory (has electric.json), `torch` for a
+    transformers one."""
+    if backend == "auto":
+        return "onnx" if (Path(model_dir) / MANIFEST).is_file() else "torch"
+    if backend not in ("onnx", "torch"):
+        raise ValueError(f"unknown backend {backend!r} (auto, torch or onnx)")
+    return backend
+
+
+def load_backend(model_dir: str | Path, backend: str = "auto", **kwargs) -> Backend:
+    """The model in `model_dir` on `resolve_backend(model_dir, backend)`."""
+    d = require_local_dir(model_dir, "model")
+    if resolve_backend(d, backend) == "torch":
+        return TorchBackend(d, **kwargs)
+    from electric.inference.runtime import OnnxBackend  # noqa: PLC0415 - onnxruntime is imported only when used
+
+    return OnnxBackend(d, **kwargs)

@@ -1,0 +1,681 @@
+"""Sentence scores from one discriminator pass (Electric PLL, ELECTRA detection) and classic MLM PLL.
+
+Scoring is split in three steps so that a server can batch many clients' texts together:
+
+1. `encode(tokenizer, texts, max_length)` -> one `Encoded` per text: token ids with [CLS]/[SEP],
+   character offsets, the candidate mask (positions that are neither special nor padding), word ids,
+   and the model rows to run (one row, or several overlapping windows with `sliding_window=True`);
+2. `run_logits(backend, encoded)` runs the rows through `backend.run` in padded batches under a token
+   budget (`max_batch_tokens`), bucketed by length, and stitches windows back into one (T,) row of
+   discriminator logits s_t per text;
+3. pure post-processing of ONE row: `electric_score(enc, row)` (PLL = sum of -s_t over candidates),
+   `electra_score(enc, row)` (sum of log(1 - p_t)) and `electra_detect(enc, row)` (per-token and
+   per-word replaced probabilities p_t: sigma(s_t), or calibrated with the model's `electric.inference.calibration`).
+
+`Scorer(backend).score(texts, method=...)` wraps the three steps. `MaskedLMScorer(model_dir)` computes the
+classic MLM pseudo-log-likelihood (Salazar et al. 2020): one masked copy per candidate token, copies of
+many texts batched together, the vocabulary head only at the masked position; `method="mlm-pll-word-l2r"`
+also masks the later pieces of the same word (Kauf & Ivanova 2023, "PLL-word-l2r").
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from electric.checkpoint import (
+    CheckpointError,
+    existing_dir,
+    load_tokenizer,
+    require_extra,
+    require_local_dir,
+)
+from electric.inference.calibration import Calibration, replaced_logits, replaced_probs
+
+DISCRIMINATOR_METHODS = ("electric", "electra")
+MLM_METHODS = ("mlm-pll", "mlm-pll-word-l2r")
+METHODS = DISCRIMINATOR_METHODS + MLM_METHODS
+
+DEFAULT_MAX_BATCH_TOKENS = 8192
+DEFAULT_BATCH_SIZE = 64
+
+
+class InputTooLongError(ValueError):
+    """A text has more tokens than the model accepts and neither truncation nor a sliding window was asked for."""
+
+    def __init__(self, index: int, num_tokens: int, max_length: int):
+        self.index, self.num_tokens, self.max_length = index, num_tokens, max_length
+        super().__init__(
+            f"input {index} has {num_tokens} tokens ([CLS] and [SEP] included), more than the model's maximum of "
+            f"{max_length}; ask for truncation (--truncate) or a sliding window (--sliding-window)"
+        )
+
+
+# ---- 1. encoding -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """Rows of a long text: content positions [start, end) of the full sequence run as
+    [CLS] ids[start:end] [SEP]; this window's logits are kept for positions [keep_start, keep_end)."""
+
+    start: int
+    end: int
+    keep_start: int
+    keep_end: int
+
+
+@dataclass
+class Encoded:
+    """One tokenised text. Arrays are over the full sequence [CLS] t_1 ... t_n [SEP] (T = n + 2)."""
+
+    index: int  # position of the text in the caller's input (used in error messages)
+    text: str
+    input_ids: np.ndarray  # (T,) int64
+    offsets: np.ndarray  # (T, 2) int64 character spans in `text`; (0, 0) for [CLS]/[SEP]
+    candidates: np.ndarray  # (T,) bool: neither special nor padding
+    word_ids: list[int | None]  # (T,) word index of each piece (None for specials)
+    tokens: list[str]  # (T,) the pieces, e.g. "[CLS]", "hell", "##o"
+    num_input_tokens: int  # T before truncation
+    truncated: bool = False
+    windows: list[Window] | None = None  # None: the whole sequence is one row
+    cls_id: int = 0
+    sep_id: int = 0
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def num_candidates(self) -> int:
+        return int(self.candidates.sum())
+
+    def rows(self) -> list[np.ndarray]:
+        """The model inputs for this text: one (T,) row, or one row per window."""
+        if self.windows is None:
+            return [self.input_ids]
+        cls, sep = np.array([self.cls_id]), np.array([self.sep_id])
+        return [np.concatenate([cls, self.input_ids[w.start:w.end], sep]) for w in self.windows]
+
+    def row_position(self, pos: int) -> tuple[int, int]:
+        """(row index, position in that row) whose logits are used for full-sequence position `pos`."""
+        if self.windows is None:
+            return 0, pos
+        for k, w in enumerate(self.windows):
+            if w.keep_start <= pos < w.keep_end:
+                return k, pos - w.start + 1
+        if pos == 0:
+            return 0, 0
+        last = len(self.windows) - 1
+        return last, self.windows[last].end - self.windows[last].start + 1  # [SEP]
+
+    def stitch(self, row_logits: Sequence[np.ndarray]) -> np.ndarray:
+        """Per-row outputs (each (len(row),) or longer, padded) -> one (T,) row over the full sequence."""
+        if self.windows is None:
+            return np.asarray(row_logits[0][: self.length])
+        out = np.empty(self.length, dtype=np.asarray(row_logits[0]).dtype)
+        out[0] = row_logits[0][0]
+        for w, r in zip(self.windows, row_logits, strict=True):
+            out[w.keep_start:w.keep_end] = r[w.keep_start - w.start + 1: w.keep_end - w.start + 1]
+        last = self.windows[-1]
+        out[-1] = row_logits[-1][last.end - last.start + 1]
+        return out
+
+
+def _windows(n: int, width: int, stride: int) -> list[Window]:
+    """Windows of `width` content tokens every `stride` over content positions 1..n (the last one is
+    aligned to the end); each position keeps the logits of the window where it is most central."""
+    if n <= width:
+        return [Window(1, n + 1, 1, n + 1)]
+    starts = list(range(0, n - width, stride)) + [n - width]
+    bounds = [0] + [(s1 + s0 + width) // 2 for s0, s1 in zip(starts, starts[1:], strict=False)] + [n]
+    return [Window(s + 1, s + width + 1, lo + 1, hi + 1) for s, lo, hi in zip(starts, bounds, bounds[1:], strict=False)]
+
+
+_RUST_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def rust_tokenizer(tokenizer, max_length: int | None = None):
+    """The `tokenizers.Tokenizer` (Rust) behind a fast transformers tokenizer or a `WordPieceTokenizer`, as
+    `tokenizer(texts, truncation=False)` runs it but without that call's Python wrapper: a private copy with no
+    truncation and no padding (so settings another caller leaves on the shared one never apply), made once per
+    tokenizer. With `max_length`: a copy that truncates longest-first to that many tokens, as
+    `tokenizer(a, b, truncation="longest_first", max_length=max_length)` does. `encode_batch` may be called from
+    several threads."""
+    copies = _RUST_TOKENIZERS.setdefault(tokenizer, {})
+    rust = copies.get(max_length)
+    if rust is None:
+        from tokenizers import Tokenizer
+
+        rust = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        if max_length is None:
+            rust.no_truncation()
+        else:
+            rust.enable_truncation(max_length, stride=0, strategy="longest_first", direction="right")
+        rust.no_padding()
+        rust.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
+        copies[max_length] = rust
+    return rust
+
+
+def from_encoding(e, text: str, index: int, max_length: int, *, truncate: bool = False,
+                  window_stride: int | None = None, cls_id: int = 0, sep_id: int = 0) -> Encoded:
+    """One `Encoded` from the Rust tokenizer's encoding `e` of `text` (with [CLS]/[SEP]). Longer than
+    `max_length` tokens: `truncate` keeps the first max_length - 2 pieces, a `window_stride` makes windows of
+    max_length - 2 pieces every that many (see `encode`), neither raises `InputTooLongError` naming `index`."""
+    ids = np.asarray(e.ids, dtype=np.int64)
+    offsets = np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)
+    special = np.asarray(e.special_tokens_mask, dtype=bool)
+    word_ids, tokens = e.word_ids, e.tokens
+    n_tok = len(ids)
+    truncated, windows = False, None
+    if n_tok > max_length:
+        if truncate:
+            keep = list(range(max_length - 1)) + [n_tok - 1]
+            ids, offsets, special = ids[keep], offsets[keep], special[keep]
+            word_ids, tokens = [word_ids[k] for k in keep], [tokens[k] for k in keep]
+            truncated = True
+        elif window_stride is not None:
+            windows = _windows(n_tok - 2, max_length - 2, window_stride)
+        else:
+            raise InputTooLongError(index, n_tok, max_length)
+    return Encoded(index=index, text=text, input_ids=ids, offsets=offsets, candidates=~special, word_ids=word_ids,
+                   tokens=tokens, num_input_tokens=n_tok, truncated=truncated, windows=windows, cls_id=cls_id,
+                   sep_id=sep_id)
+
+
+def encode(tokenizer, texts: Sequence[str], max_length: int, *, truncate: bool = False,
+           sliding_window: bool = False, window_stride: int | None = None, start_index: int = 0) -> list[Encoded]:
+    """Tokenise `texts` (a fast BERT/ELECTRA tokenizer) into `Encoded` items, with one call of the Rust
+    batch encoder (`rust_tokenizer`).
+
+    A text longer than `max_length` tokens raises `InputTooLongError` (naming `start_index + i`) unless
+    `truncate` (keep the first max_length - 2 pieces) or `sliding_window` (windows of max_length - 2 pieces
+    every `window_stride`, default half a window; each piece is scored once, with the most context).
+    """
+    if truncate and sliding_window:
+        raise ValueError("truncate and sliding_window exclude each other")
+    if max_length < 3:
+        raise ValueError(f"max_length must be at least 3, got {max_length}")
+    if not getattr(tokenizer, "is_fast", False):
+        raise CheckpointError("scoring needs a fast tokenizer (tokenizer.json or vocab.txt loaded by load_tokenizer)")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"input {start_index + i} is a {type(t).__name__}, expected a string")
+    width = max_length - 2
+    stride = window_stride or max(1, width // 2)
+    if not 1 <= stride <= width:
+        raise ValueError(f"window_stride must be between 1 and {width}, got {stride}")
+    if not texts:
+        return []
+    encodings = rust_tokenizer(tokenizer).encode_batch(list(texts), add_special_tokens=True)
+    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    return [from_encoding(e, text, start_index + i, max_length, truncate=truncate,
+                          window_stride=stride if sliding_window else None, cls_id=cls_id, sep_id=sep_id)
+            for i, (text, e) in enumerate(zip(texts, encodings, strict=True))]
+
+
+# ---- 2. batching -------------------------------------------------------------------------------------
+
+
+def plan_batches(lengths: Sequence[int], *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+                 batch_size: int = DEFAULT_BATCH_SIZE) -> list[list[int]]:
+    """Group row indices into batches: sorted by length (bucketing), at most `batch_size` rows and at most
+    `max_batch_tokens` padded tokens (rows x longest row) each; a row longer than the budget goes alone."""
+    if batch_size < 1 or max_batch_tokens < 1:
+        raise ValueError(f"batch_size and max_batch_tokens must be positive, got {batch_size}, {max_batch_tokens}")
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        if cur and (len(cur) + 1 > batch_size or (len(cur) + 1) * lengths[i] > max_batch_tokens):
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def pad_rows(rows: Sequence[np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ids -> (input_ids, attention_mask), both (B, T_max) int64."""
+    T = max(len(r) for r in rows)
+    ids = np.full((len(rows), T), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), T), dtype=np.int64)
+    for b, r in enumerate(rows):
+        ids[b, : len(r)] = r
+        mask[b, : len(r)] = 1
+    return ids, mask
+
+
+def run_logits(backend, encoded: Sequence[Encoded], *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+               batch_size: int = DEFAULT_BATCH_SIZE, pad_id: int | None = None,
+               progress: bool = False) -> list[np.ndarray]:
+    """One (T,) row of discriminator logits s_t per `Encoded`, from padded, length-bucketed batches."""
+    if pad_id is None:
+        pad_id = backend.tokenizer.pad_token_id
+    rows, owner = [], []
+    for i, e in enumerate(encoded):
+        for k, r in enumerate(e.rows()):
+            rows.append(r)
+            owner.append((i, k))
+    results: list[np.ndarray | None] = [None] * len(rows)
+    batches = plan_batches([len(r) for r in rows], max_batch_tokens=max_batch_tokens, batch_size=batch_size)
+    for batch in _progress(batches, progress, "batches"):
+        ids, mask = pad_rows([rows[i] for i in batch], pad_id)
+        logits = np.asarray(backend.run(ids, mask))  # (B, T) s_t
+        if logits.shape != ids.shape:
+            raise ValueError(f"backend returned logits of shape {logits.shape} for inputs of shape {ids.shape}; "
+                             "scoring needs a discriminator ((B, T) logits)")
+        for b, i in enumerate(batch):
+            results[i] = logits[b, : len(rows[i])]
+    per_item: list[list[np.ndarray]] = [[] for _ in encoded]
+    for (i, _k), r in zip(owner, results, strict=True):
+        per_item[i].append(r)
+    return [e.stitch(rs) for e, rs in zip(encoded, per_item, strict=True)]
+
+
+def _progress(it, enabled: bool, unit: str, total: int | None = None):
+    if not enabled:
+        return it
+    from tqdm.auto import tqdm
+
+    return tqdm(it, unit=unit, total=total, leave=False, dynamic_ncols=True)
+
+
+# ---- 3. per-item results -----------------------------------------------------------------------------
+
+
+@dataclass
+class TokenScore:
+    token: str  # the piece, e.g. "##o"
+    start: int  # character span of the piece in the text
+    end: int
+    score: float  # this token's share of the sentence score
+
+
+@dataclass
+class TextScore:
+    text: str
+    score: float  # sentence score: higher = more likely (sum over candidate tokens)
+    mean: float  # score / num_tokens (0 for an empty text)
+    num_tokens: int  # candidate tokens scored
+    method: str = "electric"
+    truncated: bool = False
+    tokens: list[TokenScore] | None = None  # with per_token=True
+
+    def to_dict(self) -> dict:
+        """The fields, without `truncated` when False and `tokens` when None (built directly: asdict's deep copy
+        costs more than the rest of a server response)."""
+        d = {"text": self.text, "score": self.score, "mean": self.mean, "num_tokens": self.num_tokens,
+             "method": self.method}
+        if self.truncated:
+            d["truncated"] = True
+        if self.tokens is not None:
+            d["tokens"] = [vars(t).copy() for t in self.tokens]
+        return d
+
+
+@dataclass
+class TokenDetection:
+    token: str
+    start: int
+    end: int
+    prob: float  # p_t: probability that this piece was replaced (calibrated; sigma(s_t) without a calibration)
+    logit: float  # s_t, the discriminator's raw output
+
+
+@dataclass
+class WordDetection:
+    word: str  # text[start:end]
+    start: int
+    end: int
+    max_prob: float  # max over the word's pieces
+    mean_prob: float  # mean over the word's pieces
+    num_pieces: int
+
+
+@dataclass
+class Detection:
+    text: str
+    score: float  # sum_t log(1 - p_t): log-probability that nothing was replaced
+    mean: float
+    num_tokens: int
+    tokens: list[TokenDetection] = field(default_factory=list)
+    words: list[WordDetection] = field(default_factory=list)
+    truncated: bool = False
+
+    def to_dict(self, per_token: bool = True) -> dict:
+        d = {"text": self.text, "score": self.score, "mean": self.mean, "num_tokens": self.num_tokens}
+        if per_token:
+            d["tokens"] = [vars(t).copy() for t in self.tokens]
+            d["words"] = [vars(w).copy() for w in self.words]
+        if self.truncated:
+            d["truncated"] = True
+        return d
+
+
+def _check_row(encoded: Encoded, row: np.ndarray) -> np.ndarray:
+    row = np.asarray(row, dtype=np.float64).reshape(-1)
+    if row.shape[0] < encoded.length:
+        raise ValueError(f"input {encoded.index}: logits row has {row.shape[0]} positions, "
+                         f"the text has {encoded.length} tokens")
+    return row[: encoded.length]
+
+
+def token_scores_to_text_score(encoded: Encoded, per_position: np.ndarray, method: str,
+                               per_token: bool = False) -> TextScore:
+    """Sum a (T,) array of per-token scores over the candidates (the common tail of every method)."""
+    cand = encoded.candidates
+    n = int(cand.sum())
+    total = float(per_position[cand].sum())
+    tokens = None
+    if per_token:
+        tokens = [TokenScore(encoded.tokens[t], int(encoded.offsets[t, 0]), int(encoded.offsets[t, 1]),
+                             float(per_position[t])) for t in np.flatnonzero(cand)]
+    return TextScore(encoded.text, total, total / n if n else 0.0, n, method, encoded.truncated, tokens)
+
+
+def electric_score(encoded: Encoded, logits_row: np.ndarray, per_token: bool = False) -> TextScore:
+    """Electric pseudo-log-likelihood: sum over candidates of -s_t (log p(x_t | x_not_t) = -E(x)_t)."""
+    return token_scores_to_text_score(encoded, -_check_row(encoded, logits_row), "electric", per_token)
+
+
+def _log_not_replaced(s: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, s)  # log(1 - sigma(s)), stable
+
+
+def electra_score(encoded: Encoded, logits_row: np.ndarray, per_token: bool = False,
+                  calibration: Calibration | None = None) -> TextScore:
+    """ELECTRA sentence score sum_t log(1 - p_t); per token log(1 - p_t), with p_t the replaced probability
+    (electric.inference.calibration: sigma(scale * s_t + bias) with the model's calibration, else sigma(s_t))."""
+    s = replaced_logits(_check_row(encoded, logits_row), calibration)
+    return token_scores_to_text_score(encoded, _log_not_replaced(s), "electra", per_token)
+
+
+def electra_detect(encoded: Encoded, logits_row: np.ndarray, calibration: Calibration | None = None) -> Detection:
+    """Per-token replaced probability p_t (calibrated when the model has a calibration, else sigma(s_t)),
+    per-word max and mean over pieces, and the sentence score sum_t log(1 - p_t)."""
+    s = _check_row(encoded, logits_row)
+    prob = replaced_probs(s, calibration)
+    cand = np.flatnonzero(encoded.candidates)
+    tokens = [TokenDetection(encoded.tokens[t], int(encoded.offsets[t, 0]), int(encoded.offsets[t, 1]),
+                             float(prob[t]), float(s[t])) for t in cand]
+    groups: dict[int, list[int]] = {}
+    for t in cand:
+        w = encoded.word_ids[t]
+        groups.setdefault(-1 - int(t) if w is None else w, []).append(int(t))
+    words = []
+    for pos in groups.values():
+        start, end = int(encoded.offsets[pos, 0].min()), int(encoded.offsets[pos, 1].max())
+        p = prob[pos]
+        words.append(WordDetection(encoded.text[start:end], start, end, float(p.max()), float(p.mean()), len(pos)))
+    words.sort(key=lambda w: w.start)
+    total = float(_log_not_replaced(replaced_logits(s[cand], calibration)).sum())
+    return Detection(encoded.text, total, total / len(cand) if len(cand) else 0.0, len(cand), tokens, words,
+                     encoded.truncated)
+
+
+# ---- convenience: discriminator scorer -----------------------------------------------------------------
+
+
+class Scorer:
+    """Electric PLL and ELECTRA scores from a discriminator backend (`electric.inference.backend.load_backend`)."""
+
+    def __init__(self, backend, *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+                 batch_size: int = DEFAULT_BATCH_SIZE, truncate: bool = False, sliding_window: bool = False,
+                 window_stride: int | None = None, progress: bool = False):
+        if getattr(backend, "kind", "discriminator") != "discriminator":
+            raise CheckpointError(f"scoring needs a discriminator (ElectraForPreTraining), got a {backend.kind} model")
+        self.backend = backend
+        self.tokenizer = backend.tokenizer
+        self.max_length = int(backend.max_length)
+        self.max_batch_tokens, self.batch_size = max_batch_tokens, batch_size
+        self.truncate, self.sliding_window, self.window_stride = truncate, sliding_window, window_stride
+        self.progress = progress
+        # P(replaced) = sigma(scale * s + bias) for an export with a calibration, else sigma(s)
+        self.calibration: Calibration | None = getattr(backend, "calibration", None)
+
+    @classmethod
+    def from_dir(cls, model_dir: str | Path, backend: str = "auto", **kwargs) -> Scorer:
+        from electric.inference.backend import load_backend
+
+        return cls(load_backend(model_dir, backend), **kwargs)
+
+    def encode(self, texts: Sequence[str], start_index: int = 0) -> list[Encoded]:
+        return encode(self.tokenizer, texts, self.max_length, truncate=self.truncate,
+                      sliding_window=self.sliding_window, window_stride=self.window_stride, start_index=start_index)
+
+    def logits(self, encoded: Sequence[Encoded]) -> list[np.ndarray]:
+        return run_logits(self.backend, encoded, max_batch_tokens=self.max_batch_tokens,
+                          batch_size=self.batch_size, progress=self.progress)
+
+    def score(self, texts: Sequence[str], method: str = "electric", per_token: bool = False,
+              start_index: int = 0) -> list[TextScore]:
+        if method in MLM_METHODS:
+            raise ValueError(f"method {method!r} needs a masked LM (MaskedLMScorer), not a discriminator")
+        if method not in DISCRIMINATOR_METHODS:
+            raise ValueError(f"unknown method {method!r} for a discriminator (one of {DISCRIMINATOR_METHODS})")
+        enc = self.encode(texts, start_index)
+        rows = self.logits(enc)
+        if method == "electric":
+            return [electric_score(e, row, per_token) for e, row in zip(enc, rows, strict=True)]
+        return [electra_score(e, row, per_token, self.calibration) for e, row in zip(enc, rows, strict=True)]
+
+    def detect(self, texts: Sequence[str], start_index: int = 0) -> list[Detection]:
+        enc = self.encode(texts, start_index)
+        return [electra_detect(e, row, self.calibration) for e, row in zip(enc, self.logits(enc), strict=True)]
+
+
+# ---- classic MLM pseudo-log-likelihood ----------------------------------------------------------------
+
+
+def _read_config(d: Path) -> dict:
+    p = d / "config.json"
+    if not p.is_file():
+        raise CheckpointError(f"model directory {str(d)!r} has no config.json (not a transformers checkpoint)")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{p}: not valid JSON ({e})") from e
+
+
+def _check_masked_lm_config(d: Path) -> Path:
+    """`d`, unless its config.json says it is not a masked LM (a discriminator, Electric's cloze generator)."""
+    cfg = _read_config(d)
+    archs = cfg.get("architectures") or []
+    if cfg.get("model_type") == "electric-cloze" or "ElectricForClozeLM" in archs:
+        raise CheckpointError(
+            f"{str(d)!r} holds Electric's two-tower cloze generator (ElectricForClozeLM), not a masked LM: it never "
+            "sees a [MASK] token, so MLM PLL does not apply. Score with --method electric on the run's "
+            "discriminator, or point mlm-pll at the generator of an `--objective mlm` or `electra` run"
+        )
+    if any(a.endswith(("ForPreTraining", "ForSequenceClassification", "ForTokenClassification")) for a in archs) \
+            and not any(a.endswith("ForMaskedLM") for a in archs) and cfg.get("model_type") == "electra":
+        raise CheckpointError(f"{str(d)!r} holds an ELECTRA {archs[0]}, not a masked LM; use --method electric or "
+                              "electra with it, or point mlm-pll at a generator / masked-LM directory")
+    return d
+
+
+def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None):
+    """(model, tokenizer) of a local masked-LM checkpoint: ELECTRA generator/MLM, BERT, RoBERTa, ...
+
+    Rejects an ELECTRA discriminator and Electric's two-tower cloze generator, which are not masked LMs.
+    """
+    require_extra("MLM pseudo-log-likelihood (--method mlm-pll)")
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    d = _check_masked_lm_config(require_local_dir(model_dir, "model"))
+    try:
+        model, info = AutoModelForMaskedLM.from_pretrained(d, output_loading_info=True,
+                                                           **({"dtype": dtype} if dtype is not None else {}))
+    except (OSError, ValueError, KeyError) as e:
+        raise CheckpointError(f"could not load a masked LM from {str(d)!r}: {e}") from e
+    head_missing = [k for k in info.get("missing_keys", []) if not k.startswith(model.base_model_prefix + ".")]
+    if head_missing:
+        raise CheckpointError(f"{str(d)!r} has no trained masked-LM head (missing {sorted(head_missing)[:3]}); "
+                              "it is not a masked-LM checkpoint")
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return model.to(device).eval(), load_tokenizer(d)
+
+
+def mlm_head(model) -> Callable | None:
+    """The masked-LM head as a function of hidden states (..., H) -> (..., V), or None if unknown."""
+    if hasattr(model, "generator_predictions") and hasattr(model, "generator_lm_head"):  # ELECTRA
+        return lambda h: model.generator_lm_head(model.generator_predictions(h))
+    if hasattr(model, "cls"):  # BERT
+        return model.cls
+    if hasattr(model, "lm_head"):  # RoBERTa, XLM-R, ...
+        return model.lm_head
+    if hasattr(model, "vocab_projector"):  # DistilBERT
+        return lambda h: model.vocab_projector(model.vocab_layer_norm(model.activation(model.vocab_transform(h))))
+    return None
+
+
+def mlm_token_logprobs(model, encoded: Sequence[Encoded], *, mask_id: int, pad_id: int, word_l2r: bool = False,
+                       max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, batch_size: int = DEFAULT_BATCH_SIZE,
+                       progress: bool = False) -> list[np.ndarray]:
+    """log p(x_t | x with t masked) for every candidate t of every text: one (T,) array per text (0 at
+    non-candidates). One masked copy per candidate; copies of many texts are batched together (by length,
+    under the token budget); the encoder runs on the copy and the vocabulary head only on the masked
+    position's hidden state. `word_l2r`: also mask the later pieces of t's word (PLL-word-l2r)."""
+    import torch
+
+    head = mlm_head(model)
+    base = getattr(model, model.base_model_prefix, None) if head is not None else None
+    device = next(model.parameters()).device
+    jobs = []  # (item, row index, row position to predict, extra masked row positions)
+    rows_of = [e.rows() for e in encoded]
+    for i, e in enumerate(encoded):
+        for t in np.flatnonzero(e.candidates):
+            k, p = e.row_position(int(t))
+            extra = ()
+            if word_l2r and e.word_ids[t] is not None:
+                w, nxt = e.word_ids[t], int(t) + 1
+                limit = e.length if e.windows is None else e.windows[k].end  # stay inside this row
+                while nxt < limit and e.candidates[nxt] and e.word_ids[nxt] == w:
+                    nxt += 1
+                extra = tuple(range(p + 1, p + nxt - int(t)))
+            jobs.append((i, k, p, extra))
+    out = [np.zeros(e.length, dtype=np.float64) for e in encoded]
+    lengths = [len(rows_of[i][k]) for i, k, _, _ in jobs]
+    batches = plan_batches(lengths, max_batch_tokens=max_batch_tokens, batch_size=batch_size)
+    with torch.inference_mode():
+        for batch in _progress(batches, progress, "batches"):
+            ids, mask = pad_rows([rows_of[jobs[j][0]][jobs[j][1]] for j in batch], pad_id)
+            pos = np.array([jobs[j][2] for j in batch])
+            b_idx = np.arange(len(batch))
+            target = ids[b_idx, pos].copy()
+            ids[b_idx, pos] = mask_id
+            for b, j in enumerate(batch):
+                for q in jobs[j][3]:
+                    ids[b, q] = mask_id
+            ids_t, mask_t = torch.as_tensor(ids, device=device), torch.as_tensor(mask, device=device)
+            pos_t, b_t = torch.as_tensor(pos, device=device), torch.as_tensor(b_idx, device=device)
+            if head is not None and base is not None:
+                h = base(input_ids=ids_t, attention_mask=mask_t).last_hidden_state  # (B, T, H)
+                logits = head(h[b_t, pos_t])  # (B, V): vocabulary head at the masked position only
+            else:  # unknown architecture: full model, then pick the masked position
+                logits = model(input_ids=ids_t, attention_mask=mask_t).logits[b_t, pos_t]  # (B, V)
+            logp = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
+            lp = logp[b_t, torch.as_tensor(target, device=device)].double().cpu().numpy()  # (B,)
+            for b, j in enumerate(batch):
+                i, k, p, _ = jobs[j]
+                e = encoded[i]
+                t = p if e.windows is None else e.windows[k].start + p - 1
+                out[i][t] = lp[b]
+    return out
+
+
+class MaskedLMScorer:
+    """Classic MLM pseudo-log-likelihood for any local masked-LM directory (torch)."""
+
+    def __init__(self, model_dir: str | Path, *, device: str | None = None,
+                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, batch_size: int = DEFAULT_BATCH_SIZE,
+                 truncate: bool = False, sliding_window: bool = False, window_stride: int | None = None,
+                 progress: bool = False):
+        self.model, self.tokenizer = load_masked_lm(model_dir, device)
+        self.max_length = int(getattr(self.model.config, "max_position_embeddings", 512))
+        if self.model.config.model_type in ("roberta", "xlm-roberta", "camembert"):
+            self.max_length -= 2  # RoBERTa position ids start after the padding index
+        self.max_batch_tokens, self.batch_size = max_batch_tokens, batch_size
+        self.truncate, self.sliding_window, self.window_stride = truncate, sliding_window, window_stride
+        self.progress = progress
+
+    def encode(self, texts: Sequence[str], start_index: int = 0) -> list[Encoded]:
+        return encode(self.tokenizer, texts, self.max_length, truncate=self.truncate,
+                      sliding_window=self.sliding_window, window_stride=self.window_stride, start_index=start_index)
+
+    def token_logprobs(self, encoded: Sequence[Encoded], word_l2r: bool = False) -> list[np.ndarray]:
+        return mlm_token_logprobs(self.model, encoded, mask_id=self.tokenizer.mask_token_id,
+                                  pad_id=self.tokenizer.pad_token_id, word_l2r=word_l2r,
+                                  max_batch_tokens=self.max_batch_tokens, batch_size=self.batch_size,
+                                  progress=self.progress)
+
+    def score(self, texts: Sequence[str], method: str = "mlm-pll", per_token: bool = False,
+              start_index: int = 0) -> list[TextScore]:
+        if method not in MLM_METHODS:
+            raise ValueError(f"MaskedLMScorer computes {MLM_METHODS}, not {method!r}")
+        enc = self.encode(texts, start_index)
+        lps = self.token_logprobs(enc, word_l2r=method == "mlm-pll-word-l2r")
+        return [token_scores_to_text_score(e, lp, method, per_token) for e, lp in zip(enc, lps, strict=True)]
+
+
+# ---- loading by method ---------------------------------------------------------------------------------
+
+
+def resolve_model_dir(path: str | Path, method: str) -> Path:
+    """A model directory for `method`: `path` itself, or inside a pretraining run directory
+    RUN/discriminator (electric, electra) or RUN/generator (mlm-pll)."""
+    d = require_local_dir(path, "model")
+    sub = "generator" if method in MLM_METHODS else "discriminator"
+    if existing_dir(d / sub).is_dir():  # (or its complete copy, when a save was killed mid-rename)
+        return existing_dir(d / sub)
+    if existing_dir(d / "discriminator").is_dir() or existing_dir(d / "generator").is_dir():
+        raise CheckpointError(f"run directory {str(d)!r} has no {sub}/ for --method {method}")
+    return d
+
+
+def check_model_dir(model: str | Path, method: str, backend: str = "auto") -> Path:
+    """The model directory for `method` (`resolve_model_dir`), checked from its config.json alone (no model is
+    loaded, torch is not imported): a masked LM for mlm-pll methods, a discriminator for the others."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r} (one of {', '.join(METHODS)})")
+    d = resolve_model_dir(model, method)
+    if method in MLM_METHODS:
+        if backend not in ("auto", "torch"):
+            raise ValueError(f"--method {method} runs on torch only (got --backend {backend})")
+        return _check_masked_lm_config(d)
+    if (d / "config.json").is_file():
+        archs = _read_config(d).get("architectures") or []
+        if any(a.endswith("ForMaskedLM") or a == "ElectricForClozeLM" for a in archs):
+            raise CheckpointError(f"{str(d)!r} holds a {archs[0]}, not a discriminator; --method {method} needs "
+                                  "an ElectraForPreTraining directory (e.g. RUN/discriminator); use --method mlm-pll "
+                                  "for a masked LM")
+    return d
+
+
+def load_scorer(model: str | Path, method: str = "electric", backend: str = "auto", device: str | None = None,
+                **kwargs) -> Scorer | MaskedLMScorer:
+    """A scorer for `method` from a model or run directory (see `resolve_model_dir`); `kwargs` go to
+    `Scorer` / `MaskedLMScorer` (max_batch_tokens, batch_size, truncate, sliding_window, progress)."""
+    d = check_model_dir(model, method, backend)
+    if method in MLM_METHODS:
+        return MaskedLMScorer(d, device=device, **kwargs)
+    from electric.inference.backend import load_backend
+
+    try:
+        be = load_backend(d, backend, **({"device": device} if device else {}))
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("electric.inference.runtime"):
+            raise CheckpointError("the ONNX backend (electric.inference.runtime) is not available in this installation; "
+                                  "use --backend torch") from e
+        raise
+    return Scorer(be, **kwargs)
+
