@@ -23,9 +23,10 @@ COLLAPSE_MAX_AUC = 0.6
 # ... and, at the same time, its tokens share one state or its outputs do not vary.
 COLLAPSE_MIN_COSINE = 0.9
 COLLAPSE_MAX_SPREAD = 0.01
-# Ranking replaced tokens *below* originals is a failure whatever the states look like: Electric's corrected
-# logit does this when its energy stays flat while an under-confident cloze model's log q dominates (AUC 0.43–0.45
-# at lr 1e-3, cosine 0.77; the old recipe 0.42). Healthy runs measured never went below 0.5.
+# Ranking replaced tokens *below* originals once the generator beats the unigram NLL is a failure whatever the
+# states look like: Electric's corrected logit does this when its energy stays flat while an under-confident cloze
+# model's log q decides (AUC 0.43-0.45 at lr 1e-3 with cosine 0.77, cloze NLL 5.1-6.4 vs unigram 6.84). Before
+# that (an untrained generator) healthy runs dip below 0.5 too (debug Electric: 0.42 at step 10).
 COLLAPSE_BELOW_CHANCE_AUC = 0.47
 
 COLLAPSE_ADVICE = ("the discriminator has collapsed: every token gets nearly the same state and it cannot tell "
@@ -87,13 +88,15 @@ def unigram_log_probs(counts: torch.Tensor) -> torch.Tensor:
     return torch.log((c + 1) / (c.sum() + c.numel()))
 
 
-def collapse_reasons(auc: float, cosine: float, spread: float) -> list[str]:
+def collapse_reasons(auc: float, cosine: float, spread: float, gen_nll: float = math.nan,
+                     unigram_nll: float = math.nan) -> list[str]:
     """Why the discriminator counts as collapsed ([] = healthy): low AUC together with one state or flat outputs,
-    or an AUC clearly below chance."""
+    or an AUC clearly below chance against a generator that beats the unigram NLL."""
     if math.isnan(auc) or auc >= COLLAPSE_MAX_AUC:
         return []
-    if auc < COLLAPSE_BELOW_CHANCE_AUC:
-        return [f"AUC {auc:.3f} < {COLLAPSE_BELOW_CHANCE_AUC}: it ranks replaced tokens below original ones"]
+    if auc < COLLAPSE_BELOW_CHANCE_AUC and gen_nll < unigram_nll:  # False when either is unknown (nan)
+        return [f"AUC {auc:.3f} < {COLLAPSE_BELOW_CHANCE_AUC}: it ranks replaced tokens below original ones "
+                f"(generator NLL {gen_nll:.2f} < unigram {unigram_nll:.2f})"]
     reasons = []
     if not math.isnan(cosine) and cosine >= COLLAPSE_MIN_COSINE:
         reasons.append(f"token cosine {cosine:.3f} >= {COLLAPSE_MIN_COSINE}")
@@ -109,7 +112,8 @@ def collapse_reasons_in(row: dict) -> list[str]:
     if "val_disc_auc" not in row:
         return []
     return collapse_reasons(row["val_disc_auc"], row.get("val_token_cosine", math.nan),
-                            row.get("val_logit_spread", math.inf))
+                            row.get("val_logit_spread", math.inf), row.get("val_gen_nll", math.nan),
+                            row.get("val_unigram_nll", math.nan))
 
 
 def health_metrics(details: list[dict], unigram_lp: torch.Tensor | None) -> dict[str, float]:

@@ -55,12 +55,12 @@ def test_unigram_log_probs_are_add_one_frequencies():
     (0.563, 0.944, 0.547, True),   # lr 5e-4 at tiny after 1.6M tokens: drifting into the collapsed state
     (0.70, 0.95, 0.3, False),      # healthy at ~2M tokens (ELECTRA, new recipe)
     (0.55, 0.60, 0.5, False),      # early and weak, but neither one state nor flat outputs
-    (0.431, 0.771, 2.52, True),    # Electric at lr 1e-3: below chance with varied states and outputs
-    (0.48, 0.60, 0.5, False),      # just under 0.5 is noise on a validation slice, not a verdict
     (0.90, 0.999, 0.001, False),   # ranking well is never a collapse
     (math.nan, 0.999, 0.0, False),  # no discriminator (mlm)
 ])
 def test_collapse_rule(auc, cosine, spread, collapsed):
+    assert health.collapse_reasons(auc, cosine, spread, 7.0, 6.8) == health.collapse_reasons(auc, cosine, spread)
+
     reasons = health.collapse_reasons(auc, cosine, spread)
     assert bool(reasons) == collapsed
     if collapsed:
@@ -95,3 +95,18 @@ def test_health_metrics_from_model_details():
     assert e["disc_auc"] == pytest.approx(1.0) and e["energy_auc"] == pytest.approx(0.5)
     assert e["logit_spread"] == pytest.approx(0.0) and "unigram_nll" not in e
 
+
+
+@pytest.mark.parametrize("auc, gen_nll, unigram_nll, collapsed", [
+    (0.431, 5.14, 6.84, True),     # Electric at lr 1e-3: below chance against a cloze model better than unigram
+    (0.418, 8.90, 6.84, False),    # debug Electric at step 10: its cloze model is still worse than unigram
+    (0.48, 5.14, 6.84, False),     # just under 0.5 is noise on a validation slice, not a verdict
+    (0.431, math.nan, 6.84, False),  # generator NLL unknown
+])
+def test_below_chance_counts_once_the_generator_beats_unigram(auc, gen_nll, unigram_nll, collapsed):
+    # states that look healthy (cosine 0.77, spread 2.5): only the ranking is wrong
+    reasons = health.collapse_reasons(auc, 0.771, 2.52, gen_nll, unigram_nll)
+    assert bool(reasons) == collapsed
+    row = {"val_disc_auc": auc, "val_token_cosine": 0.771, "val_logit_spread": 2.52, "val_gen_nll": gen_nll,
+           "val_unigram_nll": unigram_nll}
+    assert health.collapse_reasons_in(row) == reasons
