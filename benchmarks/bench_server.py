@@ -82,8 +82,9 @@ def build_model(size: str, work: Path) -> Path:
 # ---- raw runtime -----------------------------------------------------------------------------------
 
 def raw_runtime(model: Path, texts: list[str], seconds: float, threads: int | None) -> dict:
+    from electric.batching import pad_rows, plan_batches
     from electric.inference.runtime import OnnxBackend
-    from electric.inference.scoring import electric_score, encode, pad_rows, plan_batches
+    from electric.inference.scoring import electric_score, encode
 
     be = OnnxBackend(model, threads=threads)
     enc = encode(be.tokenizer, texts, be.max_length)

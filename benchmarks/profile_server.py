@@ -52,12 +52,12 @@ STAGES: list[tuple[str, str]] = [
     ("idle", r"^EpollSelector\.select \(|^_worker \(.*concurrent/futures/thread\.py|\.wait \(.*threading\.py"),
     ("metrics and access log", r"prometheus_client/|server/metrics\.py|" + _FN.format("_?record|log_request")
      + r"|logging/__init__\.py"),
-    ("tokenisation", _FN.format(r"encode\w*|_tokenize\w*") + r".*(electric/scoring|server/pipelines|server/engine)\.py|"
+    ("tokenisation", _FN.format(r"encode\w*|_tokenize\w*") + r".*(electric/inference/scoring|server/pipelines|server/engine)\.py|"
                      r"tokenizers/|transformers/tokenization"),
-    ("forward pass", r"onnxruntime/|electric/runtime\.py|torch/|" + _FN.format("pad_rows|_forward")),
+    ("forward pass", r"onnxruntime/|electric/inference/runtime\.py|electric/batching\.py|torch/|" + _FN.format("pad_rows|_forward")),
     ("post-processing", _FN.format(r"electric_score|electra_detect|electra_score|token_scores_to_text_score|"
-                                   r"_check_row|replaced_\w+|classify_row|tag_row|_softmax|rerank_lists|_post\w*")
-     + r"|electric/(calibration|nbest)\.py"),
+                                   r"_check_row|replaced_\w+|classify_row|tag_row|softmax|rerank_lists|_post\w*")
+     + r"|electric/(inference/calibration|inference/classify|words|evaluation/nbest/\w+)\.py"),
     ("response building (to_dict, JSON, protobuf)",
      _FN.format("to_dict|_json|_send_json|asdict|_asdict_inner|_text_score|_detection|_token_labels|_classification")
      + r"|json/encoder\.py|orjson|google/protobuf|_pb2\.py"),

@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -195,6 +195,31 @@ def existing_dir(final: str | os.PathLike) -> Path:
     final = Path(final)
     old = _old_copy(final)
     return old if not final.exists() and old.is_dir() else final
+
+
+RUN_PARTS = ("discriminator", "generator")  # the model directories a pretraining run directory holds
+
+
+def run_parts(path: str | os.PathLike) -> dict[str, Path]:
+    """{part: its directory} of a pretraining run directory (RUN/discriminator, RUN/generator, or the complete
+    copy a killed save left: `existing_dir`); {} when `path` is not a run directory."""
+    d = Path(path)
+    return {p: existing_dir(d / p) for p in RUN_PARTS if existing_dir(d / p).is_dir()}
+
+
+def resolve_model_dir(path: str | os.PathLike, prefer: Sequence[str] = RUN_PARTS, *, what: str = "model",
+                      missing: str | None = None) -> Path:
+    """The one rule from "run dir" to "model dir": `path` itself when it is a model directory; for a pretraining
+    run directory, the first of its `prefer` parts it has, else CheckpointError (`missing`, or a message naming
+    the parts)."""
+    d = require_local_dir(path, what)
+    parts = run_parts(d)
+    if not parts:
+        return d
+    for p in prefer:
+        if p in parts:
+            return parts[p]
+    raise CheckpointError(missing or f"run directory {str(d)!r} has no {'/ or '.join(prefer)}/")
 
 
 def recover_dir(final: str | os.PathLike) -> bool:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,14 +40,15 @@ from typing import Any
 import numpy as np
 
 from electric import __version__
+from electric.batching import length_bucket, pad_rows, pad_values
 from electric.evaluation.nbest import PRIORS, NBestList, Weights, rerank_lists
+from electric.inference import classify
 from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import (
     InputTooLongError,
     electra_detect,
     electric_score,
-    pad_rows,
     resolve_model_dir,
 )
 from server import pipelines
@@ -119,7 +119,7 @@ class _Item:
     def __init__(self, request: _Request, index: int, enc):
         self.request, self.index, self.enc = request, index, enc
         self.length = enc.length
-        self.bucket = max(4, math.ceil(math.log2(max(self.length, 1))))  # lengths <= 16 share one bucket
+        self.bucket = length_bucket(self.length)
 
 
 class ModelSlot:
@@ -132,9 +132,9 @@ class ModelSlot:
         self.pad_id = int(self.tokenizer.pad_token_id or 0)
         limit = settings.max_tokens_per_input or int(backend.max_length)
         self.max_tokens = min(limit, int(backend.max_length), settings.max_batch_tokens)
-        self.labels = pipelines.label_names(backend.config) if self.kind != "discriminator" else []
+        self.labels = classify.label_names(backend.config) if self.kind != "discriminator" else []
         num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
-        self.regression = self.kind == "classifier" and pipelines.is_regression(backend.config, num_outputs)
+        self.regression = self.kind == "classifier" and classify.is_regression(backend.config, num_outputs)
         self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.inference.calibration)
         self.arrivals: list[_Request] = []  # submitted, not yet tokenised
         self.arrived = asyncio.Event()
@@ -621,11 +621,9 @@ def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
     """Worker thread: pad, run the model once, post-process each input's row."""
     ids, mask = pad_rows([it.enc.input_ids for it in batch], slot.pad_id)  # (B, T)
     tt = None
-    pairs = [(b, it.enc.token_type_ids) for b, it in enumerate(batch) if isinstance(it.enc, pipelines.PairEncoded)]
-    if pairs:
-        tt = np.zeros_like(ids)
-        for b, types in pairs:
-            tt[b, : len(types)] = types
+    if any(isinstance(it.enc, pipelines.PairEncoded) for it in batch):
+        tt = pad_values([it.enc.token_type_ids if isinstance(it.enc, pipelines.PairEncoded) else () for it in batch], 0,
+                        ids.shape[1])  # (B, T)
     logits = np.asarray(slot.backend.run(ids, mask, tt))
     if logits.shape[0] != len(batch):
         raise ValueError(f"backend returned {logits.shape[0]} rows for a batch of {len(batch)}")
@@ -653,9 +651,9 @@ def _post_detect(slot: ModelSlot) -> Callable[[Any, np.ndarray], Any]:
 
 def _post_classify(slot: ModelSlot) -> Callable[[Any, np.ndarray], Any]:
     if slot.kind == "tagger":
-        return lambda enc, row: pipelines.tag_row(slot.labels, enc, row)
+        return lambda enc, row: classify.tag_row(slot.labels, enc, row)
     return _post_pair(slot)
 
 
 def _post_pair(slot: ModelSlot) -> Callable[[Any, np.ndarray], Any]:
-    return lambda enc, row: pipelines.classify_row(slot.labels, slot.regression, row, enc.truncated)
+    return lambda enc, row: classify.classify_row(slot.labels, slot.regression, row, enc.truncated)

@@ -12,18 +12,16 @@ import pytest
 from electric.evaluation import metrics as M
 from electric.evaluation.tasks import (
     CONLL2000_TAGS,
-    IGNORE_INDEX,
     TASKS,
     Example,
     TaskDataError,
-    align_word_labels,
     generic_task,
     load_task_data,
-    pieces_to_words,
     split_dev,
     subsample,
     task_metrics,
 )
+from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
 from tests.conftest import require_shared
 
 

@@ -36,22 +36,22 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from electric.checkpoint import CheckpointError, atomic_dir, existing_dir, load_tokenizer, require_local_dir
+from electric.batching import pad_rows, pad_values, plan_batches
+from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer
+from electric.checkpoint import resolve_model_dir as model_dir_of
 from electric.evaluation.tasks import (
     FORMATS,
-    IGNORE_INDEX,
     TASK_TYPES,
     TASKS,
     Example,
     Task,
     TaskData,
     TaskDataError,
-    align_word_labels,
     generic_task,
     load_task_data,
-    pieces_to_words,
     task_metrics,
 )
+from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
 
 LONG_TASKS = ("rte", "stsb")  # ELECTRA fine-tunes these small datasets for 10 epochs
 
@@ -164,21 +164,19 @@ CONFIG_FLAGS = ("random_init", "lr", "layer_decay", "epochs", "batch_size", "war
 
 def resolve_model_dir(path: str) -> Path:
     """The encoder directory behind --model: a run's discriminator/ (else generator/), or the dir itself."""
-    d = require_local_dir(path, "--model")
-    for candidate in (existing_dir(d / "discriminator"), existing_dir(d / "generator"), d):
-        cfg_file = candidate / "config.json"
-        if not cfg_file.is_file():
-            continue
-        cfg = json.loads(cfg_file.read_text())
-        if cfg.get("model_type") != "electra":
-            raise CheckpointError(
-                f"--model {str(candidate)!r} holds a {cfg.get('model_type')!r} model ({cfg.get('architectures')}), "
-                "not an ELECTRA encoder" + (" — the two-tower cloze generator of an Electric run cannot be "
-                                            "fine-tuned; use the run's discriminator" if
-                                            cfg.get("model_type") == "electric-cloze" else ""))
-        return candidate
-    raise CheckpointError(f"--model {path!r} is neither a pretraining run (no discriminator/ or generator/) nor "
-                          "a model directory (no config.json)")
+    d = model_dir_of(path, ("discriminator", "generator"), what="--model")
+    cfg_file = d / "config.json"
+    if not cfg_file.is_file():
+        raise CheckpointError(f"--model {path!r} is neither a pretraining run (no discriminator/ or generator/) nor "
+                              "a model directory (no config.json)")
+    cfg = json.loads(cfg_file.read_text())
+    if cfg.get("model_type") != "electra":
+        raise CheckpointError(
+            f"--model {str(d)!r} holds a {cfg.get('model_type')!r} model ({cfg.get('architectures')}), "
+            "not an ELECTRA encoder" + (" — the two-tower cloze generator of an Electric run cannot be "
+                                        "fine-tuned; use the run's discriminator" if
+                                        cfg.get("model_type") == "electric-cloze" else ""))
+    return d
 
 
 def build_task(args: argparse.Namespace) -> tuple[Task, TaskData]:
@@ -263,7 +261,7 @@ def param_groups(model: torch.nn.Module, cfg: FinetuneConfig) -> list[dict]:
 # ---- tokenising ----------------------------------------------------------------------------------
 
 @dataclass
-class Encoded:
+class EncodedSplit:
     """One split, tokenised. labels: class ids, floats, or per-piece tag ids (IGNORE_INDEX off first pieces)."""
     input_ids: list[list[int]]
     token_type_ids: list[list[int]]
@@ -275,50 +273,43 @@ class Encoded:
         return len(self.input_ids)
 
 
-def encode(examples: list[Example], tokenizer, task_type: str, label2id: dict[str, int], max_len: int) -> Encoded:
+def encode(examples: list[Example], tokenizer, task_type: str, label2id: dict[str, int], max_len: int) -> EncodedSplit:
     if task_type == "tagging":
         enc = tokenizer([e.text for e in examples], is_split_into_words=True, truncation=True, max_length=max_len)
         word_ids = [enc.word_ids(i) for i in range(len(examples))]
         labels = [align_word_labels(w, [label2id[t] for t in e.label]) for w, e in zip(word_ids, examples, strict=True)]
-        return Encoded(enc["input_ids"], enc["token_type_ids"], labels, word_ids, [len(e.text) for e in examples])
+        return EncodedSplit(enc["input_ids"], enc["token_type_ids"], labels, word_ids, [len(e.text) for e in examples])
     pairs = [e.text_pair for e in examples] if any(e.text_pair is not None for e in examples) else None
     enc = tokenizer([e.text for e in examples], pairs, truncation=True, max_length=max_len)
     labels = [float(e.label) if task_type == "regression" else label2id[e.label] for e in examples]
-    return Encoded(enc["input_ids"], enc["token_type_ids"], labels)
+    return EncodedSplit(enc["input_ids"], enc["token_type_ids"], labels)
 
 
-def collate(enc: Encoded, rows: list[int], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
-    T = max(len(enc.input_ids[i]) for i in rows)
-    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
-    types = torch.zeros((len(rows), T), dtype=torch.long)
-    mask = torch.zeros((len(rows), T), dtype=torch.long)
-    tagging = enc.word_ids is not None
-    labels = torch.full((len(rows), T), IGNORE_INDEX, dtype=torch.long) if tagging else \
-        torch.tensor([enc.labels[i] for i in rows])
-    for b, i in enumerate(rows):
-        n = len(enc.input_ids[i])
-        ids[b, :n] = torch.tensor(enc.input_ids[i])
-        types[b, :n] = torch.tensor(enc.token_type_ids[i])
-        mask[b, :n] = 1
-        if tagging:
-            labels[b, :n] = torch.tensor(enc.labels[i])
-    batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": labels}
+def collate(enc: EncodedSplit, rows: list[int], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+    ids, mask = pad_rows([enc.input_ids[i] for i in rows], pad_id)  # (B, T)
+    types = pad_values([enc.token_type_ids[i] for i in rows], 0)  # (B, T)
+    if enc.word_ids is not None:  # tagging: per-piece labels, IGNORE_INDEX on padding
+        labels = torch.from_numpy(pad_values([enc.labels[i] for i in rows], IGNORE_INDEX))  # (B, T)
+    else:
+        labels = torch.tensor([enc.labels[i] for i in rows])  # (B,)
+    batch = {"input_ids": torch.from_numpy(ids), "token_type_ids": torch.from_numpy(types),
+             "attention_mask": torch.from_numpy(mask), "labels": labels}
     return {k: v.to(device) for k, v in batch.items()}  # ids (B, T); labels (B,) or (B, T)
 
 
 # ---- predicting and scoring ----------------------------------------------------------------------
 
 @torch.no_grad()
-def predict(model, enc: Encoded, cfg: FinetuneConfig, pad_id: int, device, autocast, fallback: int = 0
+def predict(model, enc: EncodedSplit, cfg: FinetuneConfig, pad_id: int, device, autocast, fallback: int = 0
             ) -> tuple[list, int]:
     """Per-example predictions (class id, float, or one tag id per word) and the number of words that got
     no prediction because truncation cut them (they are given `fallback`)."""
     model.eval()
-    order = sorted(range(len(enc)), key=lambda i: len(enc.input_ids[i]))  # similar lengths batch together
+    batches = plan_batches([len(x) for x in enc.input_ids], batch_size=cfg.eval_batch_size,
+                           max_batch_tokens=sys.maxsize)  # similar lengths batch together
     preds: list = [None] * len(enc)
     cut = 0
-    for s in range(0, len(order), cfg.eval_batch_size):
-        rows = order[s: s + cfg.eval_batch_size]
+    for rows in batches:
         batch = collate(enc, rows, pad_id, device)
         with autocast():
             logits = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],

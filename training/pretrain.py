@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from electric import health
+from electric.batching import pad_rows
 from electric.checkpoint import (
     CheckpointError,
     atomic_dir,
@@ -329,13 +330,8 @@ class Batches:
 
 
 def collate(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    T = max(len(r) for r in rows)
-    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), T), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r)
-        mask[i, : len(r)] = 1
-    return ids, mask
+    ids, mask = pad_rows(rows, pad_id)  # (B, T) int64 each
+    return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
 def step_rng(seed: int, step: int, micro: int, rank: int, device: torch.device) -> torch.Generator:

@@ -39,7 +39,8 @@ class InputError(ValueError):
 
 
 def _model_options(p: argparse.ArgumentParser, default_method: str = "electric") -> None:
-    from electric.inference.scoring import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, METHODS
+    from electric.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS
+    from electric.inference.scoring import METHODS
 
     g = p.add_argument_group("model")
     g.add_argument("--model", required=True, help="model directory, or a pretraining run directory")

@@ -23,13 +23,13 @@ from typing import Literal
 
 from electric.evaluation import metrics as M
 from electric.textio import quote
+from electric.words import IGNORE_INDEX  # noqa: F401 - the label of pieces without one; finetune reads it here
 
 TaskType = Literal["classification", "pair-classification", "regression", "tagging"]
 TASK_TYPES: tuple[str, ...] = ("classification", "pair-classification", "regression", "tagging")
 FORMATS: tuple[str, ...] = ("csv", "tsv", "jsonl", "conll")
 DEV_FRACTION = 0.1  # share of train held out as dev where a task has no dev split (FCE, CoNLL-2000)
 DEV_SEED = 0  # fixed: every fine-tuning seed sees the same dev split
-IGNORE_INDEX = -100  # label of word pieces that carry no label (torch's cross-entropy ignore_index)
 
 csv.field_size_limit(1 << 24)
 
@@ -442,32 +442,6 @@ def load_task_data(task: Task, data_dir: str | Path | None = None, *, train: str
         test_ex = test_ex[:max_eval_examples] if test_ex is not None else None
     task = replace(task, labels=tuple(labels) or None, metrics=resolve_metrics(task, labels))
     return TaskData(task, labels, train_ex, dev_ex, test_ex, files)
-
-
-# ---- words and pieces ----------------------------------------------------------------------------
-
-def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:
-    """Per-piece labels: each word's label on its first piece, IGNORE_INDEX on the others and on specials."""
-    out, prev = [], None
-    for w in word_ids:
-        out.append(IGNORE_INDEX if w is None or w == prev else int(word_labels[w]))
-        prev = w
-    return out
-
-
-def pieces_to_words(word_ids: Sequence[int | None], values: Sequence, n_words: int,
-                    reduce: str = "first") -> list:
-    """Per-word values from per-piece ones: the first piece's (`first`) or the largest (`max`).
-    Words with no piece (cut by truncation, or empty after normalisation) get None."""
-    out: list = [None] * n_words
-    for i, w in enumerate(word_ids):
-        if w is None:
-            continue
-        if out[w] is None:
-            out[w] = values[i]
-        elif reduce == "max":
-            out[w] = max(out[w], values[i])
-    return out
 
 
 # ---- metrics -------------------------------------------------------------------------------------

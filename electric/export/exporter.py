@@ -50,6 +50,7 @@ from electric.checkpoint import (
     atomic_dir,
     load_tokenizer,
     require_local_dir,
+    run_parts,
 )
 from electric.export.calibration import MAX_SENTENCES, find_generator, fit_calibration
 from electric.inference.backend import ARCHITECTURE_KINDS, MANIFEST, Kind, TorchBackend
@@ -103,7 +104,7 @@ def inspect_checkpoint(model_dir: str | Path) -> tuple[Path, dict, Kind, str]:
     """Validate a transformers ELECTRA checkpoint dir; returns (dir, config, kind, architecture)."""
     d = require_local_dir(model_dir, "model")
     cfg_path = d / "config.json"
-    if (d / "discriminator" / "config.json").is_file():
+    if "discriminator" in run_parts(d):
         raise CheckpointError(f"{str(d)!r} is a pretraining run directory: export its discriminator, "
                               f"{str(d / 'discriminator')!r}")
     if not cfg_path.is_file():

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from electric.batching import bucket_length, pad_columns
 from electric.checkpoint import MANIFEST, CheckpointError, Kind, load_inference_tokenizer, require_local_dir
 from electric.inference.calibration import Calibration
 
@@ -35,8 +36,6 @@ CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")  # the graph's inputs, in order
 OUTPUT_NAME = "logits"
-CPU_BUCKET_STEP = 8  # CPU: round T up to a multiple of 8 (cheap, and keeps GEMM rows aligned)
-CUDA_BUCKETS = (16, 32, 64, 128, 192, 256, 384, 512)  # CUDA: a few fixed lengths
 
 
 def physical_cores() -> int:
@@ -107,15 +106,6 @@ def make_session(path: str | Path, providers: Sequence[str] | None = None, threa
     return session, threads
 
 
-def bucket_length(length: int, max_length: int, on_cuda: bool) -> int:
-    """The padded length for a batch whose longest row has `length` tokens (never above max_length)."""
-    if on_cuda:
-        bucket = next((b for b in CUDA_BUCKETS if b >= length), length)
-    else:
-        bucket = -(-length // CPU_BUCKET_STEP) * CPU_BUCKET_STEP
-    return max(length, min(bucket, max_length))
-
-
 class OnnxRunner:
     """One ONNX graph in an onnxruntime session: validates, pads to a bucket, runs, cuts back."""
 
@@ -163,9 +153,9 @@ class OnnxRunner:
             raise ValueError(f"sequence length {length} is above the model's max_length {self.max_length}")
         padded = bucket_length(length, self.max_length, self.on_cuda) if self.buckets else length
         feeds = {
-            "input_ids": _pad(input_ids, padded, self.pad_token_id),  # (B, T')
-            "attention_mask": _pad(attention_mask, padded, 0),  # (B, T')
-            "token_type_ids": _pad(token_type_ids, padded, 0),  # (B, T')
+            "input_ids": pad_columns(input_ids, padded, self.pad_token_id),  # (B, T')
+            "attention_mask": pad_columns(attention_mask, padded, 0),  # (B, T')
+            "token_type_ids": pad_columns(token_type_ids, padded, 0),  # (B, T')
         }
         feeds = {k: v for k, v in feeds.items() if k in self.input_names}
         out = self._run_bound(feeds) if self.io_binding else self.session.run([self.output_name], feeds)[0]
@@ -182,15 +172,6 @@ class OnnxRunner:
         binding.bind_output(self.output_name, self.device, self.device_id)
         self.session.run_with_iobinding(binding)
         return binding.copy_outputs_to_cpu()[0]
-
-
-def _pad(a: np.ndarray, length: int, value: int) -> np.ndarray:
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    if a.shape[1] == length:
-        return a
-    out = np.full((a.shape[0], length), value, dtype=np.int64)
-    out[:, : a.shape[1]] = a
-    return out
 
 
 def read_manifest(model_dir: str | Path) -> dict:

@@ -28,21 +28,21 @@ from pathlib import Path
 
 import numpy as np
 
+from electric.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS, pad_rows, plan_batches
 from electric.checkpoint import (
     CheckpointError,
-    existing_dir,
     load_tokenizer,
     require_extra,
     require_local_dir,
 )
+from electric.checkpoint import resolve_model_dir as model_dir_of
 from electric.inference.calibration import Calibration, replaced_logits, replaced_probs
+from electric.words import word_groups
 
 DISCRIMINATOR_METHODS = ("electric", "electra")
 MLM_METHODS = ("mlm-pll", "mlm-pll-word-l2r")
 METHODS = DISCRIMINATOR_METHODS + MLM_METHODS
 
-DEFAULT_MAX_BATCH_TOKENS = 8192
-DEFAULT_BATCH_SIZE = 64
 
 
 class InputTooLongError(ValueError):
@@ -223,36 +223,6 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, *, truncate: bool =
 # ---- 2. batching -------------------------------------------------------------------------------------
 
 
-def plan_batches(lengths: Sequence[int], *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
-                 batch_size: int = DEFAULT_BATCH_SIZE) -> list[list[int]]:
-    """Group row indices into batches: sorted by length (bucketing), at most `batch_size` rows and at most
-    `max_batch_tokens` padded tokens (rows x longest row) each; a row longer than the budget goes alone."""
-    if batch_size < 1 or max_batch_tokens < 1:
-        raise ValueError(f"batch_size and max_batch_tokens must be positive, got {batch_size}, {max_batch_tokens}")
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches: list[list[int]] = []
-    cur: list[int] = []
-    for i in order:
-        if cur and (len(cur) + 1 > batch_size or (len(cur) + 1) * lengths[i] > max_batch_tokens):
-            batches.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        batches.append(cur)
-    return batches
-
-
-def pad_rows(rows: Sequence[np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ids -> (input_ids, attention_mask), both (B, T_max) int64."""
-    T = max(len(r) for r in rows)
-    ids = np.full((len(rows), T), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), T), dtype=np.int64)
-    for b, r in enumerate(rows):
-        ids[b, : len(r)] = r
-        mask[b, : len(r)] = 1
-    return ids, mask
-
-
 def run_logits(backend, encoded: Sequence[Encoded], *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
                batch_size: int = DEFAULT_BATCH_SIZE, pad_id: int | None = None,
                progress: bool = False) -> list[np.ndarray]:
@@ -406,12 +376,8 @@ def electra_detect(encoded: Encoded, logits_row: np.ndarray, calibration: Calibr
     cand = np.flatnonzero(encoded.candidates)
     tokens = [TokenDetection(encoded.tokens[t], int(encoded.offsets[t, 0]), int(encoded.offsets[t, 1]),
                              float(prob[t]), float(s[t])) for t in cand]
-    groups: dict[int, list[int]] = {}
-    for t in cand:
-        w = encoded.word_ids[t]
-        groups.setdefault(-1 - int(t) if w is None else w, []).append(int(t))
     words = []
-    for pos in groups.values():
+    for pos in word_groups(encoded.word_ids, cand).values():
         start, end = int(encoded.offsets[pos, 0].min()), int(encoded.offsets[pos, 1].max())
         p = prob[pos]
         words.append(WordDetection(encoded.text[start:end], start, end, float(p.max()), float(p.mean()), len(pos)))
@@ -635,11 +601,7 @@ def resolve_model_dir(path: str | Path, method: str) -> Path:
     RUN/discriminator (electric, electra) or RUN/generator (mlm-pll)."""
     d = require_local_dir(path, "model")
     sub = "generator" if method in MLM_METHODS else "discriminator"
-    if existing_dir(d / sub).is_dir():  # (or its complete copy, when a save was killed mid-rename)
-        return existing_dir(d / sub)
-    if existing_dir(d / "discriminator").is_dir() or existing_dir(d / "generator").is_dir():
-        raise CheckpointError(f"run directory {str(d)!r} has no {sub}/ for --method {method}")
-    return d
+    return model_dir_of(d, (sub,), missing=f"run directory {str(d)!r} has no {sub}/ for --method {method}")
 
 
 def check_model_dir(model: str | Path, method: str, backend: str = "auto") -> Path:

@@ -1,0 +1,87 @@
+"""Rows of token ids -> batches: the one home of padding and of the length-bucketing rules.
+
+- `pad_rows`/`pad_values`: rows of different lengths -> a (B, T) array (and its attention mask), every caller
+  (scoring, the server's batches, pretraining and fine-tuning collation via `torch.from_numpy`);
+- `pad_columns`: an already-padded (B, T) batch -> (B, T') with T' >= T (the ONNX runtime's length buckets);
+- `plan_batches`: offline batching (`electric score`, fine-tuning evaluation): rows sorted by length, cut by a
+  row count and a padded-token budget;
+- `length_bucket`: the server's online batcher groups queued inputs by this power-of-two bucket (it must take
+  the oldest first, so it cannot sort);
+- `bucket_length`: the padded length T' the ONNX runtime runs a batch at (a multiple of 8 on CPU, a few fixed
+  lengths on CUDA) so that it sees few distinct shapes.
+
+NumPy only, so serving, training and the benchmarks share it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+DEFAULT_MAX_BATCH_TOKENS = 8192
+DEFAULT_BATCH_SIZE = 64
+CPU_BUCKET_STEP = 8  # CPU: round T up to a multiple of 8 (cheap, and keeps GEMM rows aligned)
+CUDA_BUCKETS = (16, 32, 64, 128, 192, 256, 384, 512)  # CUDA: a few fixed lengths
+
+
+def pad_values(rows: Sequence[Sequence[int]], value: int, length: int | None = None) -> np.ndarray:
+    """Rows of ints -> (B, T) int64 filled with `value` after each row; T = `length` or the longest row."""
+    T = max(len(r) for r in rows) if length is None else length
+    out = np.full((len(rows), T), value, dtype=np.int64)
+    for b, r in enumerate(rows):
+        out[b, : len(r)] = r
+    return out
+
+
+def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ids -> (input_ids, attention_mask), both (B, T_max) int64."""
+    ids = pad_values(rows, pad_id)
+    mask = np.zeros_like(ids)
+    for b, r in enumerate(rows):
+        mask[b, : len(r)] = 1
+    return ids, mask
+
+
+def pad_columns(a: np.ndarray, length: int, value: int) -> np.ndarray:
+    """A (B, T) batch -> (B, length) int64, the new columns filled with `value` (the same array when T == length)."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.shape[1] == length:
+        return a
+    out = np.full((a.shape[0], length), value, dtype=np.int64)
+    out[:, : a.shape[1]] = a
+    return out
+
+
+def plan_batches(lengths: Sequence[int], *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+                 batch_size: int = DEFAULT_BATCH_SIZE) -> list[list[int]]:
+    """Group row indices into batches: sorted by length (bucketing), at most `batch_size` rows and at most
+    `max_batch_tokens` padded tokens (rows x longest row) each; a row longer than the budget goes alone."""
+    if batch_size < 1 or max_batch_tokens < 1:
+        raise ValueError(f"batch_size and max_batch_tokens must be positive, got {batch_size}, {max_batch_tokens}")
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        if cur and (len(cur) + 1 > batch_size or (len(cur) + 1) * lengths[i] > max_batch_tokens):
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def length_bucket(length: int) -> int:
+    """The server batcher's bucket of an input of `length` tokens: ceil(log2(length)), lengths <= 16 sharing one."""
+    return max(4, math.ceil(math.log2(max(length, 1))))
+
+
+def bucket_length(length: int, max_length: int, on_cuda: bool) -> int:
+    """The padded length for a batch whose longest row has `length` tokens (never above max_length)."""
+    if on_cuda:
+        bucket = next((b for b in CUDA_BUCKETS if b >= length), length)
+    else:
+        bucket = -(-length // CPU_BUCKET_STEP) * CPU_BUCKET_STEP
+    return max(length, min(bucket, max_length))
