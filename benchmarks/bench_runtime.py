@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("ELECTRIC_SHARED_DATA", REPO.parent / "shared" / "data"))
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -44,7 +45,6 @@ from electric.export.exporter import (  # noqa: E402
     load_for_export,
     optimize_transformer,
     quantize_int8,
-    shared_data_dir,
     spearman,
 )
 from electric.hardware import cpu_flags, int8_gemm_kernel  # noqa: E402
@@ -73,14 +73,14 @@ def find_tokenizer(work: Path) -> Path:
     from training.tokenizer import train_tokenizer
 
     out = work / "tok"
-    train_tokenizer([str(shared_data_dir() / "corpus" / "enwiki" / "wiki_00")], vocab_size=16000, out=out)
+    train_tokenizer([str(SHARED / "corpus" / "enwiki" / "wiki_00")], vocab_size=16000, out=out)
     return out
 
 
 def real_sentences(tokenizer, n: int, length: int = SEQ_LEN) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """n enwiki sentences of at least `length` tokens, truncated to exactly `length` (with [CLS]/[SEP])."""
     rows = []
-    for path in sorted((shared_data_dir() / "corpus" / "enwiki").glob("wiki_*")):
+    for path in sorted((SHARED / "corpus" / "enwiki").glob("wiki_*")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.startswith("<") or len(line) < 80:
                 continue
@@ -92,7 +92,7 @@ def real_sentences(tokenizer, n: int, length: int = SEQ_LEN) -> tuple[np.ndarray
                         ids = np.array(rows, dtype=np.int64)
                         special = np.isin(ids, tokenizer.all_special_ids)
                         return ids, np.ones_like(ids), ~special
-    raise SystemExit(f"found only {len(rows)} sentences of {length} tokens in {shared_data_dir()}")
+    raise SystemExit(f"found only {len(rows)} sentences of {length} tokens in {SHARED}")
 
 
 def random_model(size: str, tok_dir: Path, out: Path) -> Path:
@@ -114,7 +114,7 @@ def trained_model(work: Path) -> tuple[Path, str]:
     from training.pretrain import main as pretrain
 
     wiki = work / "wiki_sample"
-    with open(shared_data_dir() / "corpus" / "enwiki" / "wiki_00", encoding="utf-8") as f:
+    with open(SHARED / "corpus" / "enwiki" / "wiki_00", encoding="utf-8") as f:
         wiki.write_text("".join(f.readline() for _ in range(3000)), encoding="utf-8")
     run = work / "electric-debug"
     rc = pretrain(["--objective", "electric", "--preset", "debug", "--data", str(wiki), "--tokenizer",

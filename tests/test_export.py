@@ -342,3 +342,14 @@ def test_fp32_mismatch_always_fails(disc_dir, tmp_path, capsys, monkeypatch):
     rc, err = run_cli(capsys, "--model", disc_dir, "--out", tmp_path / "o", "--force")
     assert rc == 1 and "fp32 ONNX logits differ from torch" in err
     assert not (tmp_path / "o").exists() and no_leftovers(tmp_path)
+
+
+def test_the_default_sentence_file_is_the_callers_and_the_library_falls_back_to_built_in_ones(tmp_path):
+    from electric.commands.export import default_sentences
+
+    assert ex.sentences_or_default(None, 3, "parity data") == (list(ex.BUILTIN_SENTENCES), "built-in sentences")
+    f = tmp_path / "dev.tsv"
+    f.write_text("sentence\tlabel\na cat .\t1\na dog .\t0\n")
+    assert ex.sentences_or_default(None, 3, "parity data", default=f) == (["a cat .", "a dog ."], str(f))
+    assert ex.sentences_or_default(None, 3, "parity data", default=tmp_path / "missing.tsv")[1] == "built-in sentences"
+    assert default_sentences().parts[-3:] == ("glue", "sst2", "dev.tsv")  # the CLI's: ../shared/data or $ELECTRIC_SHARED_DATA

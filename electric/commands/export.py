@@ -6,9 +6,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from electric.checkpoint import CheckpointError
+
+
+def default_sentences() -> Path:
+    """The parity and calibration text when none is given: ../shared/data/glue/sst2/dev.tsv beside the
+    repository (or under $ELECTRIC_SHARED_DATA); the export falls back to built-in sentences without it."""
+    shared = Path(os.environ.get("ELECTRIC_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+    return shared / "glue" / "sst2" / "dev.tsv"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -65,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
                      force=args.force, overwrite=args.overwrite, parity_data=args.parity_data,
                      triton_repo=args.triton_repo, triton_model_name=args.triton_name, threads=args.threads,
                      calibrate=not args.no_calibration, generator=args.generator,
-                     calibration_data=args.calibration_data, log=lambda msg: print(msg, file=sys.stderr))
+                     calibration_data=args.calibration_data,
+                     default_sentences=default_sentences(), log=lambda msg: print(msg, file=sys.stderr))
     except (CheckpointError, ExportError) as e:
         print(f"electric export: error: {e}", file=sys.stderr)
         return 1

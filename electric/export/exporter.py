@@ -33,7 +33,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -69,7 +68,7 @@ GENERATOR_HEADS = {"ElectraForMaskedLM", "ElectricForClozeLM"}
 KEEP_FP32 = ("/discriminator_predictions/", "/classifier/", "/embeddings_project/")
 FORMAT_VERSION = 1
 
-# Built-in parity sentences, used only when neither --parity-data nor ../shared/data is available.
+# Built-in parity sentences, used only when neither --parity-data nor a default sentence file is available.
 BUILTIN_SENTENCES = (
     "The quick brown fox jumps over the lazy dog.",
     "i would like to book a flight from boston to denver on monday morning",
@@ -142,11 +141,6 @@ def checkpoint_hash(d: Path) -> str:
     return h.hexdigest()
 
 
-def shared_data_dir() -> Path:
-    """../shared/data beside the repository (or $ELECTRIC_SHARED_DATA)."""
-    return Path(os.environ.get("ELECTRIC_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-
-
 def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
     """One sentence a line; for a .tsv, the `sentence` column if the header has one, else the first."""
     p = Path(path)
@@ -166,22 +160,23 @@ def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
     return out
 
 
-def sentences_or_default(path: str | Path | None, limit: int, what: str) -> tuple[list[str], str]:
-    """Up to `limit` sentences and where they came from: `path`, else ../shared/data/glue/sst2/dev.tsv,
-    else the built-in ones."""
+def sentences_or_default(path: str | Path | None, limit: int, what: str,
+                         default: str | Path | None = None) -> tuple[list[str], str]:
+    """Up to `limit` sentences and where they came from: `path`, else the `default` file when it exists and holds
+    some, else the built-in ones."""
     if path is not None:
         sents = read_sentences(path, limit)
         if not sents:
             raise ExportError(f"{what} {str(path)!r} holds no sentences")
         return sents, str(path)
-    default = shared_data_dir() / "glue" / "sst2" / "dev.tsv"
-    sents = read_sentences(default, limit) if default.is_file() else []
+    sents = read_sentences(default, limit) if default is not None and Path(default).is_file() else []
     return (sents, str(default)) if sents else (list(BUILTIN_SENTENCES), "built-in sentences")
 
 
-def parity_sentences(path: str | Path | None = None, n: int = sum(PARITY_BATCHES)) -> tuple[list[str], str]:
-    """n real sentences: from `path`, else ../shared/data/glue/sst2/dev.tsv, else built-in ones."""
-    sents, source = sentences_or_default(path, n, "parity data")
+def parity_sentences(path: str | Path | None = None, n: int = sum(PARITY_BATCHES),
+                     default: str | Path | None = None) -> tuple[list[str], str]:
+    """n real sentences: from `path`, else the `default` file, else built-in ones."""
+    sents, source = sentences_or_default(path, n, "parity data", default)
     while len(sents) < n:  # repeat a short file; the batch shapes still differ
         sents = sents + sents[: n - len(sents)]
     return sents[:n], source
@@ -500,12 +495,14 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
                  triton_model_name: str | None = None, exporter: str = "legacy",
                  attn_implementation: str = "eager", threads: int | None = None, calibrate: bool = True,
                  generator: str | Path | None = None, calibration_data: str | Path | None = None,
-                 log: Callable[[str], None] = print) -> dict:
+                 default_sentences: str | Path | None = None, log: Callable[[str], None] = print) -> dict:
     """Export, check parity, calibrate, quantise/convert, write the manifest; returns the manifest.
 
-    A discriminator is calibrated (electric.inference.calibration) when `calibrate` and a generator is found:
-    `generator`, else RUN/generator beside RUN/discriminator; on `calibration_data` sentences (default:
-    as for parity). Without one the manifest's calibration is null and detect returns sigma(s_t).
+    Parity runs on `parity_data` sentences, else on the `default_sentences` file when it exists (`electric
+    export` passes ../shared/data/glue/sst2/dev.tsv), else on built-in ones. A discriminator is calibrated
+    (electric.inference.calibration) when `calibrate` and a generator is found: `generator`, else RUN/generator
+    beside RUN/discriminator; on `calibration_data` sentences (default: as for parity). Without one the
+    manifest's calibration is null and detect returns sigma(s_t).
 
     Raises CheckpointError (bad input), ExportError (failed step, existing output) or ParityError.
     Nothing is left in `out_dir` (or the Triton repository) unless everything succeeded."""
@@ -526,7 +523,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
     tokenizer = load_tokenizer(src)
     max_length = int(config.get("max_position_embeddings", 512))
     gen_dir = calibration_generator(src, config, kind, calibrate, generator, log)
-    sentences, parity_source = parity_sentences(parity_data)
+    sentences, parity_source = parity_sentences(parity_data, default=default_sentences)
     batches = parity_batches(tokenizer, sentences, max_length, pairs=kind != "discriminator")
 
     t0 = time.perf_counter()
@@ -562,7 +559,8 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
 
         calibration = None
         if gen_dir is not None:
-            sents, source = sentences_or_default(calibration_data, MAX_SENTENCES, "calibration data")
+            sents, source = sentences_or_default(calibration_data, MAX_SENTENCES, "calibration data",
+                                                 default_sentences)
             calibration = fit_calibration(fp32_runner.run, tokenizer, gen_dir, sents, source,
                                           max_length=min(max_length, PARITY_MAX_TOKENS), log=log)
 
