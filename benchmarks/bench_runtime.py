@@ -39,14 +39,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-from electric.export.exporter import (  # noqa: E402
-    export_model,
-    export_onnx,
-    load_for_export,
-    optimize_transformer,
-    quantize_int8,
-    spearman,
-)
+from electric.export.exporter import export_model  # noqa: E402
+from electric.export.graph import export_onnx, load_for_export, optimize_transformer, quantize_int8  # noqa: E402
+from electric.export.parity import spearman  # noqa: E402
 from electric.hardware import cpu_flags, int8_gemm_kernel  # noqa: E402
 from electric.inference.backend import TorchBackend  # noqa: E402
 from electric.inference.runtime import CPU, CUDA, OnnxBackend, OnnxRunner, make_session  # noqa: E402

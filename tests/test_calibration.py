@@ -32,7 +32,7 @@ def sigmoid(x):
 @pytest.fixture(scope="module")
 def sst2_halves(tmp_path_factory) -> tuple[Path, list[str]]:
     """SST-2 dev sentences: the first half in a file to calibrate on, the second half held out."""
-    from electric.export.exporter import read_sentences
+    from electric.export.parity import read_sentences
 
     sents = read_sentences(require_shared("glue/sst2/dev.tsv"))
     half = len(sents) // 2

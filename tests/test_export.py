@@ -16,6 +16,7 @@ pytest.importorskip("onnxruntime")
 from electric.checkpoint import load_tokenizer  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
 from electric.export import exporter as ex  # noqa: E402
+from electric.export import graph, parity  # noqa: E402
 from electric.inference.backend import MANIFEST, TorchBackend, load_backend  # noqa: E402
 
 
@@ -83,7 +84,7 @@ def test_output_directory_and_manifest(exported, disc_dir):
 
 def test_parity_recorded_at_other_shapes(exported):
     p = exported[2]["parity"]
-    assert p["sentences"] == sum(ex.PARITY_BATCHES)
+    assert p["sentences"] == sum(parity.PARITY_BATCHES)
     assert "sst2" in p["source"] or p["source"] == "built-in sentences"
     shapes = [tuple(s) for s in p["shapes"]]
     assert len(set(shapes)) == len(shapes) and tuple(p["export_shape"]) not in shapes
@@ -125,7 +126,7 @@ def test_int8_graph_quantises_the_encoder_only(exported):
     quantised = [n.name for n in nodes if n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul")]
     assert len(quantised) == 2 * 6  # Q, K, V, attention output, FFN in and out in each of 2 layers
     assert all("/encoder/" in name for name in quantised)
-    kept = [n.name for n in nodes if n.op_type == "MatMul" and any(k in n.name for k in ex.KEEP_FP32)]
+    kept = [n.name for n in nodes if n.op_type == "MatMul" and any(k in n.name for k in graph.KEEP_FP32)]
     assert len(kept) == 3  # head dense, head prediction, embedding projection stay fp32
 
 
@@ -347,9 +348,9 @@ def test_fp32_mismatch_always_fails(disc_dir, tmp_path, capsys, monkeypatch):
 def test_the_default_sentence_file_is_the_callers_and_the_library_falls_back_to_built_in_ones(tmp_path):
     from electric.commands.export import default_sentences
 
-    assert ex.sentences_or_default(None, 3, "parity data") == (list(ex.BUILTIN_SENTENCES), "built-in sentences")
+    assert parity.sentences_or_default(None, 3, "parity data") == (list(parity.BUILTIN_SENTENCES), "built-in sentences")
     f = tmp_path / "dev.tsv"
     f.write_text("sentence\tlabel\na cat .\t1\na dog .\t0\n")
-    assert ex.sentences_or_default(None, 3, "parity data", default=f) == (["a cat .", "a dog ."], str(f))
-    assert ex.sentences_or_default(None, 3, "parity data", default=tmp_path / "missing.tsv")[1] == "built-in sentences"
+    assert parity.sentences_or_default(None, 3, "parity data", default=f) == (["a cat .", "a dog ."], str(f))
+    assert parity.sentences_or_default(None, 3, "parity data", default=tmp_path / "missing.tsv")[1] == "built-in sentences"
     assert default_sentences().parts[-3:] == ("glue", "sst2", "dev.tsv")  # the CLI's: ../shared/data or $ELECTRIC_SHARED_DATA

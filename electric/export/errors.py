@@ -1,0 +1,11 @@
+"""What a failed export raises; nothing is written when it does."""
+
+from __future__ import annotations
+
+
+class ExportError(RuntimeError):
+    """The export could not be completed (the output directory was not written)."""
+
+
+class ParityError(ExportError):
+    """The exported graph does not reproduce the checkpoint closely enough."""

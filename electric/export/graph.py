@@ -1,0 +1,158 @@
+"""Making the graphs: the transformers model traced by torch.onnx (TorchScript exporter, eager attention),
+onnxruntime's transformer optimizer, dynamic int8 quantisation of the MatMuls, fp16 conversion."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+
+from electric.checkpoint import (
+    CheckpointError,
+)
+from electric.export.errors import ExportError
+from electric.inference.backend import ARCHITECTURE_KINDS
+from electric.inference.runtime import INPUT_NAMES, OUTPUT_NAME
+
+DEFAULT_OPSET = 17
+EXPORT_SHAPE = (2, 16)  # the traced example's (B, T); row 2 is padded so the mask path is traced
+# int8 leaves these (graph node names from the module path) in fp32: heads and the embedding projection
+KEEP_FP32 = ("/discriminator_predictions/", "/classifier/", "/embeddings_project/")
+
+
+class LogitsOnly(torch.nn.Module):
+    """A transformers model with positional inputs and one output, `logits`: the graph's signature."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, token_type_ids):  # each (B, T) int64
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+
+
+def load_for_export(model_dir: Path, arch: str, attn_implementation: str = "eager"):
+    import transformers
+
+    cls = getattr(transformers, arch)
+    try:
+        return cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn_implementation).eval()
+    except (OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"could not load {str(model_dir)!r} as {arch}: {e}") from e
+
+
+def example_inputs(vocab_size: int, pad_token_id: int):
+    B, T = EXPORT_SHAPE
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(min(5, vocab_size - 1), vocab_size, (B, T), generator=g)
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[1, T // 2 :] = 0  # a padded row: the attention-mask path must be in the graph
+    ids[1, T // 2 :] = pad_token_id
+    return ids, mask, torch.zeros(B, T, dtype=torch.long)
+
+
+def export_onnx(model, path: Path, *, opset: int = DEFAULT_OPSET, exporter: str = "legacy",
+                pad_token_id: int = 0) -> None:
+    """Write `model` (a transformers ELECTRA head) to `path` with dynamic batch and sequence axes.
+
+    exporter: "legacy" = TorchScript exporter (dynamo=False), "dynamo" = torch.export-based exporter."""
+    # eval() on the wrapper too: the exporter restores the wrapper's mode afterwards, and a fresh Module
+    # is in training mode, which would silently switch dropout on in `model` for everyone after us.
+    wrapper = LogitsOnly(model).eval()
+    args = example_inputs(model.config.vocab_size, pad_token_id)
+    classifier = ARCHITECTURE_KINDS.get(type(model).__name__) == "classifier"
+    out_axes = {0: "batch"} if classifier else {0: "batch", 1: "sequence"}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
+        if exporter == "legacy":
+            axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+            axes[OUTPUT_NAME] = out_axes
+            torch.onnx.export(wrapper, args, str(path), input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
+                              dynamic_axes=axes, opset_version=opset, do_constant_folding=True, dynamo=False)
+        elif exporter == "dynamo":
+            batch, seq = torch.export.Dim("batch", min=1, max=4096), torch.export.Dim("sequence", min=2, max=4096)
+            shapes = {name: {0: batch, 1: seq} for name in INPUT_NAMES}
+            program = torch.onnx.export(wrapper, args, input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
+                                        dynamic_shapes=shapes, opset_version=max(opset, 18), dynamo=True,
+                                        optimize=True, verbose=False)
+            program.save(str(path))
+        else:
+            raise ValueError(f"exporter {exporter!r}: expected 'legacy' or 'dynamo'")
+
+
+def optimize_transformer(src: Path, dst: Path, config: dict) -> None:
+    """onnxruntime's BERT optimizer (fused Attention, SkipLayerNorm, BiasGelu). Measured, not the default."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model = optimize_model(str(src), model_type="bert", num_heads=config["num_attention_heads"],
+                           hidden_size=config["hidden_size"], opt_level=1)
+    model.save_model_to_file(str(dst))
+
+
+class _NoPreprocessAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_preprocess_advice() -> Iterator[None]:
+    """Drop onnxruntime's "Please consider to run pre-processing before quantization" (a root-logger WARNING
+    for every model not run through quant_pre_process): skipping it is deliberate (measured within noise or
+    slower, BENCHMARKS.md; `preprocess=True` runs it), so the advice would only look like a failure."""
+    advice = _NoPreprocessAdvice()
+    logging.getLogger().addFilter(advice)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(advice)
+
+
+def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: Sequence[str] = KEEP_FP32) -> None:
+    """Dynamic int8 quantisation (int8 weights per tensor, uint8 activations) of the encoder's MatMuls.
+
+    keep_fp32: MatMul/Gemm nodes whose name contains one of these stay fp32: the output head and the
+    embedding projection, <2% of the FLOPs but most of the ranking error (measured on a briefly trained
+    discriminator: per-token PLL Spearman vs fp32 0.70 with them quantised, 0.999 without).
+    preprocess: run onnxruntime's quant_pre_process first, as its quantiser advises; measured in
+    benchmarks/bench_runtime.py, not the default."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    try:
+        if preprocess:
+            from onnxruntime.quantization.shape_inference import quant_pre_process
+
+            pre = dst.with_name(dst.stem + ".pre.onnx")
+            quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)  # the legacy graph defeats it
+            src = pre
+        graph = onnx.load(str(src), load_external_data=False).graph
+        exclude = [n.name for n in graph.node
+                   if n.op_type in ("MatMul", "Gemm") and any(k in n.name for k in keep_fp32)]
+        # DefaultTensorType: outputs that shape inference leaves untyped (e.g. after fusion) are float
+        with _without_preprocess_advice():
+            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"],
+                             per_channel=False, reduce_range=False, nodes_to_exclude=exclude,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    except Exception as e:  # noqa: BLE001 - any library failure is one clear error
+        raise ExportError(f"int8 quantisation of {src.name} failed: {type(e).__name__}: {e}") from e
+    finally:
+        if preprocess:
+            dst.with_name(dst.stem + ".pre.onnx").unlink(missing_ok=True)
+    if not dst.is_file():
+        raise ExportError(f"int8 quantisation of {src.name} wrote nothing")
+
+
+def convert_fp16(src: Path, dst: Path) -> None:
+    """fp16 weights and activations, inputs/outputs kept int64/float32 (onnxruntime's converter)."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    try:
+        model = convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+        onnx.save(model, str(dst))
+    except Exception as e:  # noqa: BLE001
+        raise ExportError(f"fp16 conversion of {src.name} failed: {type(e).__name__}: {e}") from e
