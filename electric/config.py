@@ -90,11 +90,6 @@ class PretrainConfig:
         return 4 * self.gen_hidden
 
     @property
-    def generator_kind(self) -> str:
-        """electric implies the two-tower cloze generator; electra a masked LM; mlm has none."""
-        return {"mlm": "none", "electra": "masked-lm", "electric": "two-tower"}[self.objective]
-
-    @property
     def max_predictions(self) -> int:
         return int((self.mask_prob + 0.005) * self.max_seq_length)
 

@@ -116,7 +116,3 @@ class Settings(BaseSettings):
             if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
                 raise ValueError(f"classifier name {name!r}: use letters, digits, '-', '_' or '.'")
         return self
-
-    def public(self) -> dict:
-        """The settings a client may see (GET /info): no key, no paths beyond the model names."""
-        return self.model_dump(mode="json", exclude={"api_key"})
