@@ -178,7 +178,7 @@ def test_server_detect_returns_the_calibrated_probability(electra_export):
 # ---- eval detect: the threshold comes from dev ----------------------------------------------------------
 
 def test_eval_detect_chooses_the_threshold_on_dev_and_reports_test_at_it():
-    from electric.commands.eval_detect import choose_threshold, evaluate_detection
+    from electric.cli.eval_detect import choose_threshold, evaluate_detection
 
     # dev: the incorrect words score 0.6 and above; test: they score 0.3-0.4, below every correct word but one
     dev_labels = [["correct", "incorrect", "correct", "incorrect", "correct"]]

@@ -360,3 +360,11 @@ def test_quality_script_on_a_trained_run(trained_run, mlm_dir, tmp_path):
         assert n["test"]["oracle"] <= n["test"]["reranked"]
     text = out.read_text()
     assert "Partial run" in text and "| **overall** |" in text and "not found: skipped" in text
+
+
+@pytest.mark.parametrize("command", [["score"], ["rerank"], ["eval", "blimp"], ["eval", "nbest"], ["eval", "detect"],
+                                     ["export"], ["serve"]])
+def test_every_subcommand_prints_its_help(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([*command, "--help"])
+    assert e.value.code == 0 and "usage: electric " + " ".join(command) in capsys.readouterr().out

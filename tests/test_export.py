@@ -346,7 +346,7 @@ def test_fp32_mismatch_always_fails(disc_dir, tmp_path, capsys, monkeypatch):
 
 
 def test_the_default_sentence_file_is_the_callers_and_the_library_falls_back_to_built_in_ones(tmp_path):
-    from electric.commands.export import default_sentences
+    from electric.cli.export import default_sentences
 
     assert parity.sentences_or_default(None, 3, "parity data") == (list(parity.BUILTIN_SENTENCES), "built-in sentences")
     f = tmp_path / "dev.tsv"

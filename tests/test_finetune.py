@@ -303,7 +303,7 @@ def test_cli_errors_exit_nonzero_naming_file_and_line(disc_dir, tmp_path, capsys
 
 @pytest.mark.integration
 def test_eval_detect_subcommand(trained_run, tmp_path, capsys):
-    from electric.commands.eval_detect import add_eval_parser
+    from electric.cli.eval_detect import add_eval_parser
 
     fce = sentences_head(require_shared("tagging/fce/fce-public.test.original.tsv"), tmp_path / "fce.tsv", 30)
     ap = argparse.ArgumentParser(prog="electric")
@@ -330,7 +330,7 @@ def test_eval_detect_subcommand(trained_run, tmp_path, capsys):
 
 @pytest.mark.integration
 def test_detect_word_scores_take_the_max_over_pieces(trained_run):
-    from electric.commands.eval_detect import word_scores
+    from electric.cli.eval_detect import word_scores
     from electric.inference.scoring import load_scorer
 
     scorer = load_scorer(trained_run, "electra", backend="torch", device="cpu", sliding_window=True)

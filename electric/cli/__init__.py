@@ -1,5 +1,8 @@
 """The `electric` command: score, rerank, eval, export, serve.
 
+The CLI is the layer above the library: nothing in electric.inference, evaluation, export or pretraining
+imports it.
+
 Each subcommand lives in its own module, which provides `add_parser(subparsers)`; the parser's
 `func(args) -> int` runs it. The library's own modules are listed here; other packages add theirs through
 the `electric.commands` entry point group (pyproject.toml: `serve = "server.cli:add_parser"`, registered when
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from importlib.metadata import entry_points
 
@@ -19,8 +23,8 @@ from electric import __version__
 
 # subcommand module -> what it provides; each defines add_parser(subparsers)
 SUBCOMMANDS = (
-    "electric.commands.score",   # score, rerank, eval
-    "electric.commands.export",  # export
+    "electric.cli.score",   # score, rerank, eval
+    "electric.cli.export",  # export
 )
 PLUGINS = "electric.commands"  # entry point group: name -> add_parser(subparsers) of another package (serve)
 
@@ -42,6 +46,24 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def quiet_progress_bars() -> None:
+    """Silence every progress bar of this process (`--quiet`): ours, transformers' weight loading, the hub's
+    and datasets' bars, and any other tqdm bar (TQDM_DISABLE, read by every tqdm created from now on)."""
+    os.environ["TQDM_DISABLE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # transformers reads it when imported
+    os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    # imported before the variables were set: tell them (not imported: nothing to import - an ONNX export needs
+    # neither, and a serving install has no transformers)
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
@@ -49,7 +71,3 @@ def main(argv: list[str] | None = None) -> int:
         ap.print_help()
         return 2
     return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ The dev part: `--dev FILE`; else, for `--data DIR`, a seeded 10% of DIR's traini
 split); else a seeded `--dev-fraction` of the `--data` file's sentences, the rest being the test part.
 
     electric eval detect --model runs/electra-tiny/onnx --data ../shared/data/tagging/fce
-    python -m electric.commands.eval_detect --model RUN --data FILE      # the same, without the dispatcher
+    python -m electric.cli.eval_detect --model RUN --data FILE      # the same, without the dispatcher
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def dev_and_test(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from electric.commands import quiet_progress_bars
+    from electric.cli import quiet_progress_bars
     from electric.inference.scoring import load_scorer
 
     if args.quiet:
@@ -176,7 +176,7 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="FCE-format file (token<TAB>c|i); a directory means its "
                                                  f"{TASKS['fce'].test}")
     p.add_argument("--dev", metavar="FILE", help="FCE-format file on which the F0.5 threshold is chosen (default: "
-                                                 f"{DEV_FRACTION:.0%} of DIR's {TASKS['fce'].train} for a directory, "
+                                                 f"{DEV_FRACTION:.0%}% of DIR's {TASKS['fce'].train} for a directory, "
                                                  "else --dev-fraction of --data)")
     p.add_argument("--dev-fraction", type=float, default=0.5,
                    help="share of a --data file's sentences held out as dev when there is no --dev (default 0.5)")
@@ -193,7 +193,7 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def add_eval_parser(eval_subparsers) -> argparse.ArgumentParser:
-    """Add `detect` to the `electric eval` subcommand group (called by electric/commands/score.py)."""
+    """Add `detect` to the `electric eval` subcommand group (called by electric/cli/score.py)."""
     return configure(eval_subparsers.add_parser(
         "detect", help="zero-shot error detection on FCE with a pretrained discriminator (ROC-AUC, F0.5 at a "
                        "dev-chosen threshold)",
@@ -201,7 +201,7 @@ def add_eval_parser(eval_subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = configure(argparse.ArgumentParser(prog="python -m electric.commands.eval_detect", description=__doc__,
+    ap = configure(argparse.ArgumentParser(prog="python -m electric.cli.eval_detect", description=__doc__,
                                            formatter_class=argparse.RawDescriptionHelpFormatter))
     args = ap.parse_args(argv)
     return args.func(args)
