@@ -25,9 +25,9 @@ from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTrainin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from electric import objectives as obj  # noqa: E402
-from electric.config import resolve_config  # noqa: E402
-from electric.modeling import PretrainingModel, SpecialIds, _electra_config  # noqa: E402
+from electric.pretraining import objectives as obj  # noqa: E402
+from electric.pretraining.config import resolve_config  # noqa: E402
+from electric.pretraining.modeling import PretrainingModel, SpecialIds, _electra_config  # noqa: E402
 
 
 class ReferenceElectra(torch.nn.Module):

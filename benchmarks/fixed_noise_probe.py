@@ -25,13 +25,13 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from electric import health  # noqa: E402
-from electric import objectives as obj  # noqa: E402
 from electric.checkpoint import load_tokenizer  # noqa: E402
-from electric.config import resolve_config  # noqa: E402
-from electric.data import build_datasets  # noqa: E402
 from electric.hardware import cpu_description, resolve_precision  # noqa: E402
-from electric.modeling import PretrainingModel, SpecialIds  # noqa: E402
+from electric.pretraining import health  # noqa: E402
+from electric.pretraining import objectives as obj  # noqa: E402
+from electric.pretraining.config import resolve_config  # noqa: E402
+from electric.pretraining.data import build_datasets  # noqa: E402
+from electric.pretraining.modeling import PretrainingModel, SpecialIds  # noqa: E402
 from training.pretrain import collate, unigram_baseline  # noqa: E402
 
 WARMUP = 300

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.equal_compute import read_metrics  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
-from electric.health import collapse_reasons_in  # noqa: E402
+from electric.pretraining.health import collapse_reasons_in  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from electric.config import PretrainConfig, RunConfig, resolve_config
+from electric.pretraining.config import PretrainConfig, RunConfig, resolve_config
 
 
 def test_configs_cannot_be_changed_after_validation():

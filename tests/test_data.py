@@ -2,7 +2,13 @@
 
 import pytest
 
-from electric.data import DataError, build_datasets, pack_documents, resolve_files, split_documents
+from electric.pretraining.data import (
+    DataError,
+    build_datasets,
+    pack_documents,
+    resolve_files,
+    split_documents,
+)
 
 
 def test_wikiextractor_blocks_are_documents_and_blank_lines_inside_them_are_not():

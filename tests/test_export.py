@@ -274,7 +274,7 @@ def test_not_electra_and_unsupported_heads(tmp_path, capsys, mlm_dir, tokenizer_
     rc, err = run_cli(capsys, "--model", mlm_dir, "--out", tmp_path / "o2")
     assert rc == 1 and "ElectraForMaskedLM" in err and "not support" in err
 
-    from electric.modeling import ElectricClozeConfig, ElectricForClozeLM
+    from electric.pretraining.modeling import ElectricClozeConfig, ElectricForClozeLM
 
     cloze = tmp_path / "generator"
     ElectricForClozeLM(ElectricClozeConfig(vocab_size=100, embedding_size=16, hidden_size=16, num_hidden_layers=1,

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from electric import health
+from electric.pretraining import health
 
 
 def test_auc_counts_correctly_ranked_pairs_and_ties_as_half():

@@ -72,6 +72,41 @@ def test_the_library_imports_neither_the_server_nor_training():
     assert named == []  # not by a string import either: `serve` comes in through an entry point
 
 
+# The library's layers (README "Layout", docs/architecture.md): each may import the ones listed, nothing else of
+# the library. The shared modules (checkpoint, textio, hardware, batching, words) import no layer.
+SHARED = {"electric", "electric.checkpoint", "electric.textio", "electric.hardware", "electric.batching", "electric.words"}
+LAYERS = {
+    "electric.evaluation": set(),  # scores come in as numbers
+    "electric.inference": set(),
+    "electric.pretraining": set(),
+    "electric.export": {"electric.inference", "electric.pretraining", "electric.evaluation"},
+    "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.pretraining"},
+}
+# thin re-exports of old import paths (users' scripts, docs): each imports its new home and nothing else
+SHIMS = {"electric.nbest", "electric.scoring", "electric.backend", "electric.config", "electric.modeling",
+         "electric.objectives", "electric.data", "electric.health", "electric.commands", "electric.commands.score"}
+
+
+def layer_of(module: str) -> str | None:
+    if module in SHARED:
+        return "shared"
+    return next((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None)
+
+
+def test_each_layer_imports_only_the_layers_below_it_and_nothing_imports_the_cli_or_an_old_path():
+    edges = module_imports("electric")
+    assert sorted(m for m in edges if layer_of(m) is None and m not in SHIMS) == []  # every module has a place
+    wrong = {}
+    for m, out in edges.items():
+        if m in SHIMS:
+            continue
+        allowed = {"shared", layer_of(m), *LAYERS.get(layer_of(m), ())}
+        bad = sorted(x for x in out if x in edges and layer_of(x) not in allowed)
+        if bad:
+            wrong[m] = bad
+    assert wrong == {}
+
+
 def test_serve_is_a_subcommand_added_by_the_server_package():
     from electric.cli import PLUGINS, build_parser
 

@@ -6,8 +6,13 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, ElectraConfig, ElectraForPreTraining, ElectraModel
 
-from electric.config import resolve_config
-from electric.modeling import ElectricClozeConfig, ElectricForClozeLM, PretrainingModel, SpecialIds
+from electric.pretraining.config import resolve_config
+from electric.pretraining.modeling import (
+    ElectricClozeConfig,
+    ElectricForClozeLM,
+    PretrainingModel,
+    SpecialIds,
+)
 
 SPECIAL = SpecialIds(pad=0, mask=4, cls=2, sep=3, vocab_size=300, all_special=(0, 1, 2, 3, 4))
 
@@ -60,7 +65,7 @@ def test_left_to_right_tower_matches_transformers_causal_electra():
     ref.embeddings_project.load_state_dict(m.embeddings_project.state_dict())
     ref.encoder.load_state_dict(m.ltr.state_dict())
     ids, am = batch(B=3, T=9)
-    from electric.modeling import _tower_mask
+    from electric.pretraining.modeling import _tower_mask
 
     with torch.no_grad():
         h = m.embeddings_project(m.embeddings(input_ids=ids))

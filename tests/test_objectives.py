@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from electric import objectives as obj
+from electric.pretraining import objectives as obj
 
 SPECIAL = torch.tensor([0, 1, 2, 3, 4])  # [PAD] [UNK] [CLS] [SEP] [MASK]
 

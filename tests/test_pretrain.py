@@ -180,8 +180,8 @@ def test_continued_pretraining_starts_from_a_run_on_nbest_references(trained_run
 
 def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
     from electric.checkpoint import load_tokenizer
-    from electric.config import resolve_config
-    from electric.modeling import SpecialIds
+    from electric.pretraining.config import resolve_config
+    from electric.pretraining.modeling import SpecialIds
     from training.pretrain import adopt_architecture, build_model
 
     tok = load_tokenizer(trained_run / "discriminator")
@@ -203,7 +203,7 @@ def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
 
 
 def test_warmup_is_capped_at_a_tenth_of_the_run_but_never_below_the_floor():
-    from electric.config import resolve_config
+    from electric.pretraining.config import resolve_config
     from training.pretrain import lr_at, warmup_length
 
     tiny = resolve_config("tiny", "electra")  # warmup 500, floor 300
@@ -251,7 +251,7 @@ def test_the_default_recipe_stays_healthy_and_logs_health(objective, wiki_sample
 
 
 def test_a_config_saved_before_the_recipe_fields_resumes_with_its_old_behaviour(tmp_path):
-    from electric.config import PretrainConfig, resolve_config
+    from electric.pretraining.config import PretrainConfig, resolve_config
 
     old = resolve_config("tiny", "electra").to_dict()
     del old["disc_bias_init"], old["min_warmup_steps"]  # a config.json written before they existed
@@ -270,8 +270,8 @@ def test_a_time_budgeted_run_says_it_stopped_for_time(wiki_sample, tokenizer_dir
 
 
 def test_the_saved_config_holds_the_model_at_the_top_and_the_run_settings(trained_run, wiki_sample, tokenizer_dir):
-    from electric.config import PretrainConfig, RunConfig
     from electric.export.calibration import run_settings
+    from electric.pretraining.config import PretrainConfig, RunConfig
 
     saved = json.loads((trained_run / "config.json").read_text())
     assert saved["hidden_size"] == 64 and saved["objective"] == "electric"  # where model-loading code reads them

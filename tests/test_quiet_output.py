@@ -32,7 +32,7 @@ def transformers_log():
 def test_tokenising_whole_documents_does_not_warn_about_the_model_maximum(tokenizer_dir, transformers_log):
     from transformers import AutoTokenizer
 
-    from electric.data import _tokenize_and_pack
+    from electric.pretraining.data import _tokenize_and_pack
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)  # a fresh one: transformers warns once per tokenizer
     doc = "the committee will meet again next week to discuss the new budget proposal . " * 100  # > 512 pieces

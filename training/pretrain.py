@@ -34,7 +34,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from electric import health
 from electric.batching import pad_rows
 from electric.checkpoint import (
     CheckpointError,
@@ -44,10 +43,18 @@ from electric.checkpoint import (
     recover_dir,
     require_local_dir,
 )
-from electric.config import OBJECTIVES, PRESETS, RESUME_FLAGS, PretrainConfig, RunConfig, resolve_config
-from electric.data import DataError, build_datasets
 from electric.hardware import resolve_precision
-from electric.modeling import PretrainingModel, SpecialIds
+from electric.pretraining import health
+from electric.pretraining.config import (
+    OBJECTIVES,
+    PRESETS,
+    RESUME_FLAGS,
+    PretrainConfig,
+    RunConfig,
+    resolve_config,
+)
+from electric.pretraining.data import DataError, build_datasets
+from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from training.progress import TrainProgress
 
 INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr

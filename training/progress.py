@@ -3,7 +3,7 @@
 With a time budget the bar measures time (elapsed / budget seconds): the step total is refitted to the
 time left every few steps, so a bar over steps would keep changing its end. When stderr is not a terminal
 (a log file, a pipe) there is no bar at all, whose redraws would fill the file, but one plain line every
-`every_s` seconds; transformers' own bars (writing a checkpoint) are turned off too (electric.data does the
+`every_s` seconds; transformers' own bars (writing a checkpoint) are turned off too (electric.pretraining.data does the
 same for datasets' tokenising bar).
 """
 

@@ -14,7 +14,7 @@ from itertools import islice
 from pathlib import Path
 
 from electric.checkpoint import atomic_dir
-from electric.data import DataError, iter_documents, resolve_files
+from electric.pretraining.data import DataError, iter_documents, resolve_files
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

@@ -63,11 +63,11 @@ def corrupted_batches(tokenizer, generator, sentences: Sequence[str], *, mask_pr
                       max_length: int, seed: int = 0, batch_size: int = 32):
     """Yield (input_ids, attention_mask, candidates, labels) NumPy (B, T) batches: each sentence tokenised,
     k = max(1, round(mask_prob * n)) of its n tokens chosen and replaced by `generator` samples as in
-    pretraining (electric.modeling.generator_samples); label 1 where the token now differs."""
+    pretraining (electric.pretraining.modeling.generator_samples); label 1 where the token now differs."""
     import torch
 
-    from electric import objectives as obj
-    from electric.modeling import generator_samples
+    from electric.pretraining import objectives as obj
+    from electric.pretraining.modeling import generator_samples
 
     rng = torch.Generator().manual_seed(seed)
     special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
@@ -116,7 +116,7 @@ def find_generator(model_dir: Path) -> Path | None:
 
 def run_settings(generator_dir: Path) -> dict:
     """mask_prob and temperature of the run that trained `generator_dir` (RUN/config.json), else the defaults."""
-    from electric.config import PretrainConfig
+    from electric.pretraining.config import PretrainConfig
 
     cfg_path = generator_dir.resolve().parent / "config.json"
     values = PretrainConfig.load(cfg_path) if cfg_path.is_file() else PretrainConfig()
@@ -128,7 +128,7 @@ def load_generator(generator_dir: Path):
     """An ELECTRA masked-LM generator or Electric's two-tower cloze generator, on CPU, eval mode."""
     from transformers import AutoModelForMaskedLM
 
-    import electric.modeling  # noqa: F401 - registers ElectricForClozeLM with the Auto classes
+    import electric.pretraining.modeling  # noqa: F401 - registers ElectricForClozeLM with the Auto classes
     from electric.checkpoint import CheckpointError
 
     try:

@@ -1,0 +1,262 @@
+"""Pretraining configuration: typed frozen dataclasses, presets, and the rules that derive implied values.
+
+`PretrainConfig` is the model and the recipe; `RunConfig` is one run: that config plus how and where it runs
+(data, device, resume, ...). Precedence is defaults -> preset -> explicit overrides (CLI flags). Unknown keys
+are an error. Both are validated when built and never changed after: a different value is a new object.
+
+OUT/config.json holds a run's `RunConfig`: the `PretrainConfig` fields at the top level (where model-loading
+code and older readers find them) and the run settings under "run" (absent in files written before it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Objective = Literal["mlm", "electra", "electric"]
+Precision = Literal["fp32", "bf16"]
+BiasInit = Literal["prior", "zero"]
+OBJECTIVES: tuple[str, ...] = ("mlm", "electra", "electric")
+RUN_SECTION = "run"  # the key of a run's settings in OUT/config.json
+RESUME_FLAGS: tuple[str, ...] = ("max_steps", "time_budget_minutes", "epochs")  # what a resumed run may change
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    # --- what to train
+    objective: Objective = "electric"  # mlm (BERT baseline), electra (RTD), electric (energy-based cloze)
+    preset: str = "small"  # name of the preset these values started from (informational)
+    # --- discriminator (or the MLM model for objective=mlm); ELECTRA-small defaults
+    hidden_size: int = 256  # transformer width
+    num_hidden_layers: int = 12  # depth (the generator has the same depth)
+    num_attention_heads: int = 4  # heads of the discriminator
+    intermediate_size: int = 1024  # FFN width of the discriminator
+    embedding_size: int = 128  # shared embedding width; each network projects to its hidden size
+    max_seq_length: int = 128  # tokens per packed sequence, [CLS] and [SEP] included
+    hidden_dropout_prob: float = 0.1  # dropout after embeddings / attention output / FFN
+    attention_probs_dropout_prob: float = 0.1  # dropout on attention weights
+    # --- generator (electra: masked LM; electric: two-tower cloze model)
+    generator_hidden_size: int = 0  # 0 = hidden_size // 4 (DESIGN §1); heads = max(1, h // 64), FFN = 4h
+    # --- objective hyper-parameters (paper names)
+    mask_prob: float = 0.15  # fraction of candidate tokens masked / replaced
+    gen_weight: float = 1.0  # weight of the generator (or cloze) likelihood loss
+    disc_weight: float = 50.0  # weight of the discriminator BCE loss (lambda)
+    temperature: float = 1.0  # sampling temperature for replacements
+    disc_bias_init: BiasInit = "prior"  # discriminator output bias: at the label prior, or 0 (the reference's)
+    # --- optimisation
+    lr: float = 5e-4  # peak learning rate (AdamW)
+    batch_size: int = 128  # sequences per optimizer step, over all processes and micro-steps
+    grad_accum: int = 1  # micro-steps per optimizer step
+    weight_decay: float = 0.01  # not applied to LayerNorm weights or biases
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0  # gradient-norm clip
+    warmup_steps: int = 10_000  # linear warmup; capped at 10% of the run, but see min_warmup_steps
+    min_warmup_steps: int = 1_000  # the 10% cap never cuts warmup below this (0 = the plain 10% cap)
+    max_steps: int = 1_000_000  # total optimizer steps (the schedule decays linearly to 0 here)
+    time_budget_minutes: float = 0.0  # > 0: stop after this wall time; the schedule is fitted to it
+    precision: Precision = "fp32"  # bf16 = autocast (CPU and CUDA); master weights stay fp32
+    compile: bool = False  # torch.compile the training step's modules
+    seed: int = 0  # seeds init, masking, sampling and data order
+    # --- data
+    num_proc: int = 0  # tokenisation processes (0 = number of CPUs)
+    val_sequences: int = 256  # sequences held out (fixed, seeded) for validation loss
+    # --- logging and checkpoints
+    log_every: int = 10  # optimizer steps between metrics.jsonl lines
+    eval_every: int = 200  # optimizer steps between validation passes
+    save_every: int = 500  # optimizer steps between resumable checkpoints
+    eval_batches: int = 8  # validation batches per evaluation
+    init_from: str = ""  # start from this run's (or ELECTRA directory's) weights
+    epochs: float = 0.0  # > 0: stop after this many passes over the training data
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # Values implied by others are derived here, and only here.
+    @property
+    def gen_hidden(self) -> int:
+        return self.generator_hidden_size or max(1, self.hidden_size // 4)
+
+    @property
+    def gen_heads(self) -> int:
+        return max(1, self.gen_hidden // 64)
+
+    @property
+    def gen_intermediate(self) -> int:
+        return 4 * self.gen_hidden
+
+    @property
+    def max_predictions(self) -> int:
+        return int((self.mask_prob + 0.005) * self.max_seq_length)
+
+    @property
+    def micro_batch_size(self) -> int:
+        return self.batch_size // self.grad_accum
+
+    def validate(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}"
+            )
+        if self.gen_hidden % self.gen_heads:
+            raise ValueError(f"generator hidden size {self.gen_hidden} is not divisible by {self.gen_heads} heads")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        if self.max_seq_length < 8:
+            raise ValueError(f"max_seq_length must be at least 8, got {self.max_seq_length}")
+        if self.batch_size < 1 or self.grad_accum < 1 or self.batch_size % self.grad_accum:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be a positive multiple of grad_accum ({self.grad_accum})"
+            )
+        if self.disc_bias_init not in ("prior", "zero"):
+            raise ValueError(f"disc_bias_init must be prior or zero, got {self.disc_bias_init!r}")
+        if self.min_warmup_steps < 0 or self.warmup_steps < 0:
+            raise ValueError(f"warmup steps must be >= 0, got warmup_steps {self.warmup_steps}, "
+                             f"min_warmup_steps {self.min_warmup_steps}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> PretrainConfig:
+        check_keys(cls, values, "config")
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> PretrainConfig:
+        """A saved config (a run's config.json: its "run" section is left out), with `overrides` applied;
+        fields it predates take the behaviour it was trained with, not today's default."""
+        saved = json.loads(Path(path).read_text())
+        saved.pop(RUN_SECTION, None)
+        return cls.from_dict({**LEGACY_DEFAULTS, **saved, **(overrides or {})})
+
+
+# Values for fields added after a config was saved: what runs saved before them did.
+LEGACY_DEFAULTS: dict[str, Any] = {"disc_bias_init": "zero", "min_warmup_steps": 0}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Trains in seconds on a CPU; used by tests and CI.
+    "debug": dict(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+        embedding_size=32, max_seq_length=64, lr=1e-3, batch_size=8, warmup_steps=10, min_warmup_steps=10,
+        max_steps=50, log_every=5, eval_every=25, save_every=25, eval_batches=2, val_sequences=16,
+    ),
+    # A CPU-sized model (about 1.5M non-embedding parameters): minutes to learn something.
+    # lr: ELECTRA-Small's 5e-4 at batch 128 scaled linearly to batch 32 is 1.25e-4; a sweep kept 1e-4 healthy
+    # where 2.5e-4 drifted towards collapse and 5e-4 collapsed (BENCHMARKS.md). Warmup 500 steps, never
+    # cut below 300 by a short run.
+    "tiny": dict(
+        hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512,
+        embedding_size=128, max_seq_length=128, lr=1e-4, batch_size=32, warmup_steps=500, min_warmup_steps=300,
+        max_steps=100_000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        eval_every=100, save_every=250,
+    ),
+    # ELECTRA paper, table 6.
+    "small": dict(
+        hidden_size=256, num_hidden_layers=12, num_attention_heads=4, intermediate_size=1024,
+        embedding_size=128, lr=5e-4, batch_size=128, max_steps=1_000_000,
+    ),
+    "base": dict(
+        hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+        embedding_size=768, max_seq_length=512, lr=2e-4, batch_size=256, max_steps=766_000,
+    ),
+    "large": dict(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
+        embedding_size=1024, max_seq_length=512, lr=2e-4, batch_size=2048, max_steps=400_000,
+        mask_prob=0.25,
+    ),
+}
+
+
+# Where a preset's value does not suit one objective. MLM has no discriminator to keep healthy, and at `tiny`
+# it reaches at 3.8M tokens with lr 1e-3 the NLL that the discriminators' 1e-4 gives it at 30M (BENCHMARKS.md,
+# "three diagnostics").
+OBJECTIVE_PRESETS: dict[tuple[str, str], dict[str, Any]] = {("tiny", "mlm"): dict(lr=1e-3)}
+
+
+def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None = None) -> PretrainConfig:
+    """defaults -> preset -> the preset's values for this objective -> overrides. Overrides whose value is
+    None are ignored (unset flags)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    values: dict[str, Any] = {"objective": objective, "preset": preset, **PRESETS[preset],
+                              **OBJECTIVE_PRESETS.get((preset, objective), {})}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return PretrainConfig.from_dict(values)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One pretraining run: the model and the recipe, and how and where it runs. Built once from the command
+    line (`training.pretrain.resolve_run`), never changed after, saved whole to OUT/config.json (a resume saves
+    its own settings there: those of the latest invocation)."""
+
+    pretrain: PretrainConfig  # the model and the recipe (the top level of config.json)
+    out: str  # the run directory
+    data: tuple[str, ...] = ()  # training text: files, directories or globs, as given
+    data_from_nbest: tuple[str, ...] = ()  # n-best files whose references are trained on too
+    nbest_text: str | None = None  # derived: the text file those references were written to
+    tokenizer: str = ""  # tokenizer directory: the one given, else the resumed run's, else --init-from's
+    cache_dir: str | None = None  # datasets cache directory (None = datasets' own)
+    device: str | None = None  # cpu, cuda, cuda:1 ... (None = cuda if available, else cpu)
+    threads: int | None = None  # CPU threads for torch (None or 0 = torch's default)
+    stop_at: int | None = None  # checkpoint and stop at this step, the schedule unchanged
+    stop_on_collapse: bool = False  # end the run (exit status 3) when the discriminator is found collapsed
+    resume: bool = False  # continue the run in `out` from its last checkpoint
+    overwrite: bool = False  # replace a run already in `out`
+    extended: tuple[str, ...] = ()  # resume only: the RESUME_FLAGS fields this resume set anew
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def train_files(self) -> tuple[str, ...]:
+        """What is trained on: the data given, then the n-best references."""
+        return (*self.data, *([self.nbest_text] if self.nbest_text else []))
+
+    def validate(self) -> None:
+        if not self.out:
+            raise ValueError("a run needs an output directory")
+        if set(self.extended) - set(RESUME_FLAGS) or (self.extended and not self.resume):
+            raise ValueError(f"only a resumed run is extended, and only in {RESUME_FLAGS}; got {self.extended}")
+
+    def to_dict(self) -> dict[str, Any]:
+        settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "pretrain"}
+        settings = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}  # as JSON has them
+        return {**self.pretrain.to_dict(), RUN_SECTION: settings}
+
+    def save(self, path: str | Path) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        """A saved run. A config.json written before the run section gets the default settings (its
+        directory as `out`)."""
+        settings = json.loads(Path(path).read_text()).get(RUN_SECTION, {"out": str(Path(path).parent)})
+        check_keys(cls, settings, "run setting", not_saved=("pretrain",))
+        settings = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
+        return cls(pretrain=PretrainConfig.load(path), **settings)
+
+
+def check_keys(cls: type, values: dict[str, Any], what: str, not_saved: tuple[str, ...] = ()) -> None:
+    """ValueError naming the keys of `values` that are not fields of the dataclass `cls` (or are `not_saved`)."""
+    unknown = set(values) - ({f.name for f in dataclasses.fields(cls)} - set(not_saved))
+    if unknown:
+        raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
+
+
+def write_json(path: str | Path, values: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(values, indent=2) + "\n")

@@ -1,0 +1,363 @@
+"""Every forward pass the project runs: the discriminator and generators, and the pretraining wrapper.
+
+The discriminator is transformers' `ElectraForPreTraining` and the ELECTRA generator is
+`ElectraForMaskedLM`, so checkpoints round-trip with `save_pretrained`/`from_pretrained` and published
+ELECTRA weights load. The only module transformers lacks is Electric's two-tower cloze noise model
+(`ElectricForClozeLM`), which reuses transformers' ELECTRA embeddings and layers and keeps their
+parameter names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+)
+from transformers.activations import get_activation
+from transformers.models.electra.modeling_electra import (
+    ElectraEmbeddings,
+    ElectraEncoder,
+    ElectraPreTrainedModel,
+)
+
+from electric.pretraining import objectives as obj
+from electric.pretraining.config import PretrainConfig
+
+
+class ElectricClozeConfig(ElectraConfig):
+    """Config of the two-tower cloze model: an ELECTRA config whose layers are causal towers."""
+
+    model_type = "electric-cloze"
+
+
+class ElectricClozeHead(nn.Module):
+    """[LTR state at t-1 ; RTL state at t+1] -> dense(2H -> E, GELU) -> LayerNorm(E)."""
+
+    def __init__(self, config: ElectricClozeConfig):
+        super().__init__()
+        self.dense = nn.Linear(2 * config.hidden_size, config.embedding_size)
+        self.activation = get_activation("gelu")
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+
+    def forward(self, ltr: torch.Tensor, rtl: torch.Tensor) -> torch.Tensor:
+        # ltr, rtl: (B, T, H). Shift so that position t never sees x_t.
+        left = F.pad(ltr[:, :-1], (0, 0, 1, 0))  # (B, T, H): LTR state at t-1, zeros at t=0
+        right = F.pad(rtl[:, 1:], (0, 0, 0, 1))  # (B, T, H): RTL state at t+1, zeros at t=T-1
+        return self.LayerNorm(self.activation(self.dense(torch.cat([left, right], dim=-1))))  # (B, T, E)
+
+
+def _tower_mask(attention_mask: torch.Tensor, left_to_right: bool) -> torch.Tensor:
+    """Boolean (B, 1, T, T) mask, True = may attend: causal (or anti-causal) and not padding.
+
+    Every query may attend to itself, so rows of padding queries are never empty (an empty row
+    would give NaN in SDPA and leak into later layers through 0 * NaN).
+    """
+    T = attention_mask.shape[1]
+    idx = torch.arange(T, device=attention_mask.device)
+    order = idx[None, :] <= idx[:, None] if left_to_right else idx[None, :] >= idx[:, None]  # (T, T) [q, k]
+    allowed = order[None] & attention_mask.bool()[:, None, :]  # (B, T, T)
+    allowed = allowed | torch.eye(T, dtype=torch.bool, device=attention_mask.device)[None]
+    return allowed[:, None]  # (B, 1, T, T)
+
+
+class ElectricForClozeLM(ElectraPreTrainedModel):
+    """Two causal transformers over the clean input, one left-to-right and one right-to-left.
+
+    Position t uses the LTR state at t-1 and the RTL state at t+1, so q(. | x_{\\t}) never sees x_t.
+    The output layer is tied to the word embeddings (which pretraining shares with the discriminator).
+    """
+
+    config_class = ElectricClozeConfig
+    base_model_prefix = "electric"
+    _tied_weights_keys = {"lm_head.weight": "embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: ElectricClozeConfig):
+        super().__init__(config)
+        config._attn_implementation = "sdpa"  # our boolean tower masks need SDPA semantics
+        self.embeddings = ElectraEmbeddings(config)
+        if config.embedding_size != config.hidden_size:
+            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+        self.ltr = ElectraEncoder(config)
+        self.rtl = ElectraEncoder(config)
+        self.cloze_head = ElectricClozeHead(config)
+        self.lm_head = nn.Linear(config.embedding_size, config.vocab_size)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings.word_embeddings = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def cloze_hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T) ids -> (B, T, E) features for the vocabulary head, position t blind to x_t."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        h = self.embeddings(input_ids=input_ids)  # (B, T, E)
+        if hasattr(self, "embeddings_project"):
+            h = self.embeddings_project(h)  # (B, T, H)
+        real = attention_mask[..., None].to(h.dtype)  # (B, T, 1): padding contributes zeros, like the edges
+        ltr = self.ltr(h, attention_mask=_tower_mask(attention_mask, True)).last_hidden_state * real  # (B, T, H)
+        rtl = self.rtl(h, attention_mask=_tower_mask(attention_mask, False)).last_hidden_state * real  # (B, T, H)
+        return self.cloze_head(ltr, rtl)  # (B, T, E)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **_) -> torch.Tensor:
+        """Logits of q(x_t = v | x_{\\t}) at every position: (B, T, V)."""
+        return self.lm_head(self.cloze_hidden(input_ids, attention_mask))
+
+
+AutoConfig.register(ElectricClozeConfig.model_type, ElectricClozeConfig)
+AutoModelForMaskedLM.register(ElectricClozeConfig, ElectricForClozeLM)
+
+
+@torch.no_grad()
+def generator_samples(generator: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      chosen: torch.Tensor, mask_id: int, temperature: float, rng: torch.Generator) -> torch.Tensor:
+    """The discriminator's input as pretraining builds it: `input_ids` (B, T) with the `chosen` (B, T)
+    positions replaced by samples of `generator` (an ELECTRA `ElectraForMaskedLM`, which sees the chosen
+    positions masked, or Electric's `ElectricForClozeLM`, which sees the clean text): (B, T)."""
+    if isinstance(generator, ElectricForClozeLM):
+        logits = generator.lm_head(generator.cloze_hidden(input_ids, attention_mask)[chosen])  # (N, V)
+    elif isinstance(generator, ElectraForMaskedLM):
+        inputs = obj.electra_mask_inputs(input_ids, chosen, mask_id, rng)  # (B, T)
+        h = generator.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
+        logits = generator.generator_lm_head(generator.generator_predictions(h[chosen]))  # (N, V)
+    else:
+        raise ValueError(f"generator {type(generator).__name__}: expected ElectraForMaskedLM or ElectricForClozeLM")
+    noisy = input_ids.clone()
+    noisy[chosen] = obj.sample_replacements(logits, temperature, rng)
+    return noisy
+
+
+def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, *, generator: bool) -> dict:
+    hidden = cfg.gen_hidden if generator else cfg.hidden_size
+    return dict(
+        vocab_size=vocab_size,
+        embedding_size=cfg.embedding_size,
+        hidden_size=hidden,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.gen_heads if generator else cfg.num_attention_heads,
+        intermediate_size=cfg.gen_intermediate if generator else cfg.intermediate_size,
+        max_position_embeddings=max(512, cfg.max_seq_length),
+        hidden_dropout_prob=cfg.hidden_dropout_prob,
+        attention_probs_dropout_prob=cfg.attention_probs_dropout_prob,
+        pad_token_id=pad_token_id,
+        tie_word_embeddings=True,
+    )
+
+
+@torch.no_grad()
+def _details(disc_logits, disc_output, labels, attention_mask, hidden, gen_logits, gen_targets) -> dict:
+    """The per-token tensors of one batch that electric.pretraining.health measures, detached."""
+    d = {"disc_logits": disc_logits, "disc_output": disc_output, "labels": labels,
+         "attention_mask": attention_mask, "hidden": hidden}
+    d = {k: (v.detach() if v is not None else None) for k, v in d.items()}
+    if gen_logits is not None:
+        d["gen_nll"] = F.cross_entropy(gen_logits.float(), gen_targets, reduction="none")  # (N,)
+        d["gen_targets"] = gen_targets
+    return d
+
+
+@dataclass
+class SpecialIds:
+    pad: int
+    mask: int
+    cls: int
+    sep: int
+    vocab_size: int
+    all_special: tuple[int, ...]
+
+    @classmethod
+    def from_tokenizer(cls, tok) -> SpecialIds:
+        return cls(tok.pad_token_id, tok.mask_token_id, tok.cls_token_id, tok.sep_token_id, len(tok),
+                   tuple(tok.all_special_ids))
+
+
+class PretrainingModel(nn.Module):
+    """Discriminator + generator with shared embeddings; `forward` runs one objective on a batch.
+
+    objective mlm: `discriminator` is None and `generator` is a full-size `ElectraForMaskedLM`.
+    objective electra: `generator` is an `ElectraForMaskedLM` of 1/4 width, embeddings shared.
+    objective electric: `generator` is an `ElectricForClozeLM` of 1/4 width, embeddings shared.
+    """
+
+    def __init__(
+        self,
+        cfg: PretrainConfig,
+        special: SpecialIds,
+        discriminator: ElectraForPreTraining | None = None,
+        generator: nn.Module | None = None,
+    ):
+        super().__init__()
+        self.cfg = cfg
+        self.special = special
+        self.register_buffer("special_ids", torch.tensor(special.all_special, dtype=torch.long), persistent=False)
+        V, pad = special.vocab_size, special.pad
+        if cfg.objective == "mlm":
+            self.discriminator = None
+            self.generator = generator or ElectraForMaskedLM(
+                ElectraConfig(**_electra_config(cfg, V, pad, generator=False))
+            )
+            return
+        if discriminator is None:
+            discriminator = ElectraForPreTraining(ElectraConfig(**_electra_config(cfg, V, pad, generator=False)))
+            if cfg.disc_bias_init == "prior":  # first logits at the label prior (a zero bias can collapse it)
+                with torch.no_grad():
+                    discriminator.discriminator_predictions.dense_prediction.bias.fill_(
+                        obj.disc_output_bias(cfg.objective, cfg.mask_prob, V))
+        self.discriminator = discriminator
+        if generator is None:
+            gen_kwargs = _electra_config(cfg, V, pad, generator=True)
+            if cfg.objective == "electra":
+                generator = ElectraForMaskedLM(ElectraConfig(**gen_kwargs))
+            else:
+                generator = ElectricForClozeLM(ElectricClozeConfig(**gen_kwargs))
+        self.generator = generator
+        self.share_embeddings()
+
+    def share_embeddings(self) -> None:
+        """Word, position, token-type embeddings and their LayerNorm are one module in both networks;
+        the generator's output layer is tied to the shared word embeddings."""
+        if self.discriminator is None:
+            return
+        shared = self.discriminator.electra.embeddings
+        if isinstance(self.generator, ElectricForClozeLM):
+            self.generator.embeddings = shared
+            self.generator.lm_head.weight = shared.word_embeddings.weight
+        else:
+            self.generator.electra.embeddings = shared
+            self.generator.generator_lm_head.weight = shared.word_embeddings.weight
+
+    # ---- the three objectives -------------------------------------------------------------------
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rng: torch.Generator,
+                details: bool = False) -> dict:
+        """input_ids, attention_mask: (B, T). Returns {"loss": scalar, metric name: detached scalar}.
+
+        details=True adds "details": the per-token tensors that training health is measured from
+        (electric.pretraining.health.health_metrics): disc_logits (the logit the loss sees; Electric's is corrected),
+        disc_output (the discriminator's own output), labels, attention_mask, hidden (the last layer of
+        the discriminator, or of the MLM encoder), gen_nll and gen_targets (generator NLL per predicted token).
+        """
+        if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
+            raise ValueError(f"input_ids {tuple(input_ids.shape)} and attention_mask "
+                             f"{tuple(attention_mask.shape)} must both be (B, T)")
+        candidates = obj.candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
+        chosen = obj.mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
+        if self.cfg.objective == "mlm":
+            return self._mlm(input_ids, attention_mask, chosen, rng, details)
+        if self.cfg.objective == "electra":
+            return self._electra(input_ids, attention_mask, chosen, rng, details)
+        return self._electric(input_ids, attention_mask, candidates, chosen, rng, details)
+
+    def _masked_lm_logits(self, model: ElectraForMaskedLM, inputs, attention_mask, positions):
+        """The vocabulary head only at `positions` (B, T) bool: logits (N, V) and the last layer (B, T, H)."""
+        h = model.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
+        return model.generator_lm_head(model.generator_predictions(h[positions])), h  # (N, V), (B, T, H)
+
+    def _discriminate(self, disc_inputs, attention_mask, details: bool):
+        """Discriminator outputs s (B, T), and its last layer (B, T, H) when details are asked for."""
+        out = self.discriminator(disc_inputs, attention_mask=attention_mask, output_hidden_states=details)
+        return out.logits, (out.hidden_states[-1] if details else None)
+
+    def _mlm(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
+        s = self.special
+        inputs = obj.bert_mask_inputs(input_ids, chosen, s.mask, s.vocab_size, rng)  # (B, T)
+        logits, h = self._masked_lm_logits(self.generator, inputs, attention_mask, chosen)  # (N, V), (B, T, H)
+        targets = input_ids[chosen]  # (N,)
+        loss = obj.mlm_loss(logits, targets)
+        out = {"loss": loss, "gen_loss": loss.detach(), "gen_acc": obj.accuracy(logits, targets)}
+        if details:
+            out["details"] = _details(None, None, None, attention_mask, h, logits, targets)
+        return out
+
+    def _electra(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
+        gen_inputs = obj.electra_mask_inputs(input_ids, chosen, self.special.mask, rng)  # (B, T)
+        gen_logits, _ = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen)  # (N, V)
+        targets = input_ids[chosen]  # (N,)
+        sampled = obj.sample_replacements(gen_logits, self.cfg.temperature, rng)  # (N,)
+        disc_inputs = input_ids.clone()
+        disc_inputs[chosen] = sampled
+        labels = obj.electra_labels(input_ids, disc_inputs)  # (B, T)
+        s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T), (B, T, H) or None
+        out = obj.electra_loss(gen_logits, targets, s, labels, attention_mask, self.cfg.gen_weight,
+                               self.cfg.disc_weight)
+        out["gen_acc"] = obj.accuracy(gen_logits, targets)
+        if details:
+            out["details"] = _details(s, s, labels, attention_mask, h, gen_logits, targets)
+        return out
+
+    def _electric(self, input_ids, attention_mask, candidates, chosen, rng, details=False) -> dict:
+        real = attention_mask.bool()  # (B, T)
+        feats = self.generator.cloze_hidden(input_ids, attention_mask)  # (B, T, E) on the clean input
+        cloze_logits = self.generator.lm_head(feats[real]).float()  # (N_real, V): vocab head at real tokens
+        log_q_all = torch.log_softmax(cloze_logits, dim=-1)  # (N_real, V)
+        is_cand = candidates[real]  # (N_real,)
+        is_chosen = chosen[real]  # (N_real,)
+        sampled = obj.sample_replacements(cloze_logits[is_chosen], self.cfg.temperature, rng)  # (k,)
+        disc_inputs = input_ids.clone()
+        disc_inputs[chosen] = sampled
+        labels = obj.electric_labels(chosen)  # (B, T): every sampled position is "noise"
+        log_q = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)  # (B, T)
+        log_q[real] = log_q_all.gather(-1, disc_inputs[real][:, None]).squeeze(-1)
+        s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T) energies, (B, T, H) or None
+        logit = obj.electric_corrected_logits(s, log_q, self.cfg.mask_prob)  # (B, T)
+        targets = input_ids[real]  # (N_real,)
+        target_log_q = log_q_all.gather(-1, targets[:, None]).squeeze(-1)  # (N_real,): log q(x_t | x_\t)
+        out = obj.electric_loss(target_log_q[is_cand], logit, labels, attention_mask, self.cfg.gen_weight,
+                                self.cfg.disc_weight)
+        with torch.no_grad():
+            out["gen_acc"] = (log_q_all.argmax(-1) == targets)[is_cand].float().mean()
+            if details:
+                out["details"] = {**_details(logit, s, labels, attention_mask, h, None, None),
+                                  "gen_nll": -target_log_q[is_cand], "gen_targets": targets[is_cand], "corrected": True}
+        return out
+
+    @torch.no_grad()
+    def fixed_noise_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, noise_probs: torch.Tensor,
+                           rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The discriminator's output s (B, T) when the usual k positions are replaced by draws from a fixed
+        distribution `noise_probs` (V,) instead of the generator, and the labels (B, T), 1 = replaced.
+
+        With unigram noise the replaced tokens have the same marginal as the originals, so only context tells
+        them apart: a measure of the discriminator that does not move as its own generator improves.
+        """
+        if self.discriminator is None:
+            raise ValueError("objective mlm has no discriminator")
+        candidates = obj.candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
+        chosen = obj.mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
+        draws = torch.multinomial(noise_probs, int(chosen.sum()), replacement=True, generator=rng)  # (k,)
+        noisy = input_ids.clone()
+        noisy[chosen] = draws
+        s = self.discriminator(noisy, attention_mask=attention_mask).logits  # (B, T)
+        return s, (noisy != input_ids).float()
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+
+    def save_pretrained(self, out_dir, tokenizer=None) -> dict[str, str]:
+        """Write `discriminator/` and `generator/` transformers directories under out_dir."""
+        written = {}
+        for name, model in (("discriminator", self.discriminator), ("generator", self.generator)):
+            if model is None:
+                continue
+            path = Path(out_dir) / name
+            model.save_pretrained(path)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(path)
+            written[name] = str(path)
+        return written

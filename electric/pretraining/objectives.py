@@ -1,0 +1,177 @@
+"""The pretraining objectives as pure functions over tensors (DESIGN §1).
+
+Conventions: `input_ids`, `attention_mask` are (B, T); a boolean (B, T) mask selects positions and
+`x[mask]` flattens them row-major to (N, ...). Randomness comes only from the `torch.Generator`
+passed in, so a step is reproducible from its seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def candidate_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: torch.Tensor) -> torch.Tensor:
+    """Positions that are neither special tokens nor padding: (B, T) bool."""
+    return attention_mask.bool() & ~torch.isin(input_ids, special_ids)
+
+
+def num_to_mask(n_candidates: torch.Tensor, mask_prob: float, max_predictions: int) -> torch.Tensor:
+    """k = max(1, round(mask_prob * n)) capped at max_predictions, per row; 0 for rows with no candidates."""
+    k = torch.clamp(torch.round(n_candidates.float() * mask_prob), min=1).long()
+    k = torch.minimum(k, torch.full_like(k, max_predictions))
+    return torch.where(n_candidates > 0, torch.minimum(k, n_candidates), torch.zeros_like(k))
+
+
+def mask_tokens(
+    candidates: torch.Tensor, mask_prob: float, max_predictions: int, rng: torch.Generator
+) -> torch.Tensor:
+    """Choose k positions per row uniformly among candidates, without duplicates: (B, T) bool."""
+    if max_predictions < 1:
+        raise ValueError(f"max_predictions must be >= 1, got {max_predictions}")
+    noise = torch.rand(candidates.shape, generator=rng, device=candidates.device)  # (B, T)
+    noise = noise.masked_fill(~candidates, 2.0)  # non-candidates sort last
+    rank = noise.argsort(dim=1).argsort(dim=1)  # (B, T): rank of each position's noise in its row
+    k = num_to_mask(candidates.sum(dim=1), mask_prob, max_predictions)  # (B,)
+    return (rank < k[:, None]) & candidates
+
+
+def electra_mask_inputs(
+    input_ids: torch.Tensor, chosen: torch.Tensor, mask_id: int, rng: torch.Generator, keep_prob: float = 0.15
+) -> torch.Tensor:
+    """ELECTRA generator input: 85% of chosen positions become [MASK], 15% keep the original token."""
+    u = torch.rand(input_ids.shape, generator=rng, device=input_ids.device)
+    return input_ids.masked_fill(chosen & (u >= keep_prob), mask_id)
+
+
+def bert_mask_inputs(
+    input_ids: torch.Tensor, chosen: torch.Tensor, mask_id: int, vocab_size: int, rng: torch.Generator
+) -> torch.Tensor:
+    """BERT MLM input: of the chosen positions 80% [MASK], 10% a random token, 10% unchanged."""
+    u = torch.rand(input_ids.shape, generator=rng, device=input_ids.device)
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=rng, device=input_ids.device)
+    out = input_ids.masked_fill(chosen & (u < 0.8), mask_id)
+    swap = chosen & (u >= 0.8) & (u < 0.9)
+    return torch.where(swap, random_ids, out)
+
+
+@torch.no_grad()
+def sample_replacements(logits: torch.Tensor, temperature: float, rng: torch.Generator) -> torch.Tensor:
+    """x_hat ~ softmax(logits / temperature) by Gumbel-max, in fp32, without gradient: (N, V) -> (N,)."""
+    u = torch.rand(logits.shape, generator=rng, device=logits.device, dtype=torch.float32)
+    gumbel = -torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7)))
+    return (logits.detach().float() / temperature + gumbel).argmax(dim=-1)
+
+
+def electra_labels(original: torch.Tensor, corrupted: torch.Tensor) -> torch.Tensor:
+    """1 ("replaced") iff the token differs from the original; a sample equal to it counts as original."""
+    return (original != corrupted).float()
+
+
+def electric_labels(chosen: torch.Tensor) -> torch.Tensor:
+    """Electric labels every sampled position "noise", even when the sample equals the original."""
+    return chosen.float()
+
+
+def log_odds(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def disc_output_bias(objective: str, mask_prob: float, vocab_size: int) -> float:
+    """Initial bias of the discriminator's output unit, so that its first logits sit at the label prior.
+
+    With the bias at 0 the first gradient is the same for every token ("move every logit to the prior"),
+    which AdamW turns into near rank-1 updates that collapse the discriminator (DESIGN §4).
+    - electra: log(p / (1 - p)), p = mask_prob, the expected replaced fraction (an untrained generator's
+      samples almost never equal the original).
+    - electric: log V. The corrected logit is s + log q + log(p / (1 - p)); with q uniform (log q = -log V)
+      an energy of log V makes it exactly log(p / (1 - p)), the prior.
+    """
+    if not 0.0 < mask_prob < 1.0:
+        raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
+    if objective == "electra":
+        return log_odds(mask_prob)
+    if objective == "electric":
+        if vocab_size < 2:
+            raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
+        return math.log(vocab_size)
+    raise ValueError(f"objective {objective!r} has no discriminator (expected electra or electric)")
+
+
+def electric_corrected_logits(energy: torch.Tensor, log_q: torch.Tensor, mask_prob: float) -> torch.Tensor:
+    """l_t = s_t + stopgrad(log q(x~_t | x_\\t)) + log(p / (1 - p)): the noise-vs-data logit of NCE."""
+    if energy.shape != log_q.shape:
+        raise ValueError(f"energy {tuple(energy.shape)} and log_q {tuple(log_q.shape)} differ in shape")
+    return energy.float() + log_q.detach().float() + log_odds(mask_prob)
+
+
+def masked_bce(logits: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy averaged over non-pad tokens."""
+    weights = attention_mask.float()
+    per_token = F.binary_cross_entropy_with_logits(logits.float(), labels, reduction="none")
+    return (per_token * weights).sum() / weights.sum().clamp(min=1.0)
+
+
+def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the positions given: (N, V), (N,)."""
+    if logits.shape[0] == 0:
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits.float(), targets)
+
+
+@torch.no_grad()
+def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    if targets.numel() == 0:
+        return torch.zeros((), device=logits.device)
+    return (logits.argmax(dim=-1) == targets).float().mean()
+
+
+@torch.no_grad()
+def _disc_metrics(logits: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor) -> dict:
+    real = attention_mask.bool()
+    pred = (logits[real] > 0).float()
+    lab = labels[real]
+    return {
+        "disc_acc": (pred == lab).float().mean(),
+        "disc_baseline_acc": (lab == 0).float().mean(),  # always answering "original"
+        "replaced_frac": lab.mean(),
+    }
+
+
+def electra_loss(
+    gen_logits: torch.Tensor,
+    gen_targets: torch.Tensor,
+    disc_logits: torch.Tensor,
+    labels: torch.Tensor,
+    attention_mask: torch.Tensor,
+    gen_weight: float = 1.0,
+    disc_weight: float = 50.0,
+) -> dict:
+    """L = gen_weight * L_MLM (masked positions) + disc_weight * BCE(sigma(s_t), label_t) (non-pad tokens)."""
+    gen = mlm_loss(gen_logits, gen_targets)
+    disc = masked_bce(disc_logits, labels, attention_mask)
+    out = {"loss": gen_weight * gen + disc_weight * disc, "gen_loss": gen.detach(), "disc_loss": disc.detach()}
+    out.update(_disc_metrics(disc_logits, labels, attention_mask))
+    return out
+
+
+def electric_loss(
+    cloze_target_log_q: torch.Tensor,
+    corrected_logits: torch.Tensor,
+    labels: torch.Tensor,
+    attention_mask: torch.Tensor,
+    gen_weight: float = 1.0,
+    disc_weight: float = 50.0,
+) -> dict:
+    """Cloze likelihood on all candidates + NCE's BCE on the corrected logits over non-pad tokens.
+
+    cloze_target_log_q: (N_cand,) log q(x_t | x_\\t) of the true token at every candidate position
+    (the log-softmax the corrected logits already need, so it is computed once).
+    """
+    gen = -cloze_target_log_q.float().mean() if cloze_target_log_q.numel() else cloze_target_log_q.sum() * 0.0
+    disc = masked_bce(corrected_logits, labels, attention_mask)
+    out = {"loss": gen_weight * gen + disc_weight * disc, "gen_loss": gen.detach(), "disc_loss": disc.detach()}
+    out.update(_disc_metrics(corrected_logits, labels, attention_mask))
+    return out
