@@ -1,4 +1,9 @@
-"""Kept so that `from electric.backend import load_backend` (docs/export.md, users' scripts) keeps working: the
-backends live in `electric.inference.backend` (torch) and `electric.inference.runtime` (ONNX)."""
+"""`electric.backend` is `electric.inference.backend` (the same module object, so every name and
+monkeypatching work): kept for `from electric.backend import load_backend` (docs/export.md) and users'
+scripts; code in the repository imports the new home."""
 
-from electric.inference.backend import Backend, TorchBackend, load_backend, resolve_backend  # noqa: F401
+import sys
+
+from electric.inference import backend
+
+sys.modules[__name__] = backend

@@ -1,5 +1,5 @@
-"""`electric.config` is `electric.pretraining.config` (the same module object, so every name, private ones included,
-and monkeypatching work): kept for the import path users' scripts and docs name."""
+"""`electric.config` is `electric.pretraining.config` (the same module object, so every name, private ones
+included, and monkeypatching work): kept for the import path users' scripts and docs name."""
 
 import sys
 

@@ -1,5 +1,5 @@
-"""`electric.data` is `electric.pretraining.data` (the same module object, so every name, private ones included,
-and monkeypatching work): kept for the import path users' scripts and docs name."""
+"""`electric.data` is `electric.pretraining.data` (the same module object, so every name, private ones
+included, and monkeypatching work): kept for the import path users' scripts and docs name."""
 
 import sys
 

@@ -1,5 +1,9 @@
-"""Kept so that `from electric.nbest import ...` (README, docs/scoring.md, users' scripts) keeps working: the n-best
-code lives in `electric.evaluation.nbest` (readers, writers, combination, metrics, tuning, report)."""
+"""`electric.nbest` is `electric.evaluation.nbest` (the same module object, so every name and monkeypatching
+work): kept for `from electric.nbest import ...` (README, docs/scoring.md) and users' scripts; code in the
+repository imports the new home."""
 
-from electric.evaluation.nbest import *  # noqa: F403
-from electric.evaluation.nbest import __all__  # noqa: F401
+import sys
+
+from electric.evaluation import nbest
+
+sys.modules[__name__] = nbest

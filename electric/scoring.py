@@ -1,36 +1,9 @@
-"""Kept so that `from electric.scoring import ...` (README, docs, users' scripts) keeps working: the scoring code
-lives in `electric.inference.scoring`."""
+"""`electric.scoring` is `electric.inference.scoring` (the same module object, so every name and
+monkeypatching work): kept for `from electric.scoring import ...` (README, docs) and users' scripts; code in
+the repository imports the new home."""
 
-from electric.inference.scoring import (  # noqa: F401
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_MAX_BATCH_TOKENS,
-    DISCRIMINATOR_METHODS,
-    METHODS,
-    MLM_METHODS,
-    Detection,
-    Encoded,
-    InputTooLongError,
-    MaskedLMScorer,
-    Scorer,
-    TextScore,
-    TokenDetection,
-    TokenScore,
-    Window,
-    WordDetection,
-    check_model_dir,
-    electra_detect,
-    electra_score,
-    electric_score,
-    encode,
-    from_encoding,
-    load_masked_lm,
-    load_scorer,
-    mlm_head,
-    mlm_token_logprobs,
-    pad_rows,
-    plan_batches,
-    resolve_model_dir,
-    run_logits,
-    rust_tokenizer,
-    token_scores_to_text_score,
-)
+import sys
+
+from electric.inference import scoring
+
+sys.modules[__name__] = scoring

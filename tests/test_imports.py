@@ -188,3 +188,20 @@ def test_serving_and_scoring_an_export_import_neither_torch_nor_transformers(dis
 err = asyncio.run(serve({str(disc_dir)!r}))
 assert "pip install 'electric[torch]'" in str(err), err
 """, TORCH)
+
+
+OLD_PATHS = {"electric.nbest": "electric.evaluation.nbest", "electric.scoring": "electric.inference.scoring",
+             "electric.backend": "electric.inference.backend", "electric.config": "electric.pretraining.config",
+             "electric.modeling": "electric.pretraining.modeling", "electric.objectives": "electric.pretraining.objectives",
+             "electric.data": "electric.pretraining.data", "electric.health": "electric.pretraining.health"}
+
+
+def test_an_old_import_path_is_its_new_module_and_import_electric_modeling_still_registers_the_cloze_model():
+    code = ("import importlib\n"
+            f"for old, new in {OLD_PATHS!r}.items():\n"
+            "    assert importlib.import_module(old) is importlib.import_module(new), old\n"
+            "from electric.commands.score import blimp_accuracy, read_blimp\n")
+    assert imported_by(code, ()) == []
+    assert imported_by("import electric.modeling\nfrom transformers import AutoConfig\n"
+                       "assert type(AutoConfig.for_model('electric-cloze')).__name__ == 'ElectricClozeConfig'",
+                       ("electric.pretraining.modeling",)) == ["electric.pretraining.modeling"]
