@@ -1,6 +1,8 @@
-"""Import structure: no circles between the library's modules, the library never imports the server or the
-training code, the server's core (engine, batcher, errors) imports no transport library, and serving an ONNX export (the server, electric.inference.runtime, scoring) imports neither torch nor
-transformers - so a serving install can leave them out."""
+"""Import structure: the library's layers (pretraining, inference, evaluation, export, CLI over the shared
+modules) import only downwards and never in a circle, the library never imports the server or the training
+code, the old flat import paths are their new modules, the server's core (engine, batcher, errors) imports no
+transport library, and serving an ONNX export (the server, electric.inference.runtime and scoring) imports
+neither torch nor transformers - so a serving install can leave them out."""
 
 from __future__ import annotations
 

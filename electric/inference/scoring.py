@@ -6,8 +6,8 @@ Scoring is split in three steps so that a server can batch many clients' texts t
    character offsets, the candidate mask (positions that are neither special nor padding), word ids,
    and the model rows to run (one row, or several overlapping windows with `sliding_window=True`);
 2. `run_logits(backend, encoded)` runs the rows through `backend.run` in padded batches under a token
-   budget (`max_batch_tokens`), bucketed by length, and stitches windows back into one (T,) row of
-   discriminator logits s_t per text;
+   budget (`max_batch_tokens`), bucketed by length (`electric.batching.plan_batches`, `pad_rows`), and
+   stitches windows back into one (T,) row of discriminator logits s_t per text;
 3. pure post-processing of ONE row: `electric_score(enc, row)` (PLL = sum of -s_t over candidates),
    `electra_score(enc, row)` (sum of log(1 - p_t)) and `electra_detect(enc, row)` (per-token and
    per-word replaced probabilities p_t: sigma(s_t), or calibrated with the model's `electric.inference.calibration`).
