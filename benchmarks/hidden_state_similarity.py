@@ -18,10 +18,9 @@ SENTENCES = ("the movie was a wonderful surprise", "a dull , lifeless film")
 
 
 def encoder_dir(run: Path) -> Path:
-    for sub in ("discriminator", "generator"):
-        if (run / sub).is_dir():
-            return run / sub
-    return run
+    from electric.checkpoint import resolve_model_dir
+
+    return resolve_model_dir(run, ("discriminator", "generator"))
 
 
 def similarity(model_dir: Path) -> tuple[float, float]:

@@ -34,9 +34,11 @@ DEFAULT_RUNS = ["runs/mlm-tiny", "runs/electra-tiny", "runs/electric-tiny"]
 
 def run_info(path: Path) -> dict:
     """Objective, size and training budget of a run directory (empty for a bare model directory)."""
+    from electric.checkpoint import run_parts
+
     info: dict = {"path": str(path)}
     cfg = path / "config.json"
-    if (path / "discriminator").is_dir() or (path / "generator").is_dir():
+    if run_parts(path):
         if cfg.is_file():
             c = json.loads(cfg.read_text())
             info.update({k: c.get(k) for k in ("objective", "preset", "hidden_size", "num_hidden_layers",
@@ -59,17 +61,18 @@ def methods_for(path: Path, word_l2r: bool, small_generators: bool = False) -> l
     """(method, model directory) pairs that apply to a run or model directory. MLM PLL runs on the
     generator of an `mlm` run (or a bare masked-LM directory); the small generator of an `electra` run
     only with `small_generators`."""
+    from electric.checkpoint import run_parts
+
     def archs(d: Path) -> list[str]:
         cfg = d / "config.json"
         return (json.loads(cfg.read_text()).get("architectures") or []) if cfg.is_file() else []
 
     out = []
-    disc = path / "discriminator" if (path / "discriminator").is_dir() else path
-    gen = path / "generator" if (path / "generator").is_dir() else path
+    parts = run_parts(path)
+    disc, gen = parts.get("discriminator", path), parts.get("generator", path)
     if "ElectraForPreTraining" in archs(disc):
         out += [("electric", disc), ("electra", disc)]
-    is_run = (path / "discriminator").is_dir() or (path / "generator").is_dir()
-    full_size_mlm = not is_run or not (path / "discriminator").is_dir()  # an mlm run has no discriminator
+    full_size_mlm = "discriminator" not in parts  # a model directory, or an mlm run (it has no discriminator)
     if any(a.endswith("ForMaskedLM") for a in archs(gen)) and (full_size_mlm or small_generators):
         out.append(("mlm-pll", gen))
         if word_l2r:
