@@ -8,7 +8,8 @@
 - `length_bucket`: the server's online batcher groups queued inputs by this power-of-two bucket (it must take
   the oldest first, so it cannot sort);
 - `bucket_length`: the padded length T' the ONNX runtime runs a batch at (a multiple of 8 on CPU, a few fixed
-  lengths on CUDA) so that it sees few distinct shapes.
+  lengths on CUDA) so that it sees few distinct shapes; a backend's `padded_length(T)` says it, so that the
+  server pads each batch once, straight to T'.
 
 NumPy only, so serving, training and the benchmarks share it.
 """
@@ -35,9 +36,9 @@ def pad_values(rows: Sequence[Sequence[int]], value: int, length: int | None = N
     return out
 
 
-def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ids -> (input_ids, attention_mask), both (B, T_max) int64."""
-    ids = pad_values(rows, pad_id)
+def pad_rows(rows: Sequence[Sequence[int]], pad_id: int, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ids -> (input_ids, attention_mask), both (B, T) int64; T = `length` or the longest row."""
+    ids = pad_values(rows, pad_id, length)
     mask = np.zeros_like(ids)
     for b, r in enumerate(rows):
         mask[b, : len(r)] = 1

@@ -618,8 +618,12 @@ def _tokenize(slot: ModelSlot, reqs: list[_Request]) -> list:
 
 
 def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
-    """Worker thread: pad, run the model once, post-process each input's row."""
-    ids, mask = pad_rows([it.enc.input_ids for it in batch], slot.pad_id)  # (B, T)
+    """Worker thread: pad (once, to the backend's own length bucket), run the model once, post-process each
+    input's row (each reads its own first `length` positions)."""
+    longest = max(it.length for it in batch)
+    padded_length = getattr(slot.backend, "padded_length", None)  # ONNX: its bucket; torch: the longest row
+    ids, mask = pad_rows([it.enc.input_ids for it in batch], slot.pad_id,
+                         padded_length(longest) if padded_length else longest)  # (B, T)
     tt = None
     if any(isinstance(it.enc, pipelines.PairEncoded) for it in batch):
         tt = pad_values([it.enc.token_type_ids if isinstance(it.enc, pipelines.PairEncoded) else () for it in batch], 0,

@@ -562,6 +562,8 @@ def test_batching_really_batches_under_concurrency(slow, backend, models):
         assert r.json()["results"][0]["score"] == pytest.approx(e["score"], abs=1e-4)
     sizes = [shape[0] for shape in backend.batches[before:]]
     assert sum(sizes) == 6 and max(sizes) > 1, sizes  # 6 requests in fewer than 6 forward passes
+    lengths = [shape[1] for shape in backend.batches[before:]]
+    assert all(t == backend.padded_length(t) and t % 8 == 0 for t in lengths), lengths  # padded once, to the bucket
     text = httpx.get(f"{slow.url}/metrics").text
     count = metric(text, "electric_batch_size_count", model="scorer")
     ones = metric(text, "electric_batch_size_bucket", model="scorer", le="1.0")

@@ -134,6 +134,10 @@ class OnnxRunner:
             raise CheckpointError(f"{str(self.path)!r} has unexpected inputs {sorted(unknown)} "
                                   f"(expected a subset of {list(INPUT_NAMES)})")
 
+    def padded_length(self, length: int) -> int:
+        """The length a batch whose longest row has `length` tokens runs at (its bucket)."""
+        return bucket_length(length, self.max_length, self.on_cuda) if self.buckets else length
+
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray:
         input_ids = np.asarray(input_ids)
@@ -151,7 +155,7 @@ class OnnxRunner:
             raise ValueError(f"empty batch: input_ids has shape {input_ids.shape}")
         if length > self.max_length:
             raise ValueError(f"sequence length {length} is above the model's max_length {self.max_length}")
-        padded = bucket_length(length, self.max_length, self.on_cuda) if self.buckets else length
+        padded = self.padded_length(length)
         feeds = {
             "input_ids": pad_columns(input_ids, padded, self.pad_token_id),  # (B, T')
             "attention_mask": pad_columns(attention_mask, padded, 0),  # (B, T')
@@ -265,6 +269,10 @@ class OnnxBackend:
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray:
         return self.runner.run(input_ids, attention_mask, token_type_ids)
+
+    def padded_length(self, length: int) -> int:
+        """The length the runtime pads a batch of longest row `length` to: pad to it first and it pads nothing."""
+        return self.runner.padded_length(length)
 
     def warmup(self, lengths: Sequence[int] = (16, 64), batch_size: int = 8) -> None:
         """Run dummy batches once, so the first real request does not pay for allocations."""
