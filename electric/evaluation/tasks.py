@@ -23,7 +23,6 @@ from typing import Literal
 
 from electric.evaluation import metrics as M
 from electric.textio import quote
-from electric.words import IGNORE_INDEX  # noqa: F401 - the label of pieces without one; finetune reads it here
 
 TaskType = Literal["classification", "pair-classification", "regression", "tagging"]
 TASK_TYPES: tuple[str, ...] = ("classification", "pair-classification", "regression", "tagging")
