@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.glue_compare import AVERAGE, TASK_DIRS, finetune_argv  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
-from electric.health import collapse_reasons_in  # noqa: E402
+from electric.pretraining.health import collapse_reasons_in  # noqa: E402
 
 OBJECTIVES = ("mlm", "electra", "electric")
 BLIMP_METHOD = {"mlm": "mlm-pll", "electra": "electra", "electric": "electric"}
@@ -152,8 +152,8 @@ def stage_blimp(args) -> None:
     """BLiMP accuracy per model with its own method, and the scoring time alone (model loading excluded)."""
     import torch
 
-    from electric.commands.score import blimp_accuracy, read_blimp
-    from electric.scoring import load_scorer
+    from electric.evaluation.blimp import blimp_accuracy, read_blimp
+    from electric.inference.scoring import load_scorer
 
     torch.set_num_threads(2)
     work = Path(args.work)
@@ -209,9 +209,9 @@ def stage_health(args) -> None:
     import torch
 
     from electric.checkpoint import load_tokenizer
-    from electric.config import PretrainConfig
-    from electric.data import build_datasets
-    from electric.modeling import PretrainingModel, SpecialIds
+    from electric.pretraining.config import PretrainConfig
+    from electric.pretraining.data import build_datasets
+    from electric.pretraining.modeling import PretrainingModel, SpecialIds
     from training.pretrain import evaluate, unigram_baseline
 
     torch.set_num_threads(2)
