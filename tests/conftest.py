@@ -112,3 +112,26 @@ def trained_run(wiki_sample, tokenizer_dir, tmp_path_factory) -> Path:
                str(tokenizer_dir), "--out", str(out), "--max-steps", "30", "--num-proc", "1"])
     assert rc == 0
     return out
+
+
+# ---- servers: a test module defines a `server` fixture (a running BackgroundServer); these reach it ------------
+
+KEY = "s3cret-key"
+AUTH = {"authorization": f"Bearer {KEY}"}
+GRPC_AUTH = (("authorization", f"Bearer {KEY}"),)
+
+
+@pytest.fixture(scope="module")
+def http(server):
+    import httpx
+
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def channel(server):
+    import grpc
+
+    with grpc.insecure_channel(server.grpc_target) as ch:
+        yield ch

@@ -18,15 +18,13 @@ import grpc
 import httpx
 import numpy as np
 import pytest
+from conftest import AUTH, GRPC_AUTH, KEY  # noqa: F401 (other server tests import them from here)
 
 from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
 
-KEY = "s3cret-key"
-AUTH = {"authorization": f"Bearer {KEY}"}
-GRPC_AUTH = (("authorization", f"Bearer {KEY}"),)
 MAX_TOKENS = 48
 MAX_INPUTS = 16
 
@@ -104,19 +102,6 @@ def server(models):
                  access_log=False)
     with BackgroundServer(s) as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def http(server):
-    with httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def channel(server):
-    ch = grpc.insecure_channel(server.grpc_target)
-    yield ch
-    ch.close()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import grpc
 import httpx
 import pytest
 from conftest import save_random_electra
-from test_server_api import AUTH, GRPC_AUTH, KEY, controlled_loader, metric, wait_until
+from test_server_api import GRPC_AUTH, KEY, controlled_loader, metric, wait_until
 
 from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
@@ -53,18 +53,6 @@ def eventually(read, expected, timeout: float = 10.0):
     while (got := read()) != expected and time.monotonic() < deadline:
         time.sleep(0.02)
     return got
-
-
-@pytest.fixture(scope="module")
-def http(server):
-    with httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def channel(server):
-    with grpc.insecure_channel(server.grpc_target) as ch:
-        yield ch
 
 
 @pytest.fixture
