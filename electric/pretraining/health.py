@@ -39,21 +39,16 @@ COLLAPSE_ADVICE = ("the discriminator has collapsed: every token gets nearly the
 def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Area under the ROC curve of `scores` for `labels` (1 = positive), ties counted half: (N,), (N,).
 
-    The Mann-Whitney statistic over average ranks; NaN when one class is absent.
+    scikit-learn's (the library's metrics use it too); NaN when one class is absent.
     """
     if scores.shape != labels.shape:
         raise ValueError(f"scores {tuple(scores.shape)} and labels {tuple(labels.shape)} differ in shape")
-    s, y = scores.detach().double().flatten(), labels.detach().bool().flatten()
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
+    y = labels.detach().bool().flatten().cpu().numpy()
+    if y.all() or not y.any():
         return math.nan
-    order = s.argsort()
-    _, inverse, counts = torch.unique(s[order], return_inverse=True, return_counts=True)
-    ends = counts.cumsum(0).double()  # 1-based rank of the last member of each group of ties
-    avg_rank = ends - (counts.double() - 1) / 2  # (G,) mean rank of each group
-    ranks = torch.empty_like(s)
-    ranks[order] = avg_rank[inverse]
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    from sklearn.metrics import roc_auc_score  # the train extra brings it (electric[metrics])
+
+    return float(roc_auc_score(y, scores.detach().double().flatten().cpu().numpy()))
 
 
 def logit_spread(logits: torch.Tensor, attention_mask: torch.Tensor) -> float:
