@@ -28,7 +28,6 @@ import torch.nn.functional as F  # noqa: E402
 from electric.checkpoint import load_tokenizer  # noqa: E402
 from electric.hardware import cpu_description, resolve_precision  # noqa: E402
 from electric.pretraining import health  # noqa: E402
-from electric.pretraining import objectives as obj  # noqa: E402
 from electric.pretraining.config import resolve_config  # noqa: E402
 from electric.pretraining.data import build_datasets  # noqa: E402
 from electric.pretraining.modeling import PretrainingModel, SpecialIds  # noqa: E402
@@ -56,18 +55,15 @@ def main(argv=None) -> None:
     train, val = build_datasets(args.data, tok, 128, 256)
     cfg = resolve_config("tiny", "electra", {"lr": args.lr})
     special = SpecialIds.from_tokenizer(tok)
-    disc = PretrainingModel(cfg, special).discriminator
+    model = PretrainingModel(cfg, special)
+    disc = model.discriminator
     noise = unigram_baseline(train, special.vocab_size, special.all_special).exp().float()  # (V,)
     noise[list(special.all_special)] = 0.0
-    special_ids = torch.tensor(special.all_special)
     bf16 = resolve_precision("auto", "cpu")[0] == "bf16"
     print(f"machine: {cpu_description()}; lr {args.lr:g}; bf16 {bf16}", flush=True)
 
-    def corrupt(ids, mask, rng):
-        chosen = obj.mask_tokens(obj.candidate_mask(ids, mask, special_ids), cfg.mask_prob, cfg.max_predictions, rng)
-        noisy = ids.clone()
-        noisy[chosen] = torch.multinomial(noise, int(chosen.sum()), replacement=True, generator=rng)
-        return noisy, (noisy != ids).float()  # (B, T), (B, T)
+    def corrupt(ids, mask, rng):  # (B, T), (B, T): as training health's fixed-noise AUC corrupts
+        return model.fixed_noise_inputs(ids, mask, noise, rng)
 
     @torch.no_grad()
     def held_out_auc() -> float:

@@ -328,24 +328,29 @@ class PretrainingModel(nn.Module):
                                   "gen_nll": -target_log_q[is_cand], "gen_targets": targets[is_cand], "corrected": True}
         return out
 
+    def fixed_noise_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, noise_probs: torch.Tensor,
+                           rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """`input_ids` (B, T) with the usual k positions replaced by draws from a fixed distribution `noise_probs`
+        (V,) instead of the generator, and the labels (B, T), 1 = replaced."""
+        candidates = obj.candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
+        chosen = obj.mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
+        draws = torch.multinomial(noise_probs, int(chosen.sum()), replacement=True, generator=rng)  # (k,)
+        noisy = input_ids.clone()
+        noisy[chosen] = draws
+        return noisy, (noisy != input_ids).float()
+
     @torch.no_grad()
     def fixed_noise_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, noise_probs: torch.Tensor,
                            rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """The discriminator's output s (B, T) when the usual k positions are replaced by draws from a fixed
-        distribution `noise_probs` (V,) instead of the generator, and the labels (B, T), 1 = replaced.
+        """The discriminator's output s (B, T) on `fixed_noise_inputs`, and their labels (B, T), 1 = replaced.
 
         With unigram noise the replaced tokens have the same marginal as the originals, so only context tells
         them apart: a measure of the discriminator that does not move as its own generator improves.
         """
         if self.discriminator is None:
             raise ValueError("objective mlm has no discriminator")
-        candidates = obj.candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
-        chosen = obj.mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
-        draws = torch.multinomial(noise_probs, int(chosen.sum()), replacement=True, generator=rng)  # (k,)
-        noisy = input_ids.clone()
-        noisy[chosen] = draws
-        s = self.discriminator(noisy, attention_mask=attention_mask).logits  # (B, T)
-        return s, (noisy != input_ids).float()
+        noisy, labels = self.fixed_noise_inputs(input_ids, attention_mask, noise_probs, rng)
+        return self.discriminator(noisy, attention_mask=attention_mask).logits, labels
 
     # ---- checkpoints ----------------------------------------------------------------------------
 
