@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -52,10 +53,20 @@ def build_model(size: str, work: Path) -> Path:
     out = work / f"{size}-onnx"
     if (out / "electric.json").is_file():
         return out
+    from electric.export.exporter import export_model
+
+    export_model(random_checkpoint(size, work), out, quantize="int8", overwrite=True, log=lambda *_: None)
+    return out
+
+
+def random_checkpoint(size: str, work: Path) -> Path:
+    """WORK/SIZE-checkpoint: a random-weight ElectraForPreTraining of `size` with an 8k WordPiece tokenizer."""
+    ckpt = work / f"{size}-checkpoint"
+    if (ckpt / "config.json").is_file():
+        return ckpt
     import torch
     from transformers import ElectraConfig, ElectraForPreTraining
 
-    from electric.export.exporter import export_model
     from training.tokenizer import train_tokenizer
 
     tok_dir = work / "tokenizer"
@@ -72,21 +83,26 @@ def build_model(size: str, work: Path) -> Path:
     torch.manual_seed(0)
     cfg = ElectraConfig(vocab_size=len(tok), max_position_embeddings=128, pad_token_id=tok.pad_token_id,
                         **SIZES[size])
-    ckpt = work / f"{size}-checkpoint"
     ElectraForPreTraining(cfg).save_pretrained(ckpt)
+    tok.model_max_length = cfg.max_position_embeddings  # what the model can take (peers pad to it)
     tok.save_pretrained(ckpt)
-    export_model(ckpt, out, quantize="int8", overwrite=True, log=lambda *_: None)
-    return out
+    return ckpt
 
 
 # ---- raw runtime -----------------------------------------------------------------------------------
 
 def raw_runtime(model: Path, texts: list[str], seconds: float, threads: int | None) -> dict:
     from electric.batching import pad_rows, plan_batches
+    from electric.inference.classify import classify_row
     from electric.inference.runtime import OnnxBackend
     from electric.inference.scoring import electric_score, encode
 
     be = OnnxBackend(model, threads=threads)
+    if be.labels is None:  # a discriminator: the library's score
+        finish = electric_score
+    else:  # a classifier: label probabilities
+        def finish(_encoded, logits):
+            return classify_row(be.labels, False, logits)
     enc = encode(be.tokenizer, texts, be.max_length)
     pad = be.tokenizer.pad_token_id
     be.warmup()
@@ -107,7 +123,7 @@ def raw_runtime(model: Path, texts: list[str], seconds: float, threads: int | No
         t0 = time.perf_counter()
         e = encode(be.tokenizer, [texts[i % len(texts)]], be.max_length)[0]
         ids, mask = pad_rows([e.input_ids], pad)
-        electric_score(e, be.run(ids, mask)[0])
+        finish(e, be.run(ids, mask)[0])
         e2e.append(time.perf_counter() - t0)
         i += 1
     throughput = {}
@@ -144,15 +160,17 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-class Server:
-    def __init__(self, model: Path, threads: int | None, log: Path, extra: list[str]):
-        self.http, self.grpc = free_port(), free_port()
-        cmd = [sys.executable, "-m", "server", "--model", str(model), "--http-port", str(self.http),
-               "--grpc-port", str(self.grpc), *(["--threads", str(threads)] if threads else []), *extra]
-        self.cmd = " ".join(cmd[1:])
+class ServerProcess:
+    """A server in its own process: started by `cmd`, ready when GET `ready_path` answers 200."""
+
+    def __init__(self, cmd: list[str], http_port: int, log: Path, ready_path: str = "/ready",
+                 env: dict[str, str] | None = None):
+        self.cmd = " ".join(cmd[1:]) if cmd[0] == sys.executable else " ".join(cmd)
+        self.ready_path = ready_path
         self.log = open(log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
-        self.url = f"http://127.0.0.1:{self.http}"
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})})
+        self.url = f"http://127.0.0.1:{http_port}"
 
     def wait_ready(self, timeout: float = 300) -> None:
         import httpx
@@ -162,12 +180,17 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited with {self.proc.returncode}; see {self.log.name}")
             try:
-                if httpx.get(f"{self.url}/ready", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}{self.ready_path}", timeout=1).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.3)
-        raise TimeoutError("the server did not get ready")
+        raise TimeoutError(f"the server did not get ready; see {self.log.name}")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the server process so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> int:
         self.proc.terminate()
@@ -176,13 +199,30 @@ class Server:
         return rc
 
 
-async def load_http(url: str, texts: list[str], concurrency: int, seconds: float, client: str = "raw") -> dict:
-    """`concurrency` keep-alive connections, each sending one request after the other for `seconds`."""
+class Server(ServerProcess):
+    """`python -m server` serving `model` (or, with `classifier`, only that classifier, named "classifier")."""
+
+    def __init__(self, model: Path, threads: int | None, log: Path, extra: list[str], classifier: bool = False):
+        self.http, self.grpc = free_port(), free_port()
+        what = ["--classifier", f"classifier={model}"] if classifier else ["--model", str(model)]
+        super().__init__([sys.executable, "-m", "server", *what, "--http-port", str(self.http),
+                          "--grpc-port", str(self.grpc), *(["--threads", str(threads)] if threads else []), *extra],
+                         self.http, log)
+
+
+def score_body(text: str) -> dict:
+    return {"texts": [text]}
+
+
+async def load_http(url: str, texts: list[str], concurrency: int, seconds: float, client: str = "raw",
+                    path: str = "/v1/score", body: Callable[[str], dict] = score_body) -> dict:
+    """`concurrency` keep-alive connections, each sending one request after the other for `seconds`: one text
+    per request, as `body(text)` POSTed to `path`."""
     if client == "httpx":
-        return await load_httpx(url, texts, concurrency, seconds)
+        return await load_httpx(url, texts, concurrency, seconds, path, body)
     host, port = url.split("//")[1].split(":")
-    bodies = [json.dumps({"texts": [t]}).encode() for t in texts]
-    head = f"POST /v1/score HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: "
+    bodies = [json.dumps(body(t)).encode() for t in texts]
+    head = f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: "
     lat, errors = [], {}
 
     async def request(reader, writer, body: bytes) -> int:
@@ -226,7 +266,8 @@ async def load_http(url: str, texts: list[str], concurrency: int, seconds: float
     return summary(lat, errors, time.perf_counter() - t_start)
 
 
-async def load_httpx(url: str, texts: list[str], concurrency: int, seconds: float) -> dict:
+async def load_httpx(url: str, texts: list[str], concurrency: int, seconds: float, path: str = "/v1/score",
+                     body: Callable[[str], dict] = score_body) -> dict:
     import httpx
 
     lat, errors = [], {}
@@ -237,7 +278,7 @@ async def load_httpx(url: str, texts: list[str], concurrency: int, seconds: floa
             while time.perf_counter() < t_end:
                 t0 = time.perf_counter()
                 try:
-                    r = await client.post("/v1/score", json={"texts": [texts[i % len(texts)]]})
+                    r = await client.post(path, json=body(texts[i % len(texts)]))
                     ok = r.status_code == 200
                     key = None if ok else f"http {r.status_code} {r.json().get('error_type')}"
                 except httpx.HTTPError as e:
@@ -248,7 +289,7 @@ async def load_httpx(url: str, texts: list[str], concurrency: int, seconds: floa
                     errors[key] = errors.get(key, 0) + 1
                 i += concurrency
 
-        await client.post("/v1/score", json={"texts": texts[:1]})
+        await client.post(path, json=body(texts[0]))
         t_start = time.perf_counter()
         t_end = t_start + seconds
         await asyncio.gather(*(worker(k) for k in range(concurrency)))
@@ -256,7 +297,8 @@ async def load_httpx(url: str, texts: list[str], concurrency: int, seconds: floa
     return summary(lat, errors, elapsed)
 
 
-async def load_grpc(target: str, texts: list[str], concurrency: int, seconds: float) -> dict:
+async def load_grpc(target: str, texts: list[str], concurrency: int, seconds: float, classify: bool = False) -> dict:
+    """As load_http, over gRPC: Scoring/Score, or Classification/Classify when `classify`."""
     import grpc
 
     from server.grpc_gen.electric.v1 import electric_pb2 as pb
@@ -264,21 +306,25 @@ async def load_grpc(target: str, texts: list[str], concurrency: int, seconds: fl
 
     lat, errors = [], {}
     async with grpc.aio.insecure_channel(target) as ch:
-        stub = pb_grpc.ScoringStub(ch)
-        requests = [pb.ScoreRequest(texts=[t]) for t in texts]
+        if classify:
+            call = pb_grpc.ClassificationStub(ch).Classify
+            requests = [pb.ClassifyRequest(texts=[t]) for t in texts]
+        else:
+            call = pb_grpc.ScoringStub(ch).Score
+            requests = [pb.ScoreRequest(texts=[t]) for t in texts]
 
         async def worker(k: int):
             i = k
             while time.perf_counter() < t_end:
                 t0 = time.perf_counter()
                 try:
-                    await stub.Score(requests[i % len(requests)], timeout=60)
+                    await call(requests[i % len(requests)], timeout=60)
                     lat.append(time.perf_counter() - t0)
                 except grpc.aio.AioRpcError as e:
                     errors[e.code().name] = errors.get(e.code().name, 0) + 1
                 i += concurrency
 
-        await stub.Score(requests[0])
+        await call(requests[0])
         t_start = time.perf_counter()
         t_end = t_start + seconds
         await asyncio.gather(*(worker(k) for k in range(concurrency)))
@@ -305,6 +351,168 @@ def batch_stats(url: str) -> tuple[float, float]:
     return count, total
 
 
+# ---- a peer server on the same classifier (--peer) -----------------------------------------------------
+
+def build_classifier(work: Path) -> tuple[Path, Path]:
+    """WORK/small-sst2, a `small` ElectraForSequenceClassification fine-tuned for one epoch on 2,000 SST-2
+    examples from random init (speed does not depend on what the weights learned), and its `electric export
+    --quantize int8` directory."""
+    ckpt, onnx = work / "small-sst2", work / "small-sst2-onnx"
+    if not (ckpt / "config.json").is_file():
+        cmd = [sys.executable, "-m", "training.finetune", "--task", "sst2", "--model", str(random_checkpoint("small", work)),
+               "--random-init", "--data", str(SHARED / "glue" / "sst2"), "--max-train-examples", "2000", "--epochs", "1",
+               "--out", str(ckpt), "--overwrite"]
+        print("+ " + " ".join(cmd[1:]), flush=True)
+        subprocess.run(cmd, cwd=REPO, check=True)
+    if not (onnx / "electric.json").is_file():
+        from electric.export.exporter import export_model
+
+        # force: a classifier at chance gives near-equal logits, whose int8-vs-fp32 Spearman is noise (the
+        # manifest keeps the max logit difference, the report prints it)
+        export_model(ckpt, onnx, quantize="int8", force=True, overwrite=True, log=lambda *_: None)
+    return ckpt, onnx
+
+
+def raw_torch(ckpt: Path, texts: list[str], seconds: float) -> dict:
+    """The peer's engine without its server: transformers' classifier in torch eager fp32 (torch's default
+    threads, as the peer runs), batch-1 latency and the best throughput over batch sizes."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    model = AutoModelForSequenceClassification.from_pretrained(ckpt).eval()
+    order = sorted(texts, key=len)
+    lat, throughput = [], {}
+    with torch.inference_mode():
+        t_end, i = time.perf_counter() + seconds / 3, 0
+        while time.perf_counter() < t_end:
+            t0 = time.perf_counter()
+            model(**tok([texts[i % len(texts)]], return_tensors="pt"))
+            lat.append(time.perf_counter() - t0)
+            i += 1
+        for bs in (8, 32, 64):
+            batches = [tok(order[k:k + bs], padding=True, return_tensors="pt") for k in range(0, len(order), bs)]
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() < t0 + seconds / 6:
+                for b in batches:
+                    model(**b)
+                    n += b["input_ids"].shape[0]
+            throughput[bs] = n / (time.perf_counter() - t0)
+    best = max(throughput, key=throughput.get)
+    return {"threads": torch.get_num_threads(), "b1_p50_ms": 1e3 * float(np.percentile(lat, 50)),
+            "b1_p99_ms": 1e3 * float(np.percentile(lat, 99)), "throughput": throughput, "best_batch": best,
+            "best_throughput": throughput[best]}
+
+
+def run_peer(args, work: Path, texts: list[str]) -> str:
+    """Electric's /v1/classify (HTTP and gRPC) and the peer's /classify on the same classifier and sentences, each
+    concurrency level in turn for every server (interleaved), beside both raw runtimes measured in this run."""
+    from benchmarks import peer_infinity as peer
+
+    exe = peer.install(work / f"peer-{peer.NAME}")
+    ckpt, onnx = build_classifier(work)
+    threads = args.threads or None
+    print("raw runtimes ...", flush=True)
+    raws = {"electric's runtime (ONNX Runtime int8), server threads": raw_runtime(onnx, texts, args.raw_seconds, threads),
+            "electric's runtime (ONNX Runtime int8), default threads": raw_runtime(onnx, texts, args.raw_seconds, None),
+            f"{peer.NAME}'s engine (torch eager fp32), default threads": raw_torch(ckpt, texts, args.raw_seconds)}
+    for name, r in raws.items():
+        print(f"  {name}: batch-1 p50 {r['b1_p50_ms']:.2f} ms, best {r['best_throughput']:.0f} sent/s", flush=True)
+    ours = Server(onnx, threads, work / "server-classifier.log", args.server_args.split(), classifier=True)
+    port = free_port()
+    theirs = ServerProcess(peer.command(exe, ckpt, port, args.peer_batch_size), port, work / f"peer-{peer.NAME}.log",
+                           ready_path="/health", env=peer.ENV)
+    rows, load_start = [], os.getloadavg()
+    try:
+        ours.wait_ready()
+        theirs.wait_ready()
+        asyncio.run(load_http(theirs.url, texts[:8], 1, 2.0, path=peer.ROUTE, body=peer.body))  # its first calls
+        points = (("electric", "http", ours, lambda c: load_http(ours.url, texts, c, args.seconds, path="/v1/classify",
+                                                                 body=lambda t: {"texts": [t]})),
+                  ("electric", "grpc", ours, lambda c: load_grpc(f"127.0.0.1:{ours.grpc}", texts, c, args.seconds,
+                                                                 classify=True)),
+                  (peer.NAME, "http", theirs, lambda c: load_http(theirs.url, texts, c, args.seconds, path=peer.ROUTE,
+                                                                  body=peer.body)))
+        for c in args.concurrency:
+            for name, transport, server, load in points:
+                idle = theirs if server is ours else ours
+                cpu0, idle0 = server.cpu_seconds(), idle.cpu_seconds()
+                r = asyncio.run(load(c))
+                r.update(server=name, transport=transport, concurrency=c, rss_mb=rss_mb(server.proc.pid),
+                         cpu_s=server.cpu_seconds() - cpu0, idle_cpu_s=idle.cpu_seconds() - idle0)
+                rows.append(r)
+                print(f"{name:9s} {transport:4s} c={c:<3d} {r['rps']:7.0f} req/s  p50 {r['p50_ms']:7.2f} ms  "
+                      f"p99 {r['p99_ms']:7.2f} ms  errors {r['errors'] or 0}  (the other server's CPU meanwhile: "
+                      f"{r['idle_cpu_s']:.2f} s)", flush=True)
+    finally:
+        rcs = {"electric": ours.stop(), peer.NAME: theirs.stop()}
+    manifest = json.loads((onnx / "electric.json").read_text())
+    return render_peer(args, rows, raws, rcs, load_start, os.getloadavg(), ours.cmd, theirs.cmd, manifest, peer)
+
+
+def render_peer(args, rows, raws, rcs, load_start, load_end, ours_cmd, theirs_cmd, manifest, peer) -> str:
+    ort = raws["electric's runtime (ONNX Runtime int8), server threads"]
+    ort_best = max(r["best_throughput"] for k, r in raws.items() if k.startswith("electric's"))
+    torch_raw = raws[f"{peer.NAME}'s engine (torch eager fp32), default threads"]
+    out = [f"# `electric serve` beside {peer.NAME} on the same classifier", "",
+           f"Command: `python benchmarks/bench_server.py --peer {peer.NAME} --concurrency "
+           f"{' '.join(map(str, args.concurrency))} --seconds {args.seconds:g} --threads {args.threads}`  ",
+           f"Electric: `python {ours_cmd.replace(str(REPO) + '/', '')}`  ",
+           f"Peer: `{theirs_cmd.replace(str(REPO) + '/', '')}` ({peer.SPEC}, torch {peer.TORCH_SPEC.split('==')[1]}, "
+           "in its own virtual environment)  ",
+           f"Machine: {machine()}; load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end "
+           "(the load generator runs on the same 2 cores; nothing else was meant to run).", "",
+           "The classifier: a `small` ElectraForSequenceClassification (12 layers, 256 wide) fine-tuned on SST-2 for "
+           "one epoch from random init — the speed, not the accuracy, is measured. Electric serves its `electric "
+           f"export --quantize int8` graph (int8 vs fp32 max logit difference "
+           f"{manifest.get('parity', {}).get('int8', {}).get('max_abs_diff', float('nan')):.4f}); the peer serves the "
+           "transformers directory with its torch engine (fp32). Sentences: the first hypothesis of each of "
+           f"{args.sentences} ATIS test utterances, one per request, the same for both servers. Each concurrency "
+           "level ran for every server in turn (interleaved); both servers stayed up, and the idle one's CPU time "
+           "during each point is in the last column.", "",
+           "## Raw runtimes (no server, one process)", "",
+           "| runtime | threads | batch-1 p50 / p99 (ms) | sentences/s at batch 8 / 32 / 64 | best |",
+           "|---|---|---|---|---|"]
+    for name, r in raws.items():
+        t = r["throughput"]
+        out.append(f"| {name} | {r['threads']} | {r['b1_p50_ms']:.2f} / {r['b1_p99_ms']:.2f} | {t[8]:.0f} / {t[32]:.0f} / "
+                   f"{t[64]:.0f} | {r['best_throughput']:.0f} (batch {r['best_batch']}) |")
+    out += ["", "## Servers", "",
+            "| server | transport | concurrency | requests/s | p50 (ms) | p99 (ms) | requests/s ÷ ORT raw best | "
+            "requests/s ÷ torch raw best | p99 ÷ ORT batch-1 p50 | errors | server CPU (s) | idle server CPU (s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['server']} | {r['transport']} | {r['concurrency']} | {r['rps']:.0f} | {r['p50_ms']:.2f} | "
+                   f"{r['p99_ms']:.2f} | {r['rps'] / ort_best:.0%} | {r['rps'] / torch_raw['best_throughput']:.0%} | "
+                   f"{r['p99_ms'] / ort['b1_p50_ms']:.1f}× | {sum(r['errors'].values()) if r['errors'] else 0} | "
+                   f"{r['cpu_s']:.1f} | {r['idle_cpu_s']:.2f} |")
+
+    def point(name, transport, c):
+        return next((r for r in rows if r["server"] == name and r["transport"] == transport and r["concurrency"] == c),
+                    None)
+
+    out += ["", "## Targets (issue 14)", ""]
+    hi, lo = max(args.concurrency), min(args.concurrency)
+    theirs_hi, theirs_lo = point(peer.NAME, "http", hi), point(peer.NAME, "http", lo)
+    for transport in ("http", "grpc"):
+        mine_hi, mine_lo = point("electric", transport, hi), point("electric", transport, lo)
+        if None in (mine_hi, mine_lo, theirs_hi, theirs_lo):
+            continue
+        out.append(f"- electric {transport} vs {peer.NAME} http: requests/s at c={hi} {mine_hi['rps']:.0f} vs "
+                   f"{theirs_hi['rps']:.0f} ({mine_hi['rps'] / theirs_hi['rps']:.1f}×: "
+                   f"{'ahead' if mine_hi['rps'] > theirs_hi['rps'] else 'behind'}); p99 at c={lo} {mine_lo['p99_ms']:.2f} "
+                   f"vs {theirs_lo['p99_ms']:.2f} ms ({'ahead' if mine_lo['p99_ms'] < theirs_lo['p99_ms'] else 'behind'})")
+    out += ["", "Exit status after SIGTERM: " + ", ".join(f"{k} {v}" for k, v in rcs.items()) + ".", "",
+            f"What {peer.NAME} needed here:", *[f"- {w}" for w in peer.WORKAROUNDS], ""]
+    return "\n".join(out)
+
+
+def machine() -> str:
+    from electric.hardware import cpu_description
+
+    return f"{cpu_description()}, Python {platform.python_version()}"
+
+
 # ---- main ------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,10 +532,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="raw: a minimal asyncio HTTP/1.1 keep-alive client (default; httpx's client spends more "
                          "CPU per request than the server on this 2-core machine); httpx: httpx.AsyncClient")
     ap.add_argument("--server-args", default="", help="extra `python -m server` flags, e.g. '--max-wait-ms 1'")
+    ap.add_argument("--peer", choices=("infinity",),
+                    help="instead: serve a fine-tuned `small` classifier with electric (/v1/classify, HTTP and gRPC) "
+                         "and with this peer server (installed into WORK/peer-NAME, its own virtual environment), "
+                         "interleaved; writes benchmarks/results/server_peer.md unless --out is given")
+    ap.add_argument("--peer-batch-size", type=int, default=32, help="the peer's --batch-size (default 32, its own)")
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     texts = sentences(args.sentences)
+    if args.peer:
+        report = run_peer(args, work, texts)
+        out = Path(args.out) if "--out" in (argv if argv is not None else sys.argv) else \
+            REPO / "benchmarks" / "results" / "server_peer.md"
+        out.write_text(report)
+        print(report)
+        return 0
     threads = args.threads or None
     load_start = os.getloadavg()
     rows, raws, notes = [], {}, []

@@ -1,0 +1,64 @@
+"""The peer of `bench_server.py --peer infinity`: infinity-emb (github.com/michaelfeil/infinity) serving the same
+fine-tuned sequence classifier from its `/classify` route, installed into a virtual environment of its own
+(never into the project's).
+
+What it needed, recorded in the report:
+- its own venv with the pinned CPU torch installed first (its `torch` extra would otherwise pull a CUDA build);
+- HF_HUB_OFFLINE=1 (the model is a local directory) and its telemetry off (INFINITY_ANONYMOUS_USAGE_STATS=0,
+  DO_NOT_TRACK=1: the machine has no internet);
+- the classifier's tokenizer must state the model's real `model_max_length`: infinity warms up with an input
+  of the tokenizer's maximum length and fails at start-up when the tokenizer says 512 and the position
+  embeddings hold 128 (bench_server's checkpoints now save the model's length with the tokenizer);
+- `--no-vector-disk-cache` so no answer is served from a cache of earlier requests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+NAME = "infinity"
+SPEC = "infinity-emb[torch,optimum,server]==0.0.78"
+TORCH_SPEC = "torch==2.13.0"  # the CPU build on this machine's disk; a bare `torch` is a multi-GB CUDA build
+ROUTE = "/classify"
+ENV = {"HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
+WORKAROUNDS = (
+    f"infinity-emb installed into its own virtual environment with `pip install {TORCH_SPEC}` first, then "
+    f"`pip install '{SPEC}'`",
+    "HF_HUB_OFFLINE=1 and telemetry off (INFINITY_ANONYMOUS_USAGE_STATS=0, DO_NOT_TRACK=1): the model is a local "
+    "directory and the machine has no internet",
+    "the tokenizer's model_max_length set to the model's 128 positions: infinity warms up with an input of the "
+    "tokenizer's maximum length (512 before) and failed at start-up",
+    "`--no-vector-disk-cache`, so no answer comes from a cache of earlier requests",
+)
+
+
+def install(venv: Path, log=print) -> Path:
+    """The `infinity_emb` executable of `venv`, installing it there first unless an install of this SPEC is there."""
+    exe = venv / "bin" / "infinity_emb"
+    stamp = venv / "electric-peer.json"
+    wanted = {"torch": TORCH_SPEC, "peer": SPEC}
+    if exe.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == wanted:
+        return exe
+    log(f"installing {SPEC} into {venv} (its own virtual environment; a few minutes) ...")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    for spec in (TORCH_SPEC, SPEC):
+        if subprocess.run([*pip, spec]).returncode != 0:
+            raise SystemExit(f"could not install {spec} into {venv}; see pip's output above")
+    stamp.write_text(json.dumps(wanted) + "\n")
+    return exe
+
+
+def command(exe: Path, model_dir: Path, port: int, batch_size: int) -> list[str]:
+    """infinity's v2 CLI serving `model_dir` as "classifier" with its torch engine on the CPU."""
+    return [str(exe), "v2", "--model-id", str(Path(model_dir).resolve()), "--served-model-name", "classifier",
+            "--port", str(port), "--host", "127.0.0.1", "--engine", "torch", "--device", "cpu",
+            "--batch-size", str(batch_size), "--no-vector-disk-cache"]
+
+
+def body(text: str) -> dict:
+    """One text per request, as infinity's /classify takes it."""
+    return {"model": "classifier", "input": [text]}
