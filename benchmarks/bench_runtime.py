@@ -205,15 +205,17 @@ def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
     ids, mask, cand = data
     tok = AutoTokenizer.from_pretrained(src)
     config = json.loads((src / "config.json").read_text())
-    # (exporter, attention, ORT transformer optimizer fusion, quant_pre_process before int8, int8 heads too)
+    # (exporter, attention, ORT transformer optimizer fusion, quant_pre_process before int8, int8 heads too);
+    # fusion "qattention" also quantises the fused Attention nodes (their Q/K/V projection) to QAttention
     variants = [("legacy", "eager", False, False, False), ("legacy", "sdpa", False, False, False),
                 ("dynamo", "eager", False, False, False), ("dynamo", "sdpa", False, False, False),
-                ("legacy", "eager", True, False, False), ("legacy", "eager", False, True, False),
-                ("legacy", "eager", False, False, True)]
+                ("legacy", "eager", True, False, False), ("legacy", "eager", "qattention", False, False),
+                ("legacy", "eager", False, True, False), ("legacy", "eager", False, False, True)]
     ref = batched(TorchBackend(src, device="cpu").run, ids, mask)
     rows, runs = [], {}
     for exporter, attn, fused, pre, all_int8 in variants:
         name = f"{exporter} exporter, {attn} attention" + (", ORT transformer optimizer (fused)" if fused else "") \
+            + (", int8 fused Attention (QAttention)" if fused == "qattention" else "") \
             + (", quant_pre_process before int8" if pre else "") \
             + (", int8 head and embedding projection too" if all_int8 else "")
         d = work / f"cmp-{len(rows)}"
@@ -226,7 +228,8 @@ def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
             if fused:
                 optimize_transformer(fp32, d / "fused.onnx", config)
                 fp32 = d / "fused.onnx"
-            quantize_int8(fp32, d / "int8.onnx", preprocess=pre, **({"keep_fp32": ()} if all_int8 else {}))
+            quantize_int8(fp32, d / "int8.onnx", preprocess=pre, **({"keep_fp32": ()} if all_int8 else {}),
+                          **({"op_types": ("MatMul", "Gemm", "Attention")} if fused == "qattention" else {}))
         except Exception as e:  # noqa: BLE001 - report, go on with the next variant
             rows.append({"name": name, "error": f"{type(e).__name__}: {str(e)[:160]}"})
             log(f"{name}: failed: {e}")

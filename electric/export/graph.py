@@ -111,14 +111,17 @@ def _without_preprocess_advice() -> Iterator[None]:
         logging.getLogger().removeFilter(advice)
 
 
-def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: Sequence[str] = KEEP_FP32) -> None:
+def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: Sequence[str] = KEEP_FP32,
+                  op_types: Sequence[str] = ("MatMul", "Gemm")) -> None:
     """Dynamic int8 quantisation (int8 weights per tensor, uint8 activations) of the encoder's MatMuls.
 
     keep_fp32: MatMul/Gemm nodes whose name contains one of these stay fp32: the output head and the
     embedding projection, <2% of the FLOPs but most of the ranking error (measured on a briefly trained
     discriminator: per-token PLL Spearman vs fp32 0.70 with them quantised, 0.999 without).
     preprocess: run onnxruntime's quant_pre_process first, as its quantiser advises; measured in
-    benchmarks/bench_runtime.py, not the default."""
+    benchmarks/bench_runtime.py, not the default.
+    op_types: the node types quantised; "Attention" adds the fused attention of `optimize_transformer`'s graph
+    (its Q/K/V projection becomes QAttention), measured in benchmarks/bench_runtime.py."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -131,10 +134,10 @@ def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: 
             src = pre
         graph = onnx.load(str(src), load_external_data=False).graph
         exclude = [n.name for n in graph.node
-                   if n.op_type in ("MatMul", "Gemm") and any(k in n.name for k in keep_fp32)]
+                   if n.op_type in op_types and any(k in n.name for k in keep_fp32)]
         # DefaultTensorType: outputs that shape inference leaves untyped (e.g. after fusion) are float
         with _without_preprocess_advice():
-            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"],
+            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=list(op_types),
                              per_channel=False, reduce_range=False, nodes_to_exclude=exclude,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     except Exception as e:  # noqa: BLE001 - any library failure is one clear error
