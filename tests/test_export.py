@@ -130,6 +130,32 @@ def test_int8_graph_quantises_the_encoder_only(exported):
     assert len(kept) == 3  # head dense, head prediction, embedding projection stay fp32
 
 
+def test_fused_int8_graph_quantises_the_fused_attention_and_keeps_parity(disc_dir, tmp_path, sentences_file):
+    out = tmp_path / "fused"
+    rc = cli(["export", "--model", str(disc_dir), "--out", str(out), "--quantize", "int8", "--int8-graph", "fused",
+              "--parity-data", str(sentences_file), "--no-calibration"])
+    assert rc == 0
+    ops = [n.op_type for n in onnx.load(str(out / "model.int8.onnx")).graph.node]
+    assert ops.count("QAttention") == 2  # one per layer: the fused attention's Q/K/V projection in int8
+    assert "Attention" not in ops and "SkipLayerNormalization" in ops
+    assert not (out / "model.fused.onnx").exists()  # the intermediate graph is not shipped
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["parity"]["int8"]["graph"] == "fused" and manifest["parity"]["int8"]["passed"]
+    backend = load_backend(out)  # the runtime runs it on padded batches like the fp32 graph
+    enc = [load_tokenizer(out)(t)["input_ids"] for t in ("show me flights to denver", "a short one")]
+    ids = np.zeros((2, max(map(len, enc))), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for i, e in enumerate(enc):
+        ids[i, : len(e)], mask[i, : len(e)] = e, 1
+    fp32 = load_backend(out, precision="fp32").run(ids, mask)
+    assert np.abs(backend.run(ids, mask) - fp32)[mask == 1].max() < 0.05
+
+
+def test_an_unknown_int8_graph_is_refused(disc_dir, tmp_path):
+    with pytest.raises(ex.ExportError, match="int8-graph"):
+        ex.export_model(disc_dir, tmp_path / "x", quantize="int8", int8_graph="magic")
+
+
 # ---- classifier and tagger heads ----------------------------------------------------------------
 
 @pytest.mark.parametrize("arch,kind,num_labels", [("ElectraForSequenceClassification", "classifier", 3),

@@ -33,6 +33,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     ap.add_argument("--out", required=True, metavar="DIR", help="output directory (must not exist)")
     ap.add_argument("--quantize", choices=("int8",), help="also write a dynamically int8-quantised graph "
                     "(the CPU runtime's default when present)")
+    ap.add_argument("--int8-graph", choices=("plain", "fused"), default="plain",
+                    help="how the int8 graph is made: plain = the exported graph's MatMuls quantised (default); "
+                         "fused = onnxruntime's transformer optimizer first (fused Attention, SkipLayerNorm, BiasGelu), "
+                         "then its MatMuls and Attention quantised (BENCHMARKS.md compares the two)")
     ap.add_argument("--fp16", action="store_true", help="also write an fp16 graph (the CUDA runtime's default)")
     ap.add_argument("--opset", type=int, default=17, metavar="N", help="ONNX opset (default 17)")
     ap.add_argument("--parity-data", metavar="FILE",
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                      force=args.force, overwrite=args.overwrite, parity_data=args.parity_data,
                      triton_repo=args.triton_repo, triton_model_name=args.triton_name, threads=args.threads,
                      calibrate=not args.no_calibration, generator=args.generator,
-                     calibration_data=args.calibration_data,
+                     calibration_data=args.calibration_data, int8_graph=args.int8_graph,
                      default_sentences=default_sentences(), log=lambda msg: print(msg, file=sys.stderr))
     except (CheckpointError, ExportError) as e:
         print(f"electric export: error: {e}", file=sys.stderr)

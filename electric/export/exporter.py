@@ -58,6 +58,7 @@ from electric.export.graph import (
     convert_fp16,
     export_onnx,
     load_for_export,
+    optimize_transformer,
     quantize_int8,
 )
 from electric.export.parity import (
@@ -75,6 +76,9 @@ from electric.inference.runtime import CPU, CUDA, INPUT_NAMES, OUTPUT_NAME, Onnx
 FP32_TOLERANCE = 1e-4  # max |ONNX fp32 - torch| over real tokens
 MIN_SPEARMAN = 0.99  # int8/fp16 vs fp32, sentence-level
 FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx", "fp16": "model.fp16.onnx"}
+# how the int8 graph is made: "plain" = the exported graph's MatMuls quantised; "fused" = onnxruntime's transformer
+# optimizer first (fused Attention, SkipLayerNorm, BiasGelu), then its MatMuls and Attention quantised
+INT8_GRAPHS = ("plain", "fused")
 TOKENIZER_EXTRA = ("tokenizer_config.json", "special_tokens_map.json")
 GENERATOR_HEADS = {"ElectraForMaskedLM", "ElectricForClozeLM"}
 FORMAT_VERSION = 1
@@ -168,7 +172,8 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
                  triton_model_name: str | None = None, exporter: str = "legacy",
                  attn_implementation: str = "eager", threads: int | None = None, calibrate: bool = True,
                  generator: str | Path | None = None, calibration_data: str | Path | None = None,
-                 default_sentences: str | Path | None = None, log: Callable[[str], None] = print) -> dict:
+                 default_sentences: str | Path | None = None, int8_graph: str = INT8_GRAPHS[0],
+                 log: Callable[[str], None] = print) -> dict:
     """Export, check parity, calibrate, quantise/convert, write the manifest; returns the manifest.
 
     Parity runs on `parity_data` sentences, else on the `default_sentences` file when it exists (`electric
@@ -181,6 +186,8 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
     Nothing is left in `out_dir` (or the Triton repository) unless everything succeeded."""
     if quantize not in (None, "int8"):
         raise ExportError(f"--quantize {quantize!r}: only int8 is supported")
+    if int8_graph not in INT8_GRAPHS:
+        raise ExportError(f"--int8-graph {int8_graph!r}: expected one of {', '.join(INT8_GRAPHS)}")
     if not 7 <= opset <= 21:
         raise ExportError(f"--opset {opset}: expected 7..21 (17 recommended)")
     src, config, kind, arch = inspect_checkpoint(model_dir)
@@ -240,7 +247,16 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
         files = {"fp32": FILES["fp32"]}
         variants = []
         if quantize == "int8":
-            quantize_int8(fp32_path, tmp / FILES["int8"])
+            if int8_graph == "fused":  # onnxruntime's fused BERT graph, its Attention quantised too (QAttention)
+                fused = tmp / "model.fused.onnx"
+                try:
+                    optimize_transformer(fp32_path, fused, config)
+                except Exception as e:  # noqa: BLE001 - any optimizer failure is one clear error
+                    raise ExportError(f"the fused int8 graph failed at fusion: {type(e).__name__}: {e}") from e
+                quantize_int8(fused, tmp / FILES["int8"], op_types=("MatMul", "Gemm", "Attention"))
+                fused.unlink()
+            else:
+                quantize_int8(fp32_path, tmp / FILES["int8"])
             variants.append(("int8", [CPU]))
         if fp16:
             convert_fp16(fp32_path, tmp / FILES["fp16"])
@@ -261,6 +277,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
                 **({"spearman_per_token": st["spearman_per_token"]} if "spearman_per_token" in st else {}),
                 "reference": "onnx fp32", "min_spearman": MIN_SPEARMAN, "passed": bool(ok),
                 "forced": bool(not ok and force), "provider": runner.providers[0],
+                **({"graph": int8_graph} if precision == "int8" else {}),
                 "size_mb": round(path.stat().st_size / 2**20, 2),
             }
             per_token = f" (per token {st['spearman_per_token']:.4f})" if "spearman_per_token" in st else ""
