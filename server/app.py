@@ -2,7 +2,7 @@
 calling one `Engine`.
 
     app = create_app(Settings(model="runs/scorer-onnx"))      # tests: their own settings, a tiny model
-    asyncio.run(serve(settings))                              # `electric serve` / `python -m server`
+    run_server(settings)                                      # `electric serve` / `python -m server`
 
 Startup: uvicorn runs the lifespan, which starts the gRPC server and the engine's loading task and
 returns at once, so /health answers while the models load; /ready (and gRPC health) turn SERVING after
@@ -141,6 +141,40 @@ def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None
     return server, app
 
 
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """What makes the process's event loop: uvloop's (its loop, socket and timer code is libuv and C, so each
+    request costs the loop less Python) for "uvloop", and for "auto" when it is installed; asyncio's otherwise.
+    grpc.aio and uvicorn both run on either. ValueError when "uvloop" is asked for and not installed."""
+    if choice not in ("auto", "uvloop", "asyncio"):
+        raise ValueError(f"event loop {choice!r}: expected auto, uvloop or asyncio")
+    if choice != "asyncio":
+        try:
+            import uvloop  # noqa: PLC0415 - optional
+        except ImportError:
+            if choice == "uvloop":
+                raise ValueError("event loop uvloop: uvloop is not installed (pip install uvloop; Linux and macOS "
+                                 "only), or use --event-loop asyncio") from None
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def run_server(settings: Settings, factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> int:
+    """`serve` on a loop from `factory` (default: the one `settings.event_loop` asks for); the exit status."""
+    factory = factory or event_loop_factory(settings.event_loop)
+    log.info("event loop: %s", factory.__module__.split(".")[0])
+    if sys.version_info >= (3, 11):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(serve(settings))
+    loop = factory()  # Python 3.10: asyncio.run has no loop factory
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(serve(settings))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
 async def serve(settings: Settings, *, loader: Callable[..., Any] | None = None) -> int:
     """Run until SIGTERM/SIGINT; 0 on a clean stop, 1 if the models could not be loaded."""
     # The event loop and the inference thread hand the GIL back and forth on every batch; Python's
@@ -177,7 +211,7 @@ class BackgroundServer:
         self.error: BaseException | None = None
 
     def _run(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = event_loop_factory(self.settings.event_loop)()
         try:
             self.loop.run_until_complete(self.server.serve())
         except BaseException as e:  # noqa: BLE001 - reported by start()

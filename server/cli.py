@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
@@ -86,10 +85,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {where}: {err['msg']}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    from server.app import serve  # noqa: PLC0415 - keep `electric --help` fast
+    from server.app import event_loop_factory, run_server  # noqa: PLC0415 - keep `electric --help` fast
 
     try:
-        return asyncio.run(serve(settings))
+        loop_factory = event_loop_factory(settings.event_loop)
+    except ValueError as e:  # uvloop asked for and not installed
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        return run_server(settings, loop_factory)
     except KeyboardInterrupt:
         return 130
 

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = Field(None, description="require `Authorization: Bearer KEY` (gRPC: `authorization` "
                                                         f"metadata); {', '.join(OPEN_HTTP_PATHS)}, gRPC health and "
                                                         "reflection stay open")
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        "auto", description="the event loop both transports run on: uvloop (libuv; less Python per request), asyncio "
+                            "(the standard library's), or auto = uvloop when installed, else asyncio")
     # --- limits
     max_inputs_per_request: int = Field(256, ge=1, description="texts (or hypotheses, or pairs) in one request")
     max_tokens_per_input: int = Field(0, ge=0, description="tokens per input, [CLS]/[SEP] included "

@@ -100,10 +100,12 @@ def tiny_scorer(tmp_path_factory):
 
 
 @pytest.mark.integration
-def test_a_real_process_serves_logs_and_stops_on_sigterm(tiny_scorer):
+@pytest.mark.parametrize("event_loop, runs_on", [("auto", "uvloop"), ("asyncio", "asyncio")])
+def test_a_real_process_serves_logs_and_stops_on_sigterm(tiny_scorer, event_loop, runs_on):
     http_port, grpc_port = free_port(), free_port()
     env = {**os.environ, "ELECTRIC_MODEL": str(tiny_scorer), "ELECTRIC_HTTP_PORT": str(http_port),
-           "ELECTRIC_GRPC_PORT": str(grpc_port), "ELECTRIC_MAX_INPUTS_PER_REQUEST": "5", "PYTHONUNBUFFERED": "1"}
+           "ELECTRIC_GRPC_PORT": str(grpc_port), "ELECTRIC_MAX_INPUTS_PER_REQUEST": "5", "PYTHONUNBUFFERED": "1",
+           "ELECTRIC_EVENT_LOOP": event_loop}
     proc = subprocess.Popen([sys.executable, "-m", "electric.cli", "serve", "--max-inputs-per-request", "3"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{http_port}"
@@ -135,4 +137,23 @@ def test_a_real_process_serves_logs_and_stops_on_sigterm(tiny_scorer):
     assert [x["status"] for x in access] == [200, 413]
     assert access[0]["inputs"] == 1 and access[0]["total_ms"] > 0 and "queue_ms" in access[0]
     assert access[1]["error_type"] == "payload_too_large"
+    assert f"event loop: {runs_on}" in [x.get("msg") for x in lines]  # uvloop is a dependency: auto takes it
     assert "Traceback" not in err
+
+
+def test_the_event_loop_is_uvloop_when_installed_and_a_missing_one_is_explained(monkeypatch, capsys):
+    import asyncio
+
+    from server.app import event_loop_factory
+
+    assert event_loop_factory("asyncio") is asyncio.new_event_loop
+    assert event_loop_factory("auto").__module__.startswith("uvloop")
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if it were not installed
+    assert event_loop_factory("auto") is asyncio.new_event_loop
+    with pytest.raises(ValueError, match="pip install uvloop"):
+        event_loop_factory("uvloop")
+    from electric.cli import build_parser
+    from server.cli import run
+
+    assert run(build_parser().parse_args(["serve", "--model", "/nowhere", "--event-loop", "uvloop"])) == 2
+    assert "uvloop is not installed" in capsys.readouterr().err
