@@ -213,12 +213,17 @@ def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
     variants = [("legacy", "eager", False, False, False), ("legacy", "sdpa", False, False, False),
                 ("dynamo", "eager", False, False, False), ("dynamo", "sdpa", False, False, False),
                 ("legacy", "eager", True, False, False), ("legacy", "eager", "qattention", False, False),
-                ("legacy", "eager", False, True, False), ("legacy", "eager", False, False, True)]
+                ("legacy", "eager", False, True, False), ("legacy", "eager", False, False, True),
+                ("legacy", "eager", "static", False, False)]
+    if args.compare_int8_only:  # the ways of making the int8 graph, on the default export
+        variants = [v for v in variants if v[:2] == ("legacy", "eager") and not v[3] and not v[4]]
     ref = batched(TorchBackend(src, device="cpu").run, ids, mask)
     rows, runs = [], {}
     for exporter, attn, fused, pre, all_int8 in variants:
-        name = f"{exporter} exporter, {attn} attention" + (", ORT transformer optimizer (fused)" if fused else "") \
+        name = f"{exporter} exporter, {attn} attention" + (", ORT transformer optimizer (fused)"
+                                                            if fused in (True, "qattention") else "") \
             + (", int8 fused Attention (QAttention)" if fused == "qattention" else "") \
+            + (", static QDQ int8 of every MatMul, calibrated on 64 of these sentences" if fused == "static" else "") \
             + (", quant_pre_process before int8" if pre else "") \
             + (", int8 head and embedding projection too" if all_int8 else "")
         d = work / f"cmp-{len(rows)}"
@@ -228,11 +233,14 @@ def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
         try:
             export_onnx(load_for_export(src, "ElectraForPreTraining", attn), fp32, exporter=exporter,
                         pad_token_id=tok.pad_token_id)
-            if fused:
+            if fused in (True, "qattention"):
                 optimize_transformer(fp32, d / "fused.onnx", config)
                 fp32 = d / "fused.onnx"
-            quantize_int8(fp32, d / "int8.onnx", preprocess=pre, **({"keep_fp32": ()} if all_int8 else {}),
-                          **({"op_types": ("MatMul", "Gemm", "Attention")} if fused == "qattention" else {}))
+            if fused == "static":
+                quantize_static_qdq(fp32, d / "int8.onnx", ids[:64], mask[:64])
+            else:
+                quantize_int8(fp32, d / "int8.onnx", preprocess=pre, **({"keep_fp32": ()} if all_int8 else {}),
+                              **({"op_types": ("MatMul", "Gemm", "Attention")} if fused == "qattention" else {}))
         except Exception as e:  # noqa: BLE001 - report, go on with the next variant
             rows.append({"name": name, "error": f"{type(e).__name__}: {str(e)[:160]}"})
             log(f"{name}: failed: {e}")
@@ -252,6 +260,30 @@ def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
     for (i, prec), r in speed.items():
         rows[i][prec] = r
     return rows
+
+
+def quantize_static_qdq(src: Path, dst: Path, ids: np.ndarray, mask: np.ndarray) -> None:
+    """Static int8 (QDQ format: ORT's CPU provider fuses each QuantizeLinear/DequantizeLinear pair around a MatMul
+    into QLinearMatMul) of every MatMul, the attention products included, the heads and embedding projection
+    kept fp32 as in the dynamic graph; activation ranges calibrated (min/max) on `ids`/`mask` in batches of 8."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from electric.export.graph import KEEP_FP32
+
+    class Batches(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"input_ids": ids[i : i + 8], "attention_mask": mask[i : i + 8],
+                                "token_type_ids": np.zeros_like(ids[i : i + 8])} for i in range(0, len(ids), 8)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    exclude = [n.name for n in onnx.load(str(src)).graph.node
+               if n.op_type == "MatMul" and any(k in n.name for k in KEEP_FP32)]
+    quantize_static(str(src), str(dst), Batches(), quant_format=QuantFormat.QDQ, op_types_to_quantize=["MatMul"],
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=False,
+                    nodes_to_exclude=exclude, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
 # ---- the GEMM ceiling ---------------------------------------------------------------------------
@@ -516,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sentences", type=int, default=256, help="sentences for the Spearman figures (>= max batch)")
     ap.add_argument("--compare-exporters", action="store_true", help="also compare graph-making paths at small")
     ap.add_argument("--compare-threads", type=int, default=1, help="onnxruntime threads for that comparison")
+    ap.add_argument("--compare-int8-only", action="store_true",
+                    help="compare only the ways of making the int8 graph (plain, fused, fused + QAttention, static QDQ)")
     ap.add_argument("--no-trained", action="store_true", help="skip the trained-model int8 Spearman")
     ap.add_argument("--out", default=None, help="the report (default benchmarks/results/runtime.md; none with --smoke)")
     ap.add_argument("--smoke", action="store_true",
