@@ -89,6 +89,17 @@ def random_checkpoint(size: str, work: Path) -> Path:
     return ckpt
 
 
+def nbest_lists(n: int, count: int) -> list[list[str]]:
+    """`count` n-best lists of `n` hypotheses: ATIS test's Whisper 5-best lists as they are for n = 5; for other n,
+    the hypotheses of consecutive utterances joined (or cut) to n - the server's work depends on the
+    hypotheses' number and length, not on their being alternatives of one utterance."""
+    data = json.loads((SHARED / "nbest" / "atis_test.whisper5best.json").read_text())
+    flat = [h for u in data for h in u["input"]]
+    if n == 5:
+        return [u["input"][:5] for u in data if len(u["input"]) >= 5][:count]
+    return [[flat[(i * n + k) % len(flat)] for k in range(n)] for i in range(count)]
+
+
 # ---- raw runtime -----------------------------------------------------------------------------------
 
 def raw_runtime(model: Path, texts: list[str], seconds: float, threads: int | None) -> dict:
@@ -532,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="raw: a minimal asyncio HTTP/1.1 keep-alive client (default; httpx's client spends more "
                          "CPU per request than the server on this 2-core machine); httpx: httpx.AsyncClient")
     ap.add_argument("--server-args", default="", help="extra `python -m server` flags, e.g. '--max-wait-ms 1'")
+    ap.add_argument("--nbest", nargs="*", type=int, default=[5, 100],
+                    help="also rerank n-best lists of these sizes, one list per request (default 5 100; none: skip)")
+    ap.add_argument("--nbest-concurrency", type=int, default=4, help="concurrent rerank requests (default 4)")
     ap.add_argument("--peer", choices=("infinity",),
                     help="instead: serve a fine-tuned `small` classifier with electric (/v1/classify, HTTP and gRPC) "
                          "and with this peer server (installed into WORK/peer-NAME, its own virtual environment), "
@@ -550,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     threads = args.threads or None
     load_start = os.getloadavg()
-    rows, raws, notes = [], {}, []
+    rows, raws, notes, nbest_rows = [], {}, [], []
     for size in args.sizes:
         model = build_model(size, work)
         print(f"[{size}] raw runtime ...", flush=True)
@@ -577,26 +591,34 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[{size}] {transport:4s} c={c:<3d} {r['rps']:7.0f} req/s  p50 {r['p50_ms']:7.2f} ms  "
                           f"p99 {r['p99_ms']:7.2f} ms  mean batch {r['mean_batch']:5.1f}  errors {r['errors'] or 0}  "
                           f"RSS {r['rss_mb']:.0f} MB", flush=True)
+            for n in args.nbest:  # one n-best list per request, /v1/rerank: throughput in hypotheses/s
+                lists = nbest_lists(n, max(8, 4000 // n))
+                r = asyncio.run(load_http(server.url, lists, args.nbest_concurrency, args.seconds, args.http_client,
+                                          path="/v1/rerank", body=lambda hyps: {"hypotheses": hyps}))
+                r.update(size=size, n=n, concurrency=args.nbest_concurrency, hyps_per_s=r["rps"] * n)
+                nbest_rows.append(r)
+                print(f"[{size}] rerank {n}-best c={args.nbest_concurrency}: {r['hyps_per_s']:7.0f} hypotheses/s  "
+                      f"p50 {r['p50_ms']:7.2f} ms  errors {r['errors'] or 0}", flush=True)
             rss1 = rss_mb(server.proc.pid)
             notes.append(f"{size}: server RSS {rss0:.0f} MB after warm-up, {rss1:.0f} MB after the load")
         finally:
             rc = server.stop()
             notes.append(f"{size}: server exit status after SIGTERM: {rc}")
     load_end = os.getloadavg()
-    report = render(args, rows, raws, notes, load_start, load_end, server.cmd)
+    report = render(args, rows, raws, notes, load_start, load_end, server.cmd, nbest_rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(report)
     print(report)
     return 0
 
 
-def render(args, rows, raws, notes, load_start, load_end, server_cmd) -> str:
+def render(args, rows, raws, notes, load_start, load_end, server_cmd, nbest_rows=()) -> str:
     cmd = "python benchmarks/bench_server.py " + " ".join(
         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
         for k, v in vars(args).items() if k not in ("work", "out") and v not in ("", None))
     out = ["# `electric serve` under load", "",
            f"Command: `{cmd}`  ", f"Server: `python {server_cmd.replace(str(REPO) + '/', '')}` (per size)  ",
-           f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+           f"Machine: {machine()}, {os.cpu_count()} CPUs; "
            f"load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end ("
            + ("other jobs shared the cores; " if load_start[0] > 1.0 else "nothing else running; ")
            + "the load generator runs on the same cores: figures are noisy, ±30% or worse).", "",
@@ -635,6 +657,17 @@ def render(args, rows, raws, notes, load_start, load_end, server_cmd) -> str:
             bound = 2 * raw["b1_p50_ms"] + 2
             out.append(f"| {size} | {transport} | {ratio:.0%} | {'yes' if ratio >= 0.8 else 'no'} | "
                        f"{lo['p99_ms']:.2f} ms | {bound:.2f} ms | {'yes' if lo['p99_ms'] <= bound else 'no'} |")
+    if nbest_rows:
+        out += ["", f"## n-best lists (POST /v1/rerank, one list per request, concurrency {args.nbest_concurrency})", "",
+                "| model | hypotheses per list | lists/s | hypotheses/s | p50 (ms) | p99 (ms) | ÷ raw best | target ≥ 90% |"
+                " errors |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in nbest_rows:
+            ratio = r["hyps_per_s"] / raws[r["size"]]["best_throughput"]
+            out.append(f"| {r['size']} | {r['n']} | {r['rps']:.0f} | {r['hyps_per_s']:.0f} | {r['p50_ms']:.2f} | "
+                       f"{r['p99_ms']:.2f} | {ratio:.0%} | {'yes' if ratio >= 0.9 else 'no'} | "
+                       f"{sum(r['errors'].values()) if r['errors'] else 0} |")
+        out += ["", "5 hypotheses: ATIS test's Whisper 5-best lists; 100: the hypotheses of 20 consecutive utterances as "
+                "one list. The raw best is the runtime's at the server's threads (table above)."]
     out += ["", "Notes:", *[f"- {n}" for n in notes], *[f"- {n}" for n in READING], ""]
     return "\n".join(out)
 
