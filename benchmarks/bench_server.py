@@ -618,7 +618,7 @@ def render(args, rows, raws, notes, load_start, load_end, server_cmd, nbest_rows
         for k, v in vars(args).items() if k not in ("work", "out") and v not in ("", None))
     out = ["# `electric serve` under load", "",
            f"Command: `{cmd}`  ", f"Server: `python {server_cmd.replace(str(REPO) + '/', '')}` (per size)  ",
-           f"Machine: {machine()}, {os.cpu_count()} CPUs; "
+           f"Machine: {machine()}; "
            f"load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end ("
            + ("other jobs shared the cores; " if load_start[0] > 1.0 else "nothing else running; ")
            + "the load generator runs on the same cores: figures are noisy, ±30% or worse).", "",
