@@ -40,7 +40,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from electric.export.exporter import export_model  # noqa: E402
-from electric.export.graph import export_onnx, load_for_export, optimize_transformer, quantize_int8  # noqa: E402
+from electric.export.graph import (  # noqa: E402
+    export_onnx,
+    load_for_export,
+    optimize_transformer,
+    quantize_int8,
+    quantize_int8_fused,
+)
 from electric.export.parity import spearman  # noqa: E402
 from electric.hardware import cpu_flags, int8_gemm_kernel  # noqa: E402
 from electric.inference.backend import TorchBackend  # noqa: E402
@@ -233,14 +239,15 @@ def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
         try:
             export_onnx(load_for_export(src, "ElectraForPreTraining", attn), fp32, exporter=exporter,
                         pad_token_id=tok.pad_token_id)
-            if fused in (True, "qattention"):
+            if fused == "qattention":  # the int8 graph of `electric export --int8-graph fused`
+                quantize_int8_fused(fp32, d / "int8.onnx", config)
+            elif fused == "static":
+                quantize_static_qdq(fp32, d / "int8.onnx", ids[:64], mask[:64])
+            if fused in (True, "qattention"):  # the fused fp32 graph (and, for True, its plain int8)
                 optimize_transformer(fp32, d / "fused.onnx", config)
                 fp32 = d / "fused.onnx"
-            if fused == "static":
-                quantize_static_qdq(fp32, d / "int8.onnx", ids[:64], mask[:64])
-            else:
-                quantize_int8(fp32, d / "int8.onnx", preprocess=pre, **({"keep_fp32": ()} if all_int8 else {}),
-                              **({"op_types": ("MatMul", "Gemm", "Attention")} if fused == "qattention" else {}))
+            if fused in (False, True):
+                quantize_int8(fp32, d / "int8.onnx", preprocess=pre, **({"keep_fp32": ()} if all_int8 else {}))
         except Exception as e:  # noqa: BLE001 - report, go on with the next variant
             rows.append({"name": name, "error": f"{type(e).__name__}: {str(e)[:160]}"})
             log(f"{name}: failed: {e}")

@@ -58,8 +58,8 @@ from electric.export.graph import (
     convert_fp16,
     export_onnx,
     load_for_export,
-    optimize_transformer,
     quantize_int8,
+    quantize_int8_fused,
 )
 from electric.export.parity import (
     PARITY_MAX_TOKENS,
@@ -247,14 +247,8 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
         files = {"fp32": FILES["fp32"]}
         variants = []
         if quantize == "int8":
-            if int8_graph == "fused":  # onnxruntime's fused BERT graph, its Attention quantised too (QAttention)
-                fused = tmp / "model.fused.onnx"
-                try:
-                    optimize_transformer(fp32_path, fused, config)
-                except Exception as e:  # noqa: BLE001 - any optimizer failure is one clear error
-                    raise ExportError(f"the fused int8 graph failed at fusion: {type(e).__name__}: {e}") from e
-                quantize_int8(fused, tmp / FILES["int8"], op_types=("MatMul", "Gemm", "Attention"))
-                fused.unlink()
+            if int8_graph == "fused":
+                quantize_int8_fused(fp32_path, tmp / FILES["int8"], config)
             else:
                 quantize_int8(fp32_path, tmp / FILES["int8"])
             variants.append(("int8", [CPU]))

@@ -149,6 +149,21 @@ def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: 
         raise ExportError(f"int8 quantisation of {src.name} wrote nothing")
 
 
+def quantize_int8_fused(src: Path, dst: Path, config: dict) -> None:
+    """The fused int8 graph (`electric export --int8-graph fused`): onnxruntime's transformer optimizer on `src`,
+    then dynamic int8 of its MatMuls and its fused Attention (Q/K/V projection -> QAttention). The intermediate
+    fused fp32 graph is not kept. Raises ExportError."""
+    fused = dst.with_name(dst.stem + ".fused.onnx")
+    try:
+        optimize_transformer(src, fused, config)
+    except Exception as e:  # noqa: BLE001 - any optimizer failure is one clear error
+        raise ExportError(f"the fused int8 graph failed at fusion: {type(e).__name__}: {e}") from e
+    try:
+        quantize_int8(fused, dst, op_types=("MatMul", "Gemm", "Attention"))
+    finally:
+        fused.unlink(missing_ok=True)
+
+
 def convert_fp16(src: Path, dst: Path) -> None:
     """fp16 weights and activations, inputs/outputs kept int64/float32 (onnxruntime's converter)."""
     import onnx
