@@ -212,7 +212,7 @@ def stage_health(args) -> None:
     from electric.pretraining.config import PretrainConfig
     from electric.pretraining.data import build_datasets
     from electric.pretraining.modeling import PretrainingModel, SpecialIds
-    from training.pretrain import evaluate, unigram_baseline
+    from training.evaluation import evaluate, unigram_baseline
 
     torch.set_num_threads(2)
     work = Path(args.work)

@@ -31,7 +31,8 @@ from electric.pretraining import health  # noqa: E402
 from electric.pretraining.config import resolve_config  # noqa: E402
 from electric.pretraining.data import build_datasets  # noqa: E402
 from electric.pretraining.modeling import PretrainingModel, SpecialIds  # noqa: E402
-from training.pretrain import collate, unigram_baseline  # noqa: E402
+from training.batches import collate
+from training.evaluation import unigram_baseline  # noqa: E402
 
 WARMUP = 300
 

@@ -182,7 +182,7 @@ def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
     from electric.checkpoint import load_tokenizer
     from electric.pretraining.config import resolve_config
     from electric.pretraining.modeling import SpecialIds
-    from training.pretrain import adopt_architecture, build_model
+    from training.init_from import adopt_architecture, build_model
 
     tok = load_tokenizer(trained_run / "discriminator")
     tiny = resolve_config("tiny", "electric", {"init_from": str(trained_run)})
@@ -204,7 +204,7 @@ def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
 
 def test_warmup_is_capped_at_a_tenth_of_the_run_but_never_below_the_floor():
     from electric.pretraining.config import resolve_config
-    from training.pretrain import lr_at, warmup_length
+    from training.schedule import lr_at, warmup_length
 
     tiny = resolve_config("tiny", "electra")  # warmup 500, floor 300
     assert warmup_length(tiny, 100_000) == 500
@@ -305,7 +305,7 @@ def test_a_resumed_run_saves_its_own_settings_and_a_config_without_them_still_re
 def test_the_command_line_resolves_to_one_frozen_config(trained_run, tmp_path):
     import dataclasses
 
-    from training.pretrain import parse_args, resolve_run
+    from training.pretrain_args import parse_args, resolve_run
 
     run = resolve_run(parse_args(["--init-from", str(trained_run), "--preset", "tiny", "--data", "x.txt",
                                   "--out", str(tmp_path / "o"), "--device", "cpu", "--stop-at", "7"]))

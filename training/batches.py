@@ -1,0 +1,58 @@
+"""Training batches: seeded per-epoch shuffles sharded by rank, padding, and each micro-step's randomness."""
+
+from __future__ import annotations
+
+import torch
+
+from electric.batching import pad_rows
+from electric.pretraining.data import DataError
+
+
+class Batches:
+    """Seeded per-epoch shuffles of the training set, sharded by rank; resumable by (epoch, index)."""
+
+    def __init__(self, ds, batch_size: int, pad_id: int, seed: int, rank: int, world: int):
+        n = len(ds) - len(ds) % world  # equal shards, so every rank takes the same number of steps
+        self.ds, self.batch_size, self.pad_id, self.seed = ds, batch_size, pad_id, seed
+        self.rank, self.world, self.per_rank = rank, world, n // world
+        if self.per_rank < batch_size:
+            raise DataError(f"only {len(ds)} training sequences for {world} process(es); need at least "
+                            f"{batch_size * world} for one micro-batch of {batch_size} each")
+        self.epoch, self.index = 0, 0
+        self._perm: tuple[int, torch.Tensor] | None = None  # (epoch, this rank's order), drawn once per epoch
+
+    @property
+    def epoch_fraction(self) -> float:
+        return self.epoch + self.index / self.per_rank
+
+    def _order(self) -> torch.Tensor:
+        if self._perm is None or self._perm[0] != self.epoch:
+            g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
+            order = torch.randperm(len(self.ds), generator=g)[self.rank: self.per_rank * self.world: self.world]
+            self._perm = (self.epoch, order)
+        return self._perm[1]
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.index + self.batch_size > self.per_rank:
+            self.epoch, self.index = self.epoch + 1, 0
+        rows = self._order()[self.index: self.index + self.batch_size].tolist()
+        self.index += self.batch_size
+        return collate(self.ds[rows]["input_ids"], self.pad_id)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "index": self.index}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.epoch, self.index = s["epoch"], s["index"]
+
+
+def collate(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    ids, mask = pad_rows(rows, pad_id)  # (B, T) int64 each
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def step_rng(seed: int, step: int, micro: int, rank: int, device: torch.device) -> torch.Generator:
+    """Masking and sampling randomness of one micro-step: a pure function of (seed, step, micro, rank)."""
+    g = torch.Generator(device=device)
+    g.manual_seed((seed * 1_000_003 + step) * 10_007 + micro * 101 + rank)
+    return g

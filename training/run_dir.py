@@ -1,0 +1,61 @@
+"""The run directory on disk: checking it, and saving / loading resumable checkpoints atomically."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from electric.checkpoint import CheckpointError, atomic_dir, recover_dir
+from electric.pretraining.modeling import PretrainingModel
+
+
+def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
+    if resume:
+        for name in ("state", "discriminator", "generator"):  # a save killed between atomic_dir's renames
+            if recover_dir(out / name):
+                print(f"recovered {out / name} from its complete copy .{name}.old (a save was interrupted)",
+                      file=sys.stderr)
+        if not (out / "state" / "trainer.pt").is_file():
+            raise CheckpointError(f"--resume: {str(out)!r} holds no checkpoint to resume (no state/trainer.pt)")
+        return
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"output directory {str(out)!r} already holds a run; pass --resume to continue it "
+                              "or --overwrite to replace it")
+
+
+def save_checkpoint(out: Path, model: PretrainingModel, tokenizer, optimizer, trainer: dict) -> None:
+    """Models first, then the resumable state; each directory is written aside and renamed into place."""
+    for name, m in (("discriminator", model.discriminator), ("generator", model.generator)):
+        if m is None:
+            continue
+        with atomic_dir(out / name) as tmp:
+            m.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    with atomic_dir(out / "state") as tmp:
+        torch.save(model.state_dict(), tmp / "model.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save({**trainer, "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+                   tmp / "trainer.pt")
+
+
+def load_checkpoint(out: Path, model: PretrainingModel, optimizer, device: torch.device) -> dict:
+    model.load_state_dict(torch.load(out / "state" / "model.pt", map_location=device))
+    model.share_embeddings()
+    optimizer.load_state_dict(torch.load(out / "state" / "optimizer.pt", map_location=device))
+    trainer = torch.load(out / "state" / "trainer.pt", map_location="cpu", weights_only=False)
+    torch.set_rng_state(trainer["torch_rng"])
+    if trainer.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(trainer["cuda_rng"])
+    return trainer
+
+
+def truncate_metrics(path: Path, after_step: int) -> None:
+    """On resume, drop logged lines from beyond the checkpoint so the log reads as one run."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line and json.loads(line).get("step", 0) <= after_step]
+    path.write_text("".join(f"{line}\n" for line in keep))
