@@ -22,11 +22,12 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 
-Kind = Literal["discriminator", "classifier", "tagger"]
+Kind = Literal["discriminator", "cloze", "classifier", "tagger"]
 MANIFEST = "electric.json"  # written by `electric export` beside the ONNX file(s)
 
 ARCHITECTURE_KINDS: dict[str, Kind] = {
     "ElectraForPreTraining": "discriminator",
+    "ElectricForClozeLM": "cloze",  # Electric's two-tower cloze model (RUN/generator of an Electric run)
     "ElectraForSequenceClassification": "classifier",
     "ElectraForTokenClassification": "tagger",
 }

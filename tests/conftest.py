@@ -102,6 +102,36 @@ def mlm_dir(tokenizer_dir, tmp_path_factory) -> Path:
     return save_random_electra("ElectraForMaskedLM", tokenizer_dir, tmp_path_factory.mktemp("mlm") / "generator")
 
 
+def save_random_cloze(tokenizer_dir: Path, out: Path, hidden: int = 32) -> Path:
+    """A random-weight Electric two-tower cloze model (ElectricForClozeLM, 2 layers a tower), saved with the
+    tokenizer, as an Electric run saves RUN/generator."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from electric.pretraining.modeling import ElectricClozeConfig, ElectricForClozeLM
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    cfg = ElectricClozeConfig(vocab_size=len(tok), embedding_size=32, hidden_size=hidden, num_hidden_layers=2,
+                              num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=128,
+                              pad_token_id=tok.pad_token_id)
+    ElectricForClozeLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def cloze_run(disc_dir, tokenizer_dir, tmp_path_factory) -> Path:
+    """A pretraining run directory as an Electric run leaves it: RUN/discriminator (random ElectraForPreTraining)
+    and RUN/generator (random two-tower cloze model), both with the tokenizer."""
+    import shutil
+
+    run = tmp_path_factory.mktemp("cloze-run") / "electric-random"
+    shutil.copytree(disc_dir, run / "discriminator")
+    save_random_cloze(tokenizer_dir, run / "generator")
+    return run
+
+
 @pytest.fixture(scope="session")
 def trained_run(wiki_sample, tokenizer_dir, tmp_path_factory) -> Path:
     """A real (debug-preset, 30-step) Electric pretraining run: OUT/discriminator, OUT/generator, ..."""

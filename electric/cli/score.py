@@ -1,6 +1,6 @@
 """`electric score`, `electric rerank`, `electric eval blimp`, `electric eval nbest`.
 
-    electric score --model runs/electric-tiny [--method electric|electra|mlm-pll|mlm-pll-word-l2r] \\
+    electric score --model runs/electric-tiny [--method electric|electra|cloze|mlm-pll|mlm-pll-word-l2r] \\
         [--per-token] [FILE|-] > scores.jsonl
     electric rerank --model runs/electric-tiny --nbest lists.json --out reranked.json [--dev dev.json |
         --dev-fraction 0.5 --seed 0] [--report report.json]
@@ -8,7 +8,7 @@
     electric eval nbest --model runs/electric-tiny --nbest lists.json
 
 `--model` is a model directory or a pretraining run directory (RUN/discriminator is used for electric and
-electra, RUN/generator for mlm-pll). Errors in inputs print one line naming the file and item and exit 2
+electra, RUN/generator for cloze and mlm-pll). Errors in inputs print one line naming the file and item and exit 2
 (set ELECTRIC_DEBUG=1 for a traceback).
 """
 
@@ -46,7 +46,9 @@ def _model_options(p: argparse.ArgumentParser, default_method: str = "electric")
     g.add_argument("--model", required=True, help="model directory, or a pretraining run directory")
     g.add_argument("--method", choices=METHODS, default=default_method,
                    help="electric: Electric PLL, one pass (sum of -s_t); electra: sum of log(1 - p_t), p_t the "
-                        "replaced probability (calibrated for an export); mlm-pll: classic masked-LM PLL, one pass per token; mlm-pll-word-l2r: also masks the "
+                        "replaced probability (calibrated for an export); cloze: sum of log q(x_t | x without t) from "
+                        "an Electric run's two-tower cloze model (RUN/generator or its export), one pass; mlm-pll: "
+                        "classic masked-LM PLL, one pass per token; mlm-pll-word-l2r: also masks the "
                         f"rest of the word (Kauf & Ivanova 2023). Default {default_method}")
     g.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
                    help="auto: onnx for an `electric export` directory, torch otherwise (mlm-pll: torch only)")
@@ -212,7 +214,7 @@ def cmd_score(args) -> int:
         shown = ", ".join(map(str, blank[:10])) + (", ..." if len(blank) > 10 else "")
         print(f"note: {len(blank)} blank line{'s' if len(blank) != 1 else ''} of {where} got no score (\"score\": null, "
               f"with an \"error\"): line{'s' if len(blank) != 1 else ''} {shown}", file=sys.stderr)
-    kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else "discriminator"
+    kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else f"{scorer.backend.kind} model"
     if not args.quiet:
         print(f"scored {n - len(blank)} line{'s' if n - len(blank) != 1 else ''} with {args.method} ({kind} "
               f"{scorer_dir(args)})", file=sys.stderr)

@@ -5,7 +5,9 @@
 The output directory (written to a temporary directory and renamed into place, so it is complete or
 absent) holds:
     model.onnx          fp32 graph: inputs input_ids, attention_mask, token_type_ids (int64, (B, T));
-                        output logits (float32; (B, T) | (B, C) | (B, T, C)); B and T dynamic
+                        output logits (float32; (B, T) | (B, C) | (B, T, C)); B and T dynamic. Electric's cloze
+                        model (RUN/generator of an Electric run): inputs input_ids, attention_mask; output
+                        token_logprobs (B, T), log q(x_t | x_not_t) of each input token, gathered in the graph
     model.int8.onnx     with --quantize int8: dynamic int8 quantisation of the encoder's MatMuls (CPU)
     model.fp16.onnx     with --fp16: fp16 weights and activations, fp32 inputs/outputs (CUDA)
     config.json, tokenizer files   copied from the checkpoint
@@ -14,12 +16,13 @@ absent) holds:
 How the graph is made: torch.onnx's TorchScript exporter (`dynamo=False`) on the transformers model
 loaded with `attn_implementation="eager"`. Measured here against the torch.export-based exporter, SDPA
 attention and onnxruntime's transformer optimizer (fused attention); this was fastest on CPU
-(benchmarks/results/runtime.md).
+(benchmarks/results/runtime.md). The cloze model goes through the torch.export-based exporter: the TorchScript
+one writes its towers' boolean identity mask as a bool EyeLike, which onnxruntime cannot run.
 
 Parity is checked on real sentences at shapes other than the export shape: fp32 must be within 1e-4
 of torch (else ParityError, always); int8/fp16 report the max logit difference and the Spearman
-correlation with fp32 of sentence PLL (-sum of s_t over non-special tokens; for classifiers and taggers,
-of the logits), and fail below 0.99 unless `force`.
+correlation with fp32 of sentence PLL (-sum of s_t over non-special tokens; the cloze model: the sum of its
+log q; for classifiers and taggers, of the logits), and fail below 0.99 unless `force`.
 
 A discriminator is also calibrated (electric.inference.calibration): Platt scaling p_t = sigmoid(scale * s_t + bias),
 fitted on held-out sentences that the run's own generator (RUN/generator, or `generator`) corrupts as in
@@ -71,7 +74,17 @@ from electric.export.parity import (
 )
 from electric.export.triton import triton_name, write_triton
 from electric.inference.backend import ARCHITECTURE_KINDS, MANIFEST, Kind, TorchBackend
-from electric.inference.runtime import CPU, CUDA, INPUT_NAMES, OUTPUT_NAME, OnnxRunner, select_providers
+from electric.inference.runtime import (
+    CLOZE_INPUT_NAMES,
+    CLOZE_OUTPUT_NAME,
+    CPU,
+    CUDA,
+    INPUT_NAMES,
+    OUTPUT_NAME,
+    OnnxRunner,
+    select_providers,
+)
+from electric.inference.scoring import METHODS_OF_KIND
 
 FP32_TOLERANCE = 1e-4  # max |ONNX fp32 - torch| over real tokens
 MIN_SPEARMAN = 0.99  # int8/fp16 vs fp32, sentence-level
@@ -80,7 +93,16 @@ FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx", "fp16": "model.fp16.on
 # optimizer first (fused Attention, SkipLayerNorm, BiasGelu), then its MatMuls and Attention quantised
 INT8_GRAPHS = ("plain", "fused")
 TOKENIZER_EXTRA = ("tokenizer_config.json", "special_tokens_map.json")
-GENERATOR_HEADS = {"ElectraForMaskedLM", "ElectricForClozeLM"}
+GENERATOR_HEADS = {"ElectraForMaskedLM"}  # masked LMs: scored with n passes on torch (mlm-pll), not exported
+MODEL_TYPES = {"electra", "electric-cloze"}
+# what the graph's output is, for the manifest
+OUTPUT_MEANINGS = {
+    "discriminator": "(B, T) discriminator logits s_t (Electric: the energy, score -sum s_t; ELECTRA: replaced logit)",
+    "cloze": "(B, T) log q(x_t | x_not_t) of each input token from Electric's two-tower cloze model (the vocabulary "
+             "axis stays inside the graph); the cloze score of a text is their sum over its tokens",
+    "classifier": "(B, C) class logits (C = 1: a regression value)",
+    "tagger": "(B, T, C) per-token class logits",
+}
 FORMAT_VERSION = 1
 
 
@@ -92,7 +114,8 @@ def inspect_checkpoint(model_dir: str | Path) -> tuple[Path, dict, Kind, str]:
     cfg_path = d / "config.json"
     if "discriminator" in run_parts(d):
         raise CheckpointError(f"{str(d)!r} is a pretraining run directory: export its discriminator, "
-                              f"{str(d / 'discriminator')!r}")
+                              f"{str(d / 'discriminator')!r} (or, of an Electric run, its cloze model for --method "
+                              f"cloze, {str(d / 'generator')!r})")
     if not cfg_path.is_file():
         raise CheckpointError(f"{str(d)!r} has no config.json, so it is not a transformers checkpoint")
     try:
@@ -104,9 +127,9 @@ def inspect_checkpoint(model_dir: str | Path) -> tuple[Path, dict, Kind, str]:
     if generator:
         raise CheckpointError(
             f"{str(d)!r} holds {generator[0]} (a generator / masked-LM head), which `electric export` does "
-            f"not support: export the discriminator (RUN/discriminator) or a fine-tuned classifier/tagger "
-            f"(supported heads: {sorted(ARCHITECTURE_KINDS)})")
-    if config.get("model_type") != "electra":
+            f"not support: export the discriminator (RUN/discriminator), Electric's cloze model or a fine-tuned "
+            f"classifier/tagger (supported heads: {sorted(ARCHITECTURE_KINDS)})")
+    if config.get("model_type") not in MODEL_TYPES:
         raise CheckpointError(f"{str(d)!r} holds model_type {config.get('model_type')!r}, not ELECTRA")
     arch = next((a for a in archs if a in ARCHITECTURE_KINDS), None)
     if arch is None:
@@ -169,14 +192,15 @@ def _versions() -> dict:
 def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | None = None, fp16: bool = False,
                  opset: int = DEFAULT_OPSET, force: bool = False, overwrite: bool = False,
                  parity_data: str | Path | None = None, triton_repo: str | Path | None = None,
-                 triton_model_name: str | None = None, exporter: str = "legacy",
+                 triton_model_name: str | None = None, exporter: str | None = None,
                  attn_implementation: str = "eager", threads: int | None = None, calibrate: bool = True,
                  generator: str | Path | None = None, calibration_data: str | Path | None = None,
                  default_sentences: str | Path | None = None, int8_graph: str = INT8_GRAPHS[0],
                  log: Callable[[str], None] = print) -> dict:
     """Export, check parity, calibrate, quantise/convert, write the manifest; returns the manifest.
 
-    Parity runs on `parity_data` sentences, else on the `default_sentences` file when it exists (`electric
+    `exporter`: "legacy" (TorchScript) or "dynamo" (torch.export); default legacy, dynamo for the cloze model (the
+    only one it can export). Parity runs on `parity_data` sentences, else on the `default_sentences` file when it exists (`electric
     export` passes ../shared/data/glue/sst2/dev.tsv), else on built-in ones. A discriminator is calibrated
     (electric.inference.calibration) when `calibrate` and a generator is found: `generator`, else RUN/generator
     beside RUN/discriminator; on `calibration_data` sentences (default: as for parity). Without one the
@@ -191,6 +215,16 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
     if not 7 <= opset <= 21:
         raise ExportError(f"--opset {opset}: expected 7..21 (17 recommended)")
     src, config, kind, arch = inspect_checkpoint(model_dir)
+    if kind == "cloze":
+        if exporter == "legacy":
+            raise ExportError("the cloze model exports with the torch.export-based exporter only (the TorchScript "
+                              "one writes a bool EyeLike, which onnxruntime cannot run)")
+        if quantize == "int8" and int8_graph == "fused":
+            raise ExportError("--int8-graph fused is onnxruntime's BERT fusion, not made for the cloze model's causal "
+                              "towers; use --int8-graph plain")
+    exporter = exporter or ("dynamo" if kind == "cloze" else "legacy")
+    if exporter == "dynamo":
+        opset = max(opset, 18)  # the torch.export-based exporter's lowest
     out = Path(out_dir)
     if out.exists() and not overwrite:
         raise ExportError(f"output directory {str(out)!r} already exists (pass --overwrite to replace it)")
@@ -204,7 +238,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
     max_length = int(config.get("max_position_embeddings", 512))
     gen_dir = calibration_generator(src, config, kind, calibrate, generator, log)
     sentences, parity_source = parity_sentences(parity_data, default=default_sentences)
-    batches = parity_batches(tokenizer, sentences, max_length, pairs=kind != "discriminator")
+    batches = parity_batches(tokenizer, sentences, max_length, pairs=kind in ("classifier", "tagger"))
 
     t0 = time.perf_counter()
     with atomic_dir(out) as tmp:
@@ -267,7 +301,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
             ok = st["spearman"] >= MIN_SPEARMAN
             parity[precision] = {
                 "max_abs_diff": st["max_abs_diff"], "spearman": st["spearman"],
-                "spearman_of": "sentence PLL" if kind == "discriminator" else "logits",
+                "spearman_of": {"discriminator": "sentence PLL", "cloze": "sentence cloze score"}.get(kind, "logits"),
                 **({"spearman_per_token": st["spearman_per_token"]} if "spearman_per_token" in st else {}),
                 "reference": "onnx fp32", "min_spearman": MIN_SPEARMAN, "passed": bool(ok),
                 "forced": bool(not ok and force), "provider": runner.providers[0],
@@ -304,7 +338,8 @@ def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: i
     """electric.json: everything the runtime and server need to know about this directory."""
     versions = _versions()
     id2label = config.get("id2label") or {}
-    labels = [id2label[k] for k in sorted(id2label, key=int)] if kind != "discriminator" and id2label else None
+    labels = [id2label[k] for k in sorted(id2label, key=int)] if kind in ("classifier", "tagger") and id2label else None
+    cloze = kind == "cloze"
     return {
         "format": "electric-onnx",
         "format_version": FORMAT_VERSION,
@@ -316,11 +351,14 @@ def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: i
         "opset": opset,
         "precision": {"cpu": "int8" if "int8" in files else "fp32", "cuda": "fp16" if "fp16" in files else "fp32"},
         "files": files,
-        "inputs": list(INPUT_NAMES),
-        "output": OUTPUT_NAME,
+        "inputs": list(CLOZE_INPUT_NAMES if cloze else INPUT_NAMES),
+        "output": CLOZE_OUTPUT_NAME if cloze else OUTPUT_NAME,
+        "output_meaning": OUTPUT_MEANINGS[kind],
+        "scoring_methods": list(METHODS_OF_KIND.get(kind, ())),  # electric score/serve --method on this directory
         "source": {"path": str(src.resolve()), "sha256": checkpoint_hash(src)},
         "exporter": {"name": "torch.onnx TorchScript (dynamo=False)" if exporter == "legacy"
-                     else "torch.onnx torch.export (dynamo=True)", "attn_implementation": attn_implementation},
+                     else "torch.onnx torch.export (dynamo=True)",
+                     "attn_implementation": "sdpa" if cloze else attn_implementation},  # the cloze towers: SDPA
         "versions": versions,
         "onnxruntime": versions["onnxruntime"],
         "parity": parity,

@@ -1,5 +1,6 @@
-"""Making the graphs: the transformers model traced by torch.onnx (TorchScript exporter, eager attention),
-onnxruntime's transformer optimizer, dynamic int8 quantisation of the MatMuls, fp16 conversion."""
+"""Making the graphs: the transformers model traced by torch.onnx (TorchScript exporter, eager attention; Electric's
+cloze model through the torch.export-based exporter), onnxruntime's transformer optimizer, dynamic int8 quantisation
+of the MatMuls, fp16 conversion."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from electric.checkpoint import (
 )
 from electric.export.errors import ExportError
 from electric.inference.backend import ARCHITECTURE_KINDS
-from electric.inference.runtime import INPUT_NAMES, OUTPUT_NAME
+from electric.inference.cloze import ClozeTokenLogProbs, load_cloze_model
+from electric.inference.runtime import CLOZE_INPUT_NAMES, CLOZE_OUTPUT_NAME, INPUT_NAMES, OUTPUT_NAME
 
 DEFAULT_OPSET = 17
 EXPORT_SHAPE = (2, 16)  # the traced example's (B, T); row 2 is padded so the mask path is traced
-# int8 leaves these (graph node names from the module path) in fp32: heads and the embedding projection
-KEEP_FP32 = ("/discriminator_predictions/", "/classifier/", "/embeddings_project/")
+# int8 leaves these (module paths, from the node name or the exporter's namespace) in fp32: heads (the cloze
+# model's cloze_head and tied vocabulary layer too) and the embedding projection
+KEEP_FP32 = ("/discriminator_predictions/", "/classifier/", "/embeddings_project/", "/cloze_head/", "/lm_head/")
 
 
 class LogitsOnly(torch.nn.Module):
@@ -36,7 +39,12 @@ class LogitsOnly(torch.nn.Module):
 
 
 def load_for_export(model_dir: Path, arch: str, attn_implementation: str = "eager"):
+    """The module to trace: the transformers head, or for Electric's cloze model `ClozeTokenLogProbs` (its
+    (B, T) log q(x_t | x_not_t), gathered inside the graph)."""
     import transformers
+
+    if ARCHITECTURE_KINDS.get(arch) == "cloze":
+        return ClozeTokenLogProbs(load_cloze_model(model_dir)).eval()
 
     cls = getattr(transformers, arch)
     try:
@@ -57,26 +65,29 @@ def example_inputs(vocab_size: int, pad_token_id: int):
 
 def export_onnx(model, path: Path, *, opset: int = DEFAULT_OPSET, exporter: str = "legacy",
                 pad_token_id: int = 0) -> None:
-    """Write `model` (a transformers ELECTRA head) to `path` with dynamic batch and sequence axes.
+    """Write `model` (a transformers ELECTRA head, or `ClozeTokenLogProbs`) to `path` with dynamic batch and
+    sequence axes.
 
     exporter: "legacy" = TorchScript exporter (dynamo=False), "dynamo" = torch.export-based exporter."""
     # eval() on the wrapper too: the exporter restores the wrapper's mode afterwards, and a fresh Module
     # is in training mode, which would silently switch dropout on in `model` for everyone after us.
-    wrapper = LogitsOnly(model).eval()
-    args = example_inputs(model.config.vocab_size, pad_token_id)
+    cloze = isinstance(model, ClozeTokenLogProbs)
+    wrapper = model.eval() if cloze else LogitsOnly(model).eval()
+    inputs, output = (CLOZE_INPUT_NAMES, CLOZE_OUTPUT_NAME) if cloze else (INPUT_NAMES, OUTPUT_NAME)
+    args = example_inputs((model.model if cloze else model).config.vocab_size, pad_token_id)[: len(inputs)]
     classifier = ARCHITECTURE_KINDS.get(type(model).__name__) == "classifier"
     out_axes = {0: "batch"} if classifier else {0: "batch", 1: "sequence"}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
         if exporter == "legacy":
-            axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
-            axes[OUTPUT_NAME] = out_axes
-            torch.onnx.export(wrapper, args, str(path), input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
+            axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
+            axes[output] = out_axes
+            torch.onnx.export(wrapper, args, str(path), input_names=list(inputs), output_names=[output],
                               dynamic_axes=axes, opset_version=opset, do_constant_folding=True, dynamo=False)
         elif exporter == "dynamo":
             batch, seq = torch.export.Dim("batch", min=1, max=4096), torch.export.Dim("sequence", min=2, max=4096)
-            shapes = {name: {0: batch, 1: seq} for name in INPUT_NAMES}
-            program = torch.onnx.export(wrapper, args, input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
+            shapes = {name: {0: batch, 1: seq} for name in inputs}
+            program = torch.onnx.export(wrapper, args, input_names=list(inputs), output_names=[output],
                                         dynamic_shapes=shapes, opset_version=max(opset, 18), dynamo=True,
                                         optimize=True, verbose=False)
             program.save(str(path))
@@ -111,6 +122,15 @@ def _without_preprocess_advice() -> Iterator[None]:
         logging.getLogger().removeFilter(advice)
 
 
+def module_path(node) -> str:
+    """Where an ONNX node comes from, as "/a/b/": its name (the TorchScript exporter names nodes by module path,
+    e.g. "/model/lm_head/MatMul"), then the modules of the torch.export-based exporter's "namespace" metadata
+    (its node names are "node_MatMul_12")."""
+    namespace = next((p.value for p in node.metadata_props if p.key == "namespace"), "")
+    modules = [seg.split(":")[0].strip() for seg in namespace.split("/")]
+    return f"{node.name} /" + "/".join(m.replace(".", "/") for m in modules if m) + "/"
+
+
 def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: Sequence[str] = KEEP_FP32,
                   op_types: Sequence[str] = ("MatMul", "Gemm")) -> None:
     """Dynamic int8 quantisation (int8 weights per tensor, uint8 activations) of the encoder's MatMuls.
@@ -134,7 +154,7 @@ def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: 
             src = pre
         graph = onnx.load(str(src), load_external_data=False).graph
         exclude = [n.name for n in graph.node
-                   if n.op_type in op_types and any(k in n.name for k in keep_fp32)]
+                   if n.op_type in op_types and any(k in module_path(n) for k in keep_fp32)]
         # DefaultTensorType: outputs that shape inference leaves untyped (e.g. after fusion) are float
         with _without_preprocess_advice():
             quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=list(op_types),

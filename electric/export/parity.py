@@ -109,10 +109,13 @@ def parity_batches(tokenizer, sentences: Sequence[str], max_length: int, pairs: 
 
 
 def sentence_scores(kind: Kind, logits: np.ndarray, batch: dict) -> np.ndarray:
-    """One number per sentence (discriminator: PLL = -sum s_t over candidates) or per logit
-    (classifier: every class; tagger: every class at every real token), for rank correlation."""
+    """One number per sentence (discriminator: PLL = -sum s_t over candidates; cloze: sum of log q(x_t | x_not_t) over
+    candidates) or per logit (classifier: every class; tagger: every class at every real token), for rank
+    correlation."""
     if kind == "discriminator":
         return -(logits * batch["candidates"]).sum(axis=1)  # (B,)
+    if kind == "cloze":
+        return (logits * batch["candidates"]).sum(axis=1)  # (B,)
     if kind == "classifier":
         return logits.reshape(-1)  # (B*C,)
     return logits[batch["attention_mask"].astype(bool)].reshape(-1)  # (N_real*C,)
@@ -137,7 +140,7 @@ def compare(kind: Kind, batches: list[dict], ref: list[np.ndarray], got: list[np
     s_ref = np.concatenate([sentence_scores(kind, r, b) for b, r in zip(batches, ref, strict=True)])
     s_got = np.concatenate([sentence_scores(kind, g, b) for b, g in zip(batches, got, strict=True)])
     out = {"max_abs_diff": diff, "spearman": spearman(s_ref, s_got)}
-    if kind == "discriminator":  # length-free view: PLL per token (sentence length drives the sum's ranks)
+    if kind in ("discriminator", "cloze"):  # length-free view: PLL per token (sentence length drives the sum's ranks)
         n = np.concatenate([b["candidates"].sum(axis=1) for b in batches]).clip(min=1)
         out["spearman_per_token"] = spearman(s_ref / n, s_got / n)
     return out

@@ -2,6 +2,8 @@
 
 A backend takes padded token ids and returns the head's raw output as a NumPy array:
 - kind "discriminator": (B, T) logits s_t (Electric energies / ELECTRA replaced logits);
+- kind "cloze":         (B, T) log q(x_t | x_not_t) of each input token (Electric's cloze model; the vocabulary
+                        axis stays inside the model: electric.inference.cloze);
 - kind "classifier":    (B, C) logits (C = 1 for regression);
 - kind "tagger":        (B, T, C) logits.
 Scoring, export parity checks and the server all call `run`, so every path computes the same thing.
@@ -50,7 +52,8 @@ class Backend(Protocol):
 
 
 class TorchBackend:
-    """A transformers ELECTRA model on torch (CPU or CUDA): the development and reference path."""
+    """A transformers ELECTRA model (or Electric's cloze model) on torch (CPU or CUDA): the development and reference
+    path."""
 
     def __init__(self, model_dir: str | Path, device: str | None = None, dtype=None):
         require_extra("the torch backend (a transformers checkpoint; `electric export` makes an ONNX directory "
@@ -63,15 +66,20 @@ class TorchBackend:
         if not cfg_path.is_file():
             raise CheckpointError(f"model directory {str(d)!r} has no config.json (not a transformers checkpoint)")
         self.config = json.loads(cfg_path.read_text())
-        if self.config.get("model_type") != "electra":
+        if self.config.get("model_type") not in ("electra", "electric-cloze"):
             raise CheckpointError(f"{str(d)!r} holds a {self.config.get('model_type')!r} model, not ELECTRA")
         self.kind = model_kind(self.config, str(d))
-        cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        try:
-            self.model = cls.from_pretrained(d, dtype=dtype or torch.float32).to(self.device).eval()
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"could not load {str(d)!r}: {e}") from e
+        if self.kind == "cloze":  # (B, T) log q(x_t | x_not_t): the gather runs inside the module
+            from electric.inference.cloze import ClozeTokenLogProbs, load_cloze_model
+
+            self.model = ClozeTokenLogProbs(load_cloze_model(d, dtype or torch.float32)).to(self.device).eval()
+        else:
+            cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
+            try:
+                self.model = cls.from_pretrained(d, dtype=dtype or torch.float32).to(self.device).eval()
+            except (OSError, ValueError) as e:
+                raise CheckpointError(f"could not load {str(d)!r}: {e}") from e
         self.tokenizer = load_tokenizer(d)
         self.max_length = int(self.config.get("max_position_embeddings", 512))
         self.providers = [f"torch:{self.device.type}"]
@@ -82,12 +90,16 @@ class TorchBackend:
             token_type_ids: np.ndarray | None = None) -> np.ndarray:
         import torch
 
+        ids = torch.as_tensor(input_ids, device=self.device)
+        mask = torch.as_tensor(attention_mask, device=self.device)
+        if self.kind == "cloze":  # one segment: token types do not enter the cloze model
+            with torch.inference_mode():
+                return self.model(ids, mask).cpu().numpy()  # (B, T)
         kw = {}
         if token_type_ids is not None:
             kw["token_type_ids"] = torch.as_tensor(token_type_ids, device=self.device)
         with torch.inference_mode():
-            out = self.model(input_ids=torch.as_tensor(input_ids, device=self.device),
-                             attention_mask=torch.as_tensor(attention_mask, device=self.device), **kw)
+            out = self.model(input_ids=ids, attention_mask=mask, **kw)
         return out.logits.float().cpu().numpy()
 
 

@@ -36,6 +36,9 @@ CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")  # the graph's inputs, in order
 OUTPUT_NAME = "logits"
+# Electric's cloze model: one segment in, (B, T) log q(x_t | x_not_t) of each input token out (electric.inference.cloze)
+CLOZE_INPUT_NAMES = INPUT_NAMES[:2]
+CLOZE_OUTPUT_NAME = "token_logprobs"
 
 
 def physical_cores() -> int:

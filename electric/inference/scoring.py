@@ -1,4 +1,4 @@
-"""Sentence scores from one discriminator pass (Electric PLL, ELECTRA detection) and classic MLM PLL.
+"""Sentence scores from one pass (Electric PLL, ELECTRA detection, Electric's cloze model) and classic MLM PLL.
 
 Scoring is split in three steps so that a server can batch many clients' texts together:
 
@@ -7,10 +7,12 @@ Scoring is split in three steps so that a server can batch many clients' texts t
    and the model rows to run (one row, or several overlapping windows with `sliding_window=True`);
 2. `run_logits(backend, encoded)` runs the rows through `backend.run` in padded batches under a token
    budget (`max_batch_tokens`), bucketed by length (`electric.batching.plan_batches`, `pad_rows`), and
-   stitches windows back into one (T,) row of discriminator logits s_t per text;
+   stitches windows back into one (T,) row per text: discriminator logits s_t, or a cloze model's
+   log q(x_t | x_not_t) of each input token (electric.inference.cloze: the vocabulary axis stays in the model);
 3. pure post-processing of ONE row: `electric_score(enc, row)` (PLL = sum of -s_t over candidates),
-   `electra_score(enc, row)` (sum of log(1 - p_t)) and `electra_detect(enc, row)` (per-token and
-   per-word replaced probabilities p_t: sigma(s_t), or calibrated with the model's `electric.inference.calibration`).
+   `electra_score(enc, row)` (sum of log(1 - p_t)), `cloze_score(enc, row)` (sum of log q(x_t | x_not_t)) -
+   `score_row(enc, row, method)` picks one - and `electra_detect(enc, row)` (per-token and per-word replaced
+   probabilities p_t: sigma(s_t), or calibrated with the model's `electric.inference.calibration`).
 
 `Scorer(backend).score(texts, method=...)` wraps the three steps. `MaskedLMScorer(model_dir)` computes the
 classic MLM pseudo-log-likelihood (Salazar et al. 2020): one masked copy per candidate token, copies of
@@ -40,8 +42,10 @@ from electric.inference.calibration import Calibration, replaced_logits, replace
 from electric.words import word_groups
 
 DISCRIMINATOR_METHODS = ("electric", "electra")
+CLOZE_METHODS = ("cloze",)  # Electric's two-tower cloze model (RUN/generator of an Electric run): one pass
 MLM_METHODS = ("mlm-pll", "mlm-pll-word-l2r")
-METHODS = DISCRIMINATOR_METHODS + MLM_METHODS
+METHODS = DISCRIMINATOR_METHODS + CLOZE_METHODS + MLM_METHODS
+METHODS_OF_KIND = {"discriminator": DISCRIMINATOR_METHODS, "cloze": CLOZE_METHODS}  # a backend's kind -> its methods
 
 
 
@@ -226,7 +230,8 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, *, truncate: bool =
 def run_logits(backend, encoded: Sequence[Encoded], *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
                batch_size: int = DEFAULT_BATCH_SIZE, pad_id: int | None = None,
                progress: bool = False) -> list[np.ndarray]:
-    """One (T,) row of discriminator logits s_t per `Encoded`, from padded, length-bucketed batches."""
+    """One (T,) row per `Encoded` - discriminator logits s_t, or a cloze model's log q(x_t | x_not_t) - from padded,
+    length-bucketed batches."""
     if pad_id is None:
         pad_id = backend.tokenizer.pad_token_id
     rows, owner = [], []
@@ -241,7 +246,7 @@ def run_logits(backend, encoded: Sequence[Encoded], *, max_batch_tokens: int = D
         logits = np.asarray(backend.run(ids, mask))  # (B, T) s_t
         if logits.shape != ids.shape:
             raise ValueError(f"backend returned logits of shape {logits.shape} for inputs of shape {ids.shape}; "
-                             "scoring needs a discriminator ((B, T) logits)")
+                             "scoring needs a discriminator or a cloze model ((B, T) outputs)")
         for b, i in enumerate(batch):
             results[i] = logits[b, : len(rows[i])]
     per_item: list[list[np.ndarray]] = [[] for _ in encoded]
@@ -368,6 +373,24 @@ def electra_score(encoded: Encoded, logits_row: np.ndarray, per_token: bool = Fa
     return token_scores_to_text_score(encoded, _log_not_replaced(s), "electra", per_token)
 
 
+def cloze_score(encoded: Encoded, logprob_row: np.ndarray, per_token: bool = False) -> TextScore:
+    """Cloze pseudo-log-likelihood: sum over candidates of log q(x_t | x_not_t), one pass of Electric's cloze model
+    (`logprob_row`: its (T,) log-probabilities of the input tokens, electric.inference.cloze)."""
+    return token_scores_to_text_score(encoded, _check_row(encoded, logprob_row), "cloze", per_token)
+
+
+def score_row(encoded: Encoded, row: np.ndarray, method: str, per_token: bool = False,
+              calibration: Calibration | None = None) -> TextScore:
+    """The `method` score of one text from its one-pass row (a discriminator's s_t, or a cloze model's log q)."""
+    if method == "electric":
+        return electric_score(encoded, row, per_token)
+    if method == "electra":
+        return electra_score(encoded, row, per_token, calibration)
+    if method == "cloze":
+        return cloze_score(encoded, row, per_token)
+    raise ValueError(f"method {method!r} is not a one-pass score (one of {DISCRIMINATOR_METHODS + CLOZE_METHODS})")
+
+
 def electra_detect(encoded: Encoded, logits_row: np.ndarray, calibration: Calibration | None = None) -> Detection:
     """Per-token replaced probability p_t (calibrated when the model has a calibration, else sigma(s_t)),
     per-word max and mean over pieces, and the sentence score sum_t log(1 - p_t)."""
@@ -391,13 +414,17 @@ def electra_detect(encoded: Encoded, logits_row: np.ndarray, calibration: Calibr
 
 
 class Scorer:
-    """Electric PLL and ELECTRA scores from a discriminator backend (`electric.inference.backend.load_backend`)."""
+    """One-pass scores from a backend (`electric.inference.backend.load_backend`): Electric PLL and ELECTRA scores
+    from a discriminator, cloze scores from Electric's cloze model (`methods`: what this backend gives)."""
 
     def __init__(self, backend, *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
                  batch_size: int = DEFAULT_BATCH_SIZE, truncate: bool = False, sliding_window: bool = False,
                  window_stride: int | None = None, progress: bool = False):
-        if getattr(backend, "kind", "discriminator") != "discriminator":
-            raise CheckpointError(f"scoring needs a discriminator (ElectraForPreTraining), got a {backend.kind} model")
+        kind = getattr(backend, "kind", "discriminator")
+        if kind not in METHODS_OF_KIND:
+            raise CheckpointError(f"scoring needs a discriminator (ElectraForPreTraining) or Electric's cloze model "
+                                  f"(ElectricForClozeLM), got a {kind} model")
+        self.methods = METHODS_OF_KIND[kind]  # the first is the default
         self.backend = backend
         self.tokenizer = backend.tokenizer
         self.max_length = int(backend.max_length)
@@ -421,19 +448,22 @@ class Scorer:
         return run_logits(self.backend, encoded, max_batch_tokens=self.max_batch_tokens,
                           batch_size=self.batch_size, progress=self.progress)
 
-    def score(self, texts: Sequence[str], method: str = "electric", per_token: bool = False,
+    def score(self, texts: Sequence[str], method: str | None = None, per_token: bool = False,
               start_index: int = 0) -> list[TextScore]:
+        """`method` (default: this backend's first, electric or cloze) of each text."""
+        method = method or self.methods[0]
         if method in MLM_METHODS:
-            raise ValueError(f"method {method!r} needs a masked LM (MaskedLMScorer), not a discriminator")
-        if method not in DISCRIMINATOR_METHODS:
-            raise ValueError(f"unknown method {method!r} for a discriminator (one of {DISCRIMINATOR_METHODS})")
+            raise ValueError(f"method {method!r} needs a masked LM (MaskedLMScorer), not a {self.backend.kind} model")
+        if method not in self.methods:
+            raise ValueError(f"method {method!r} does not apply to a {self.backend.kind} model (it gives "
+                             f"{', '.join(self.methods)})")
         enc = self.encode(texts, start_index)
-        rows = self.logits(enc)
-        if method == "electric":
-            return [electric_score(e, row, per_token) for e, row in zip(enc, rows, strict=True)]
-        return [electra_score(e, row, per_token, self.calibration) for e, row in zip(enc, rows, strict=True)]
+        return [score_row(e, row, method, per_token, self.calibration) for e, row in zip(enc, self.logits(enc),
+                                                                                          strict=True)]
 
     def detect(self, texts: Sequence[str], start_index: int = 0) -> list[Detection]:
+        if self.backend.kind != "discriminator":
+            raise ValueError(f"replaced-token detection needs a discriminator, not a {self.backend.kind} model")
         enc = self.encode(texts, start_index)
         return [electra_detect(e, row, self.calibration) for e, row in zip(enc, self.logits(enc), strict=True)]
 
@@ -458,8 +488,9 @@ def _check_masked_lm_config(d: Path) -> Path:
     if cfg.get("model_type") == "electric-cloze" or "ElectricForClozeLM" in archs:
         raise CheckpointError(
             f"{str(d)!r} holds Electric's two-tower cloze generator (ElectricForClozeLM), not a masked LM: it never "
-            "sees a [MASK] token, so MLM PLL does not apply. Score with --method electric on the run's "
-            "discriminator, or point mlm-pll at the generator of an `--objective mlm` or `electra` run"
+            "sees a [MASK] token, so MLM PLL does not apply. Score it with --method cloze (one pass), the run's "
+            "discriminator with --method electric, or point mlm-pll at the generator of an `--objective mlm` or "
+            "`electra` run"
         )
     if any(a.endswith(("ForPreTraining", "ForSequenceClassification", "ForTokenClassification")) for a in archs) \
             and not any(a.endswith("ForMaskedLM") for a in archs) and cfg.get("model_type") == "electra":
@@ -598,15 +629,16 @@ class MaskedLMScorer:
 
 def resolve_model_dir(path: str | Path, method: str) -> Path:
     """A model directory for `method`: `path` itself, or inside a pretraining run directory
-    RUN/discriminator (electric, electra) or RUN/generator (mlm-pll)."""
+    RUN/discriminator (electric, electra) or RUN/generator (cloze, mlm-pll)."""
     d = require_local_dir(path, "model")
-    sub = "generator" if method in MLM_METHODS else "discriminator"
+    sub = "generator" if method in MLM_METHODS + CLOZE_METHODS else "discriminator"
     return model_dir_of(d, (sub,), missing=f"run directory {str(d)!r} has no {sub}/ for --method {method}")
 
 
 def check_model_dir(model: str | Path, method: str, backend: str = "auto") -> Path:
     """The model directory for `method` (`resolve_model_dir`), checked from its config.json alone (no model is
-    loaded, torch is not imported): a masked LM for mlm-pll methods, a discriminator for the others."""
+    loaded, torch is not imported): a masked LM for mlm-pll methods, Electric's cloze model (a checkpoint or its
+    export) for cloze, a discriminator for the others."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r} (one of {', '.join(METHODS)})")
     d = resolve_model_dir(model, method)
@@ -614,19 +646,31 @@ def check_model_dir(model: str | Path, method: str, backend: str = "auto") -> Pa
         if backend not in ("auto", "torch"):
             raise ValueError(f"--method {method} runs on torch only (got --backend {backend})")
         return _check_masked_lm_config(d)
-    if (d / "config.json").is_file():
-        archs = _read_config(d).get("architectures") or []
-        if any(a.endswith("ForMaskedLM") or a == "ElectricForClozeLM" for a in archs):
-            raise CheckpointError(f"{str(d)!r} holds a {archs[0]}, not a discriminator; --method {method} needs "
-                                  "an ElectraForPreTraining directory (e.g. RUN/discriminator); use --method mlm-pll "
-                                  "for a masked LM")
+    if not (d / "config.json").is_file():
+        return d
+    archs = _read_config(d).get("architectures") or []
+    cloze = "ElectricForClozeLM" in archs
+    if method in CLOZE_METHODS and not cloze:
+        use = "--method mlm-pll for a masked LM" if any(a.endswith("ForMaskedLM") for a in archs) else \
+            "--method electric or electra for a discriminator"
+        raise CheckpointError(f"{str(d)!r} holds a {archs[0] if archs else 'model without architectures'}, not "
+                              "Electric's cloze model; --method cloze needs an ElectricForClozeLM directory (RUN/generator "
+                              f"of an `--objective electric` run, or its `electric export`); use {use}")
+    if method in DISCRIMINATOR_METHODS and cloze:
+        raise CheckpointError(f"{str(d)!r} holds Electric's cloze model (ElectricForClozeLM), not a discriminator; "
+                              f"score it with --method cloze, or point --method {method} at RUN/discriminator")
+    if method in DISCRIMINATOR_METHODS and any(a.endswith("ForMaskedLM") for a in archs):
+        raise CheckpointError(f"{str(d)!r} holds a {archs[0]}, not a discriminator; --method {method} needs "
+                              "an ElectraForPreTraining directory (e.g. RUN/discriminator); use --method mlm-pll "
+                              "for a masked LM")
     return d
 
 
 def load_scorer(model: str | Path, method: str = "electric", backend: str = "auto", device: str | None = None,
                 **kwargs) -> Scorer | MaskedLMScorer:
-    """A scorer for `method` from a model or run directory (see `resolve_model_dir`); `kwargs` go to
-    `Scorer` / `MaskedLMScorer` (max_batch_tokens, batch_size, truncate, sliding_window, progress)."""
+    """A scorer for `method` from a model or run directory (see `resolve_model_dir`): a `Scorer` over a discriminator
+    or a cloze model (torch or ONNX), a `MaskedLMScorer` for mlm-pll; `kwargs` go to the scorer (max_batch_tokens,
+    batch_size, truncate, sliding_window, progress)."""
     d = check_model_dir(model, method, backend)
     if method in MLM_METHODS:
         return MaskedLMScorer(d, device=device, **kwargs)
