@@ -29,7 +29,13 @@ from fastapi import FastAPI
 
 from electric import __version__
 from server.engine import Engine
-from server.http import ObservabilityMiddleware, add_error_handlers, add_routes, fast_routes
+from server.http import (
+    ObservabilityMiddleware,
+    add_error_handlers,
+    add_input_limits_to_openapi,
+    add_routes,
+    fast_routes,
+)
 from server.metrics import Metrics
 from server.settings import Settings
 
@@ -92,6 +98,7 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
     app.state.metrics = metrics
     app.state.engine = None
     add_routes(app)
+    add_input_limits_to_openapi(app, settings)
     add_error_handlers(app)
     app.add_middleware(ObservabilityMiddleware, settings=settings, metrics=metrics, routes=fast_routes(app))
     return app

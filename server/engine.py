@@ -46,6 +46,7 @@ from electric.inference import classify
 from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import (
+    Encoded,
     InputTooLongError,
     electra_detect,
     electric_score,
@@ -63,7 +64,7 @@ from server.errors import (
     ValidationError,
 )
 from server.metrics import Metrics
-from server.settings import Settings
+from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
 
 log = logging.getLogger("electric.server")
 
@@ -338,12 +339,14 @@ class Engine:
         if n > self.settings.max_inputs_per_request:
             raise PayloadTooLarge(f"{n} {what} in one request, the limit is {self.settings.max_inputs_per_request}")
 
-    @staticmethod
-    def _check_text(text: object, name: str) -> None:
+    def _check_text(self, text: object, name: str) -> None:
         if not isinstance(text, str):
             raise ValidationError(f"{name} is a {type(text).__name__}, expected a string")
         if not text.strip():
             raise ValidationError(f"{name} is empty")
+        if len(text) > self.settings.max_input_chars:
+            raise ValidationError(f"{name} has {len(text)} characters, more than the limit of "
+                                  f"{self.settings.max_input_chars} (max_input_chars), even with truncate")
 
     # ---- the four calls ----------------------------------------------------------------------------
 
@@ -382,6 +385,8 @@ class Engine:
                     raise ValidationError(f"lists[{i}] has no hypotheses")
                 if scores is not None and len(scores) != len(hyps):
                     raise ValidationError(f"lists[{i}] has {len(hyps)} hypotheses but {len(scores)} scores")
+                for k, x in enumerate(scores or ()):
+                    _check_range(x, MAX_ABS_RERANK_SCORE, f"lists[{i}].scores[{k}]")
                 for j, h in enumerate(hyps):
                     self._check_text(h, f"lists[{i}].hypotheses[{j}]")
                     flat.append(h)
@@ -390,6 +395,9 @@ class Engine:
                                         None if scores is None else [float(s) for s in scores]))
             self._check_count(len(flat), "hypotheses")
             s = self.settings
+            for name, w in (("weights.lm", lm_weight), ("weights.length", length_weight), ("weights.beta", beta)):
+                if w is not None:
+                    _check_range(w, MAX_ABS_RERANK_WEIGHT, name)
             if prior is not None and prior not in PRIORS:
                 raise ValidationError(f"weights.prior must be one of {', '.join(PRIORS)}, got {prior!r}")
             weights = Weights(lm=s.lm_weight if lm_weight is None else lm_weight,
@@ -440,6 +448,7 @@ class Engine:
                 "limits": {"max_inputs_per_request": s.max_inputs_per_request,
                            "max_tokens_per_input": min((m.max_tokens for m in self.models.values()),
                                                        default=s.max_tokens_per_input),
+                           "max_input_chars": s.max_input_chars,
                            "max_batch_tokens": s.max_batch_tokens, "max_batch_size": s.max_batch_size,
                            "max_concurrent_requests": s.max_concurrent_requests, "max_body_bytes": s.max_body_bytes,
                            "max_wait_ms": s.max_wait_ms, "request_timeout_s": s.request_timeout_s},
@@ -513,8 +522,14 @@ class Engine:
             t.tokenize += seconds
             if isinstance(enc, InputTooLongError):
                 req.future.set_exception(ValidationError(
-                    f"{req.names(enc.index)} has {enc.num_tokens} tokens ([CLS] and [SEP] included), more than the "
+                    f"{req.names(enc.index)} has {enc.count()} tokens ([CLS] and [SEP] included), more than the "
                     f"limit of {enc.max_length}; shorten it or send \"truncate\": true"))
+                continue
+            empty = next((e for e in enc if isinstance(e, Encoded) and e.num_candidates == 0), None)
+            if empty is not None:  # the answer of a blank text: no 0.0 score that could win a rerank
+                req.future.set_exception(ValidationError(f"{req.names(empty.index)} is empty once tokenised: it "
+                                                         f"has only characters the tokenizer drops (zero-width, "
+                                                         f"control or lone combining characters)"))
                 continue
             tokens = sum(e.length for e in enc)
             t.inputs += len(enc)
@@ -544,8 +559,10 @@ class Engine:
         return n >= self.settings.max_batch_size or n * longest >= self.settings.max_batch_tokens
 
     def _take_batch(self, slot: ModelSlot) -> list[_Item]:
-        """The oldest live input, then more of its length bucket (oldest first), then shorter ones,
-        within max_batch_size inputs and max_batch_tokens padded tokens."""
+        """Round robin over requests (each request's first waiting input, oldest request first, then their
+        second ones, ...), so a small request is never starved by big ones queued before it: the first of
+        that order, then more of its length bucket, then shorter ones, within max_batch_size inputs and
+        max_batch_tokens padded tokens."""
         live = [it for it in slot.pending if not it.request.future.done()]
         dropped = len(slot.pending) - len(live)
         if dropped:
@@ -554,8 +571,16 @@ class Engine:
             slot.pending = []
             return []
         s = self.settings
-        anchor = live[0].bucket
-        order = [it for it in live if it.bucket == anchor] + [it for it in live if it.bucket < anchor]
+        rounds: list[list[_Item]] = []  # rounds[k]: the k-th waiting input of each request, oldest request first
+        seen: dict[int, int] = {}
+        for it in live:
+            k = seen[id(it.request)] = seen.get(id(it.request), -1) + 1
+            if k == len(rounds):
+                rounds.append([])
+            rounds[k].append(it)
+        fair = [it for r in rounds for it in r]
+        anchor = fair[0].bucket
+        order = [it for it in fair if it.bucket == anchor] + [it for it in fair if it.bucket < anchor]
         batch, longest = [], 0
         for it in order:
             new_longest = max(longest, it.length)
@@ -610,6 +635,13 @@ class Engine:
             req.remaining -= 1
             if req.remaining == 0:
                 req.future.set_result(req.results)
+
+
+def _check_range(x: float, limit: float, name: str) -> None:
+    """A rerank number within [-limit, limit] (settings.MAX_ABS_RERANK_*: totals cannot overflow), else a
+    ValidationError naming it."""
+    if not -limit <= x <= limit:
+        raise ValidationError(f"{name}: should be between {-limit:g} and {limit:g}, got {x!r}")
 
 
 def _tokenize(slot: ModelSlot, reqs: list[_Request]) -> list:

@@ -309,7 +309,7 @@ class GrpcServer:
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(SERVICES + (health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
-        self.host = settings.host
+        self.host, self.settings = settings.host, settings
         self.port = self.server.add_insecure_port(f"{_host(settings.host)}:{settings.grpc_port}")
         if self.port == 0:
             raise OSError(f"could not bind the gRPC port {settings.host}:{settings.grpc_port}")
@@ -320,9 +320,19 @@ class GrpcServer:
         log.info("gRPC listening on %s:%d", self.host, self.port)
 
     async def set_serving(self, serving: bool) -> None:
-        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        """The server ("") and each service SERVING or NOT_SERVING; a service without its model (Scoring and
+        Detection without --model, Classification without --classifier) stays NOT_SERVING."""
+        serving_status, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("",) + SERVICES:
-            await self.health.set(name, status)
+            await self.health.set(name, serving_status if serving and self._has_model(name) else not_serving)
+
+    def _has_model(self, service: str) -> bool:
+        short = service.rpartition(".")[2]
+        if short in ("Scoring", "Detection"):
+            return self.settings.model is not None
+        if short == "Classification":
+            return bool(self.settings.classifiers)
+        return True  # the server itself, Info
 
     async def stop(self, grace: float) -> None:
         """Refuse new RPCs, let in-flight ones finish (up to `grace` seconds)."""

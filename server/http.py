@@ -260,6 +260,37 @@ def _describe(errors: list[dict]) -> str:
     return "; ".join(parts) + more
 
 
+INPUT_TEXTS = {"ScoreRequest": ("texts",), "DetectRequest": ("texts",), "RerankRequest": ("hypotheses",),
+               "NBestList": ("hypotheses",), "ClassifyRequest": ("texts", "pairs")}  # what max_input_chars limits
+
+
+def add_input_limits_to_openapi(app: FastAPI, settings: Settings) -> None:
+    """/openapi.json gives every input text the server's `max_input_chars` as its maxLength (a setting, so not in
+    the static schemas; the engine checks it, for HTTP and gRPC alike)."""
+    build = app.openapi
+
+    def limit(schema: object) -> None:
+        if isinstance(schema, dict):
+            if schema.get("type") == "string":
+                schema["maxLength"] = settings.max_input_chars
+            for sub in schema.values():
+                limit(sub)
+        elif isinstance(schema, list):
+            for sub in schema:
+                limit(sub)
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = build()
+            components = schema.get("components", {}).get("schemas", {})
+            for name, fields in INPUT_TEXTS.items():
+                for f in fields:
+                    limit(components.get(name, {}).get("properties", {}).get(f))
+        return app.openapi_schema
+
+    app.openapi = openapi
+
+
 def fast_routes(app: FastAPI) -> dict[str, APIRoute]:
     """The POST routes of HANDLERS, by path: what ObservabilityMiddleware may answer without FastAPI."""
     return {r.path: r for r in app.routes if isinstance(r, APIRoute) and r.path in HANDLERS and "POST" in r.methods}
@@ -334,14 +365,22 @@ class ObservabilityMiddleware:
         self._record(scope, state, status["code"] or 500, time.perf_counter() - t0)  # 0: uvicorn answers 500
 
     async def _fast(self, scope, receive, send) -> list[dict] | None:
-        """Answer the request on the fast path (None), or give back the messages read for FastAPI to replay."""
+        """Answer the request on the fast path (None), or give back the messages read for FastAPI to replay.
+        On a scoring route, a request without the API key is answered 401 before its body is read
+        (authentication first), and a JSON body that is not UTF-8 or nests too deeply for the parser is a 400
+        naming the problem."""
         seen: list[dict] = []
         route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
         if route is None or scope["app"].state.engine is None:
             return seen
         ctype, auth = _header(scope, b"content-type") or b"", _header(scope, b"authorization") or b""
-        if ctype.partition(b";")[0].strip().lower() != b"application/json" or \
-                not authorised(self.settings.api_key, auth.decode("latin-1")):
+        if not authorised(self.settings.api_key, auth.decode("latin-1")):
+            scope["route"] = route
+            err = Unauthorized("missing or wrong API key: send \"Authorization: Bearer KEY\"")
+            scope["state"]["error_type"] = err.error_type
+            await _send_json(send, status_for(HTTP_STATUS, err), err.body())
+            return None
+        if ctype.partition(b";")[0].strip().lower() != b"application/json":
             return seen
         chunks = []
         while True:
@@ -353,11 +392,21 @@ class ObservabilityMiddleware:
             if not message.get("more_body", False):
                 break
         handler = HANDLERS[route.path]
+        problem = None
         try:
-            body = handler.schema.model_validate(json.loads(b"".join(chunks)))  # as FastAPI parses and validates
-        except ValueError:  # json.JSONDecodeError, pydantic's ValidationError, undecodable bytes
+            text = b"".join(chunks).decode("utf-8")  # not json.loads(bytes), which would also take UTF-16 and -32
+            body = handler.schema.model_validate(json.loads(text))  # as FastAPI parses and validates
+        except UnicodeDecodeError as e:
+            problem = f"the body is not UTF-8 (byte {e.start}: {e.object[e.start:e.start + 1]!r}); send JSON in UTF-8"
+        except RecursionError:
+            problem = "the body nests JSON arrays or objects too deeply to parse"
+        except ValueError:  # json.JSONDecodeError, pydantic's ValidationError: FastAPI answers with the details
             return seen
         scope["route"] = route
+        if problem is not None:
+            scope["state"]["error_type"] = "http_error"
+            await _send_json(send, 400, {"error": problem, "error_type": "http_error"})
+            return None
         try:
             response = await _answer(Request(scope, receive), handler, body)
         except ClientGone:

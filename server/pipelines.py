@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from electric.inference.scoring import Encoded, InputTooLongError, from_encoding, rust_tokenizer
+from electric.inference.scoring import (
+    Encoded,
+    InputTooLongError,
+    encode_capped,
+    from_encoding,
+    rust_tokenizer,
+)
 
 
 @dataclass
@@ -39,26 +45,52 @@ def encode_requests(tokenizer, requests: Sequence[tuple[Sequence[str | tuple[str
     Texts are encoded as `electric.inference.scoring.encode` does them (truncation keeps the first pieces); pairs as
     fine-tuning does (token type ids 0 / 1, longest-first truncation)."""
     flat = [x if isinstance(x, str) else tuple(x) for inputs, _ in requests for x in inputs]
-    encodings = rust_tokenizer(tokenizer).encode_batch(flat, add_special_tokens=True) if flat else []
+    encodings, cut = _encode(rust_tokenizer(tokenizer), flat, max_length)
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     out: list = []
     k = 0
     for inputs, truncate in requests:
-        mine, k = encodings[k: k + len(inputs)], k + len(inputs)
+        mine, k = zip(encodings[k: k + len(inputs)], cut[k: k + len(inputs)], strict=True), k + len(inputs)
         try:
-            out.append([from_encoding(e, x, i, max_length, truncate=truncate, cls_id=cls_id, sep_id=sep_id)
-                        if isinstance(x, str) else _pair(tokenizer, e, x, i, max_length, truncate)
-                        for i, (x, e) in enumerate(zip(inputs, mine, strict=True))])
+            out.append([from_encoding(e, x, i, max_length, truncate=truncate, cls_id=cls_id, sep_id=sep_id, cut=c)
+                        if isinstance(x, str) else _pair(tokenizer, e, c or x, i, max_length, truncate, c is not None)
+                        for i, (x, (e, c)) in enumerate(zip(inputs, mine, strict=True))])
         except InputTooLongError as err:
             out.append(err)
     return out
 
 
-def _pair(tokenizer, e, pair: tuple[str, str], index: int, max_length: int, truncate: bool) -> PairEncoded:
+def _encode(rust, flat: list, max_length: int) -> tuple[list, list]:
+    """Encodings of texts and pairs that never tokenise much more of a long text than `max_length` tokens
+    (`encode_capped`). A text's cut is True when only its prefix was encoded; a pair's is the pair it encoded
+    (each side cut where `encode_capped` cut it: past max_length - 1 whole-word tokens), or None when whole."""
+    encodings, cut = [None] * len(flat), [None] * len(flat)
+    texts = [k for k, x in enumerate(flat) if isinstance(x, str)]
+    if texts:
+        for k, e, c in zip(texts, *encode_capped(rust, [flat[k] for k in texts], max_length), strict=True):
+            encodings[k], cut[k] = e, c
+    pairs = [k for k, x in enumerate(flat) if not isinstance(x, str)]
+    if pairs:
+        sides, side_cut = encode_capped(rust, [s for k in pairs for s in flat[k]], max_length)
+        for j, k in enumerate(pairs):
+            a, b = (s[: e.offsets[-2][1]] if c else s for s, e, c in zip(flat[k], sides[2 * j: 2 * j + 2],
+                                                                         side_cut[2 * j: 2 * j + 2], strict=True))
+            if (a, b) != flat[k]:
+                flat[k] = cut[k] = (a, b)
+        for k, e in zip(pairs, rust.encode_batch([flat[k] for k in pairs], add_special_tokens=True), strict=True):
+            encodings[k] = e
+    return encodings, cut
+
+
+def _pair(tokenizer, e, pair: tuple[str, str], index: int, max_length: int, truncate: bool,
+          cut: bool = False) -> PairEncoded:
+    """The encoding `e` of `pair`; `cut`: `pair`'s sides are cut prefixes of the input's (`_encode`). Longest-first
+    truncation of cut sides equals that of the whole ones, but for which side gets the odd token when both were
+    cut."""
     ids, tt, truncated = e.ids, e.type_ids, False
     if len(ids) > max_length:
         if not truncate:
-            raise InputTooLongError(index, len(ids), max_length)
+            raise InputTooLongError(index, len(ids), max_length, at_least=cut)
         cut = rust_tokenizer(tokenizer, max_length).encode(pair[0], pair[1], add_special_tokens=True)
         ids, tt, truncated = cut.ids, cut.type_ids, True
     return PairEncoded(index, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated)

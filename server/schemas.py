@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT
+
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # every request model
 
 
@@ -31,6 +33,8 @@ def _unicode(text: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_unicode)]  # every string of a request
+Score = Annotated[float, Field(ge=-MAX_ABS_RERANK_SCORE, le=MAX_ABS_RERANK_SCORE)]  # a first-pass score
+Weight = Annotated[float, Field(ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT)]  # a rerank weight
 
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -99,16 +103,16 @@ class NBestList(BaseModel):
     model_config = _STRICT
     id: Text | None = Field(None, description="utterance id, echoed as utt_id (default: the list's position)")
     hypotheses: list[Text] = Field(min_length=1, description="hypotheses in the first pass's order (best first)")
-    scores: list[float] | None = Field(None, min_length=1, description="first-pass scores, one per hypothesis, "
+    scores: list[Score] | None = Field(None, min_length=1, description="first-pass scores, one per hypothesis, "
                                        "higher = better (e.g. am_score); without them the prior is -beta * rank "
                                        "with weights.prior \"rank\", else none")
 
 
 class RerankWeights(BaseModel):
     model_config = _STRICT
-    lm: float | None = Field(None, description="lambda_lm: weight of the Electric PLL")
-    length: float | None = Field(None, description="lambda_len: bonus per word")
-    beta: float | None = Field(None, description="the -beta * rank prior used when a list has no scores and "
+    lm: Weight | None = Field(None, description="lambda_lm: weight of the Electric PLL")
+    length: Weight | None = Field(None, description="lambda_len: bonus per word")
+    beta: Weight | None = Field(None, description="the -beta * rank prior used when a list has no scores and "
                                                  "prior is \"rank\"")
     prior: Literal["rank", "none"] | None = Field(None, description="a list without scores: \"rank\" when its order "
                                                                    "is a first-pass order (best first), \"none\" "
@@ -125,7 +129,7 @@ class RerankRequest(BaseModel):
          "weights": {"lm": 1.0, "beta": 2.0, "prior": "rank"}})
     lists: list[NBestList] | None = Field(None, min_length=1, description="many n-best lists ...")
     hypotheses: list[Text] | None = Field(None, min_length=1, description="... or one list")
-    scores: list[float] | None = Field(None, min_length=1, description="first-pass scores of the one list")
+    scores: list[Score] | None = Field(None, min_length=1, description="first-pass scores of the one list")
     weights: RerankWeights | None = Field(None, description="unset weights take the server's defaults (/info)")
     truncate: bool = False
 
@@ -279,6 +283,7 @@ class ModelInfo(BaseModel):
 class Limits(BaseModel):
     max_inputs_per_request: int
     max_tokens_per_input: int
+    max_input_chars: int = Field(description="characters per input (each text of a pair), even with truncate")
     max_batch_tokens: int
     max_batch_size: int
     max_concurrent_requests: int

@@ -14,6 +14,12 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+# /v1/rerank's finite ranges (422 / INVALID_ARGUMENT naming the field above them): with |a(h)| <= 1e12, |weights|
+# <= 1e6, a model's finite PLL, fewer than 1e6 words and ranks, a total a(h) + lm * PLL + length * words (or
+# -beta * rank) cannot overflow a float64, so no response carries a non-finite number
+MAX_ABS_RERANK_WEIGHT = 1e6  # weights.lm, weights.length, weights.beta (and their server defaults)
+MAX_ABS_RERANK_SCORE = 1e12  # first-pass scores
+
 # the HTTP routes that answer without the API key (as gRPC health and reflection do); tests check every route
 OPEN_HTTP_PATHS = ("/health", "/ready", "/metrics", "/docs", "/openapi.json", "/redoc")
 
@@ -71,6 +77,9 @@ class Settings(BaseSettings):
     max_inputs_per_request: int = Field(256, ge=1, description="texts (or hypotheses, or pairs) in one request")
     max_tokens_per_input: int = Field(0, ge=0, description="tokens per input, [CLS]/[SEP] included "
                                                            "(0 = the model's maximum)")
+    max_input_chars: int = Field(100_000, ge=1, description="characters per input (each text of a pair); more is a "
+                                                            "422 / INVALID_ARGUMENT naming the input, even with "
+                                                            "truncate")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="largest HTTP body / gRPC message in bytes")
     max_batch_tokens: int = Field(8192, ge=1, description="padded tokens (batch size x longest input) per forward pass")
     max_batch_size: int = Field(128, ge=1, description="inputs per forward pass")
@@ -85,9 +94,9 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(30.0, ge=0.0, description="on SIGTERM, wait up to this long for in-flight "
                                                               "requests")
     # --- rerank defaults (a request's own weights win)
-    lm_weight: float = Field(1.0, description="rerank: default lambda_lm (weight of the LM score)")
-    length_weight: float = Field(0.0, description="rerank: default lambda_len (weight of the word count)")
-    beta: float = Field(1.0, description="rerank: default beta of the -beta*rank prior (prior rank) used when a "
+    lm_weight: float = Field(1.0, ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT, description="rerank: default lambda_lm (weight of the LM score)")
+    length_weight: float = Field(0.0, ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT, description="rerank: default lambda_len (weight of the word count)")
+    beta: float = Field(1.0, ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT, description="rerank: default beta of the -beta*rank prior (prior rank) used when a "
                                          "list has no first-pass scores")
     prior: Literal["rank", "none"] = Field("none", description="rerank: default prior of a list without first-pass "
                                                                "scores: rank (its order is a first-pass order: "

@@ -150,6 +150,9 @@ def _check_output(path: str | None, flag: str) -> None:
         raise InputError(f"{flag} {path}: is a directory, expected a file name")
 
 
+NO_TOKEN = "no token to score: the tokenizer keeps none of its characters (zero-width, control or lone combining)"
+
+
 def _blank_row(text: str, args) -> dict:
     """The row of a blank line: no score (the server rejects blank texts too)."""
     if args.method == "electra" and args.per_token:  # the fields of Detection.to_dict
@@ -167,6 +170,8 @@ def cmd_score(args) -> int:
     # under a second
     _positive("--chunk-size", args.chunk_size)
     _check_output(args.out, "--out")
+    if args.out not in (None, "-") and not Path(args.out).parent.is_dir():  # a typo must not make folders
+        raise InputError(f"--out {args.out}: the folder {Path(args.out).parent} does not exist; create it first")
     src = args.input
     total = check_text_file(src) if src != "-" else None
     from tqdm.auto import tqdm
@@ -176,13 +181,12 @@ def cmd_score(args) -> int:
     scorer = _load_scorer(args)
     where = "stdin" if src == "-" else src
     fin = getattr(sys.stdin, "buffer", sys.stdin) if src == "-" else open(src, "rb")  # noqa: SIM115 - closed below
-    if args.out not in (None, "-"):
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fout = sys.stdout if args.out in (None, "-") else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
     bar = tqdm(total=total, unit="line", desc="scoring", disable=_progress_disable(args), dynamic_ncols=True,
                file=sys.stderr)
     n = 0
     blank: list[int] = []  # line numbers of blank lines (not scored)
+    no_token: list[int] = []  # line numbers of lines the tokenizer keeps nothing of (not scored)
     try:
         for chunk in _chunks(iter_lines(fin, where), args.chunk_size):
             keep = [i for i, t in enumerate(chunk) if t.strip()]
@@ -193,12 +197,16 @@ def cmd_score(args) -> int:
                 else:
                     scored = [s.to_dict() for s in scorer.score(texts, method=args.method, per_token=args.per_token)]
             except InputTooLongError as e:
-                raise InputError(f"{where}: line {n + keep[e.index] + 1} has {e.num_tokens} tokens ([CLS] and [SEP] "
+                raise InputError(f"{where}: line {n + keep[e.index] + 1} has {e.count()} tokens ([CLS] and [SEP] "
                                  f"included), more than the model's maximum of {e.max_length}; pass --truncate or "
                                  "--sliding-window") from e
             rows = [_blank_row(t, args) for t in chunk]
             for i, row in zip(keep, scored, strict=True):
-                rows[i] = row
+                if row["num_tokens"]:
+                    rows[i] = row
+                else:  # nothing the tokenizer keeps (zero-width, control characters): no score, as a blank line
+                    rows[i] = {**rows[i], "error": NO_TOKEN}
+                    no_token.append(n + i + 1)
             blank += [n + i + 1 for i, t in enumerate(chunk) if not t.strip()]
             fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
             fout.flush()
@@ -214,9 +222,15 @@ def cmd_score(args) -> int:
         shown = ", ".join(map(str, blank[:10])) + (", ..." if len(blank) > 10 else "")
         print(f"note: {len(blank)} blank line{'s' if len(blank) != 1 else ''} of {where} got no score (\"score\": null, "
               f"with an \"error\"): line{'s' if len(blank) != 1 else ''} {shown}", file=sys.stderr)
+    if no_token:
+        shown = ", ".join(map(str, no_token[:10])) + (", ..." if len(no_token) > 10 else "")
+        print(f"note: {len(no_token)} line{'s' if len(no_token) != 1 else ''} of {where} had no token to score (only "
+              f"characters the tokenizer drops) and got no score (\"score\": null, with an \"error\"): "
+              f"line{'s' if len(no_token) != 1 else ''} {shown}", file=sys.stderr)
     kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else f"{scorer.backend.kind} model"
     if not args.quiet:
-        print(f"scored {n - len(blank)} line{'s' if n - len(blank) != 1 else ''} with {args.method} ({kind} "
+        scored_lines = n - len(blank) - len(no_token)
+        print(f"scored {scored_lines} line{'s' if scored_lines != 1 else ''} with {args.method} ({kind} "
               f"{scorer_dir(args)})", file=sys.stderr)
     return 0
 
@@ -281,11 +295,20 @@ def _nbest_job(args, *, write: bool) -> int:
     scorer = _load_scorer(args)
     everything = lists + (dev_lists or [])
 
+    no_token: list[str] = []  # hypotheses the tokenizer keeps nothing of: LM score NaN, never chosen
+
     def score_fn(texts):
-        return sum_and_mean(scorer.score(texts, method=args.method))
+        scored = scorer.score(texts, method=args.method)
+        no_token.extend(t for t, r in zip(texts, scored, strict=True) if not r.num_tokens)
+        return [(s, m) if r.num_tokens else (float("nan"), float("nan"))
+                for (s, m), r in zip(sum_and_mean(scored), scored, strict=True)]
 
     pairs = score_nbest(everything, score_fn, chunk_size=args.chunk_size,
                         progress=not args.quiet and sys.stderr.isatty())
+    if no_token:
+        print(f"note: {len(no_token)} distinct hypothes{'es' if len(no_token) != 1 else 'is'} had no token to score "
+              f"(blank, or only characters the tokenizer drops, e.g. {no_token[0]!r}): LM score null, ranked last, "
+              "never chosen", file=sys.stderr)
     weights, report, test_scores = rerank_report_choosing_lm_score(
         lists, pairs, lm_score=args.lm_score, dev_lists=dev_lists, weights=weights, metric=args.metric,
         dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed,

@@ -52,12 +52,17 @@ METHODS_OF_KIND = {"discriminator": DISCRIMINATOR_METHODS, "cloze": CLOZE_METHOD
 class InputTooLongError(ValueError):
     """A text has more tokens than the model accepts and neither truncation nor a sliding window was asked for."""
 
-    def __init__(self, index: int, num_tokens: int, max_length: int):
-        self.index, self.num_tokens, self.max_length = index, num_tokens, max_length
+    def __init__(self, index: int, num_tokens: int, max_length: int, at_least: bool = False):
+        # at_least: only a prefix of the text was tokenised (encode_capped), num_tokens is a lower bound
+        self.index, self.num_tokens, self.max_length, self.at_least = index, num_tokens, max_length, at_least
         super().__init__(
-            f"input {index} has {num_tokens} tokens ([CLS] and [SEP] included), more than the model's maximum of "
+            f"input {index} has {self.count()} tokens ([CLS] and [SEP] included), more than the model's maximum of "
             f"{max_length}; ask for truncation (--truncate) or a sliding window (--sliding-window)"
         )
+
+    def count(self) -> str:
+        """`700`, or `at least 700` when only a prefix was tokenised."""
+        return f"at least {self.num_tokens}" if self.at_least else str(self.num_tokens)
 
 
 # ---- 1. encoding -------------------------------------------------------------------------------------
@@ -167,11 +172,48 @@ def rust_tokenizer(tokenizer, max_length: int | None = None):
     return rust
 
 
+CAP_CHARS_PER_TOKEN = 6  # encode_capped's first prefix: this many characters per token the model can keep
+
+
+def _whole_word_tokens(e) -> int:
+    """Content tokens of encoding `e` that belong to a word before its last one (a prefix cut leaves those as the
+    whole text tokenises them: normalisation and pre-tokenisation are local; only the cut word may differ)."""
+    words = [w for w in e.word_ids if w is not None]
+    return sum(1 for w in words if w < words[-1]) if words else 0
+
+
+def encode_capped(rust, texts: Sequence[str], max_length: int) -> tuple[list, list[bool]]:
+    """Rust batch encodings of `texts` (with [CLS]/[SEP]) that never tokenise much more of a text than the
+    `max_length` tokens a model can keep: a long text is first encoded on a prefix of CAP_CHARS_PER_TOKEN *
+    max_length characters, doubled until the prefix has max_length - 1 tokens of whole words (then its first
+    max_length - 1 tokens are the whole text's and the text is over the limit) or is the whole text.
+    Returns (encodings, cut): cut[i] is True when encodings[i] is of a prefix of texts[i]. A text of n characters
+    costs O(min(n, chars of max_length tokens)) except when its tokens are sparse (e.g. mostly characters the
+    normaliser drops), where it costs at most one tokenisation of the whole text, which yields few tokens."""
+    out: list = [None] * len(texts)
+    cut = [False] * len(texts)
+    size = CAP_CHARS_PER_TOKEN * max_length
+    todo = list(range(len(texts)))
+    while todo:
+        encodings = rust.encode_batch([texts[i][:size] for i in todo], add_special_tokens=True)
+        later = []
+        for i, e in zip(todo, encodings, strict=True):
+            if len(texts[i]) <= size:
+                out[i] = e
+            elif _whole_word_tokens(e) >= max_length - 1:
+                out[i], cut[i] = e, True
+            else:
+                later.append(i)
+        todo, size = later, size * 2
+    return out, cut
+
+
 def from_encoding(e, text: str, index: int, max_length: int, *, truncate: bool = False,
-                  window_stride: int | None = None, cls_id: int = 0, sep_id: int = 0) -> Encoded:
+                  window_stride: int | None = None, cls_id: int = 0, sep_id: int = 0, cut: bool = False) -> Encoded:
     """One `Encoded` from the Rust tokenizer's encoding `e` of `text` (with [CLS]/[SEP]). Longer than
     `max_length` tokens: `truncate` keeps the first max_length - 2 pieces, a `window_stride` makes windows of
-    max_length - 2 pieces every that many (see `encode`), neither raises `InputTooLongError` naming `index`."""
+    max_length - 2 pieces every that many (see `encode`), neither raises `InputTooLongError` naming `index`.
+    `cut`: `e` encodes only a prefix of `text` (`encode_capped`), which is over the limit; no windows then."""
     ids = np.asarray(e.ids, dtype=np.int64)
     offsets = np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)
     special = np.asarray(e.special_tokens_mask, dtype=bool)
@@ -184,10 +226,10 @@ def from_encoding(e, text: str, index: int, max_length: int, *, truncate: bool =
             ids, offsets, special = ids[keep], offsets[keep], special[keep]
             word_ids, tokens = [word_ids[k] for k in keep], [tokens[k] for k in keep]
             truncated = True
-        elif window_stride is not None:
+        elif window_stride is not None and not cut:
             windows = _windows(n_tok - 2, max_length - 2, window_stride)
         else:
-            raise InputTooLongError(index, n_tok, max_length)
+            raise InputTooLongError(index, n_tok, max_length, at_least=cut)
     return Encoded(index=index, text=text, input_ids=ids, offsets=offsets, candidates=~special, word_ids=word_ids,
                    tokens=tokens, num_input_tokens=n_tok, truncated=truncated, windows=windows, cls_id=cls_id,
                    sep_id=sep_id)
@@ -217,11 +259,15 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, *, truncate: bool =
         raise ValueError(f"window_stride must be between 1 and {width}, got {stride}")
     if not texts:
         return []
-    encodings = rust_tokenizer(tokenizer).encode_batch(list(texts), add_special_tokens=True)
+    rust = rust_tokenizer(tokenizer)
+    if sliding_window:  # every token is scored: the whole text
+        encodings, cut = rust.encode_batch(list(texts), add_special_tokens=True), [False] * len(texts)
+    else:  # at most max_length tokens are kept: never tokenise much more (encode_capped)
+        encodings, cut = encode_capped(rust, texts, max_length)
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     return [from_encoding(e, text, start_index + i, max_length, truncate=truncate,
-                          window_stride=stride if sliding_window else None, cls_id=cls_id, sep_id=sep_id)
-            for i, (text, e) in enumerate(zip(texts, encodings, strict=True))]
+                          window_stride=stride if sliding_window else None, cls_id=cls_id, sep_id=sep_id, cut=c)
+            for i, (text, e, c) in enumerate(zip(texts, encodings, cut, strict=True))]
 
 
 # ---- 2. batching -------------------------------------------------------------------------------------

@@ -73,7 +73,8 @@ class RerankedList:
 
 def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> RerankedList:
     total = combine(nb, lm_scores, weights)
-    order = sorted(range(len(total)), key=lambda i: -total[i])  # stable: ties keep the list's order
+    # stable: ties keep the list's order; a NaN LM score (no token to score) ranks last, never first
+    order = sorted(range(len(total)), key=lambda i: (bool(np.isnan(total[i])), -total[i]))
     prior = prior_scores(nb, weights)
     best = order[0]
     tied = any(total[i] == total[best] and nb.hyps[i] != nb.hyps[best] for i in order[1:])
@@ -96,12 +97,17 @@ def reranked_nbest(nb: NBestList, r: RerankedList, drop: Sequence[str] = ()) -> 
     out = nb.reordered(r.order)
     for k in drop:
         out.extra.pop(k, None)
+    lm, total = _nan_to_none(r.lm), _nan_to_none(r.total)  # NaN: no token to score; null in JSON
     if out.hyp_extra is not None:
-        out.hyp_extra = [{**e, "lm_score": s, "total_score": t} for e, s, t in zip(out.hyp_extra, r.lm, r.total,
+        out.hyp_extra = [{**e, "lm_score": s, "total_score": t} for e, s, t in zip(out.hyp_extra, lm, total,
                                                                                   strict=True)]
     else:
-        out.extra.update(lm_score=r.lm, total_score=r.total)
+        out.extra.update(lm_score=lm, total_score=total)
     return out
+
+
+def _nan_to_none(xs: Sequence[float]) -> list[float | None]:
+    return [None if x != x else x for x in xs]
 
 
 def unreorderable_fields(lists: Sequence[NBestList]) -> list[str]:

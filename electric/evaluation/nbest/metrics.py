@@ -155,11 +155,12 @@ class Evaluator:
         return self.score_selection(np.array(sel))
 
     def select(self, totals: np.ndarray) -> np.ndarray:
-        """(U, N) combined scores -> best index per utterance (first of ties)."""
+        """(U, N) combined scores -> best index per utterance (first of ties); a NaN score (a hypothesis with no
+        token to score) is never chosen over a number."""
         if totals.shape != self.valid.shape:
             raise ValueError(f"combined scores of shape {totals.shape} for {self.valid.shape} (utterances, "
                              "longest list)")
-        return np.argmax(np.where(self.valid, totals, -np.inf), axis=1)
+        return np.argmax(np.where(self.valid & ~np.isnan(totals), totals, -np.inf), axis=1)
 
     def ties(self, totals: np.ndarray) -> int:
         """Utterances whose best combined score is shared by a hypothesis of another text (`select` took the

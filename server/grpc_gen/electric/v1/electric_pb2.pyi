@@ -283,7 +283,7 @@ class ModelInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ..., max_length: _Optional[int] = ..., providers: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., regression: _Optional[bool] = ...) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ("max_inputs_per_request", "max_tokens_per_input", "max_batch_tokens", "max_batch_size", "max_concurrent_requests", "max_body_bytes", "max_wait_ms", "request_timeout_s")
+    __slots__ = ("max_inputs_per_request", "max_tokens_per_input", "max_batch_tokens", "max_batch_size", "max_concurrent_requests", "max_body_bytes", "max_wait_ms", "request_timeout_s", "max_input_chars")
     MAX_INPUTS_PER_REQUEST_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_PER_INPUT_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -292,6 +292,7 @@ class Limits(_message.Message):
     MAX_BODY_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_INPUT_CHARS_FIELD_NUMBER: _ClassVar[int]
     max_inputs_per_request: int
     max_tokens_per_input: int
     max_batch_tokens: int
@@ -300,7 +301,8 @@ class Limits(_message.Message):
     max_body_bytes: int
     max_wait_ms: float
     request_timeout_s: float
-    def __init__(self, max_inputs_per_request: _Optional[int] = ..., max_tokens_per_input: _Optional[int] = ..., max_batch_tokens: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_concurrent_requests: _Optional[int] = ..., max_body_bytes: _Optional[int] = ..., max_wait_ms: _Optional[float] = ..., request_timeout_s: _Optional[float] = ...) -> None: ...
+    max_input_chars: int
+    def __init__(self, max_inputs_per_request: _Optional[int] = ..., max_tokens_per_input: _Optional[int] = ..., max_batch_tokens: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_concurrent_requests: _Optional[int] = ..., max_body_bytes: _Optional[int] = ..., max_wait_ms: _Optional[float] = ..., request_timeout_s: _Optional[float] = ..., max_input_chars: _Optional[int] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
     __slots__ = ("version", "ready", "models", "limits", "rerank_defaults")
