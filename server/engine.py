@@ -46,11 +46,12 @@ from electric.inference import classify
 from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import (
+    METHODS_OF_KIND,
     Encoded,
     InputTooLongError,
     electra_detect,
-    electric_score,
     resolve_model_dir,
+    score_row,
 )
 from server import pipelines
 from server.errors import (
@@ -69,6 +70,7 @@ from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Setting
 log = logging.getLogger("electric.server")
 
 SCORER = "scorer"  # name of the --model in /info and in responses
+SCORER_KINDS = tuple(METHODS_OF_KIND)  # what --model may hold: a discriminator (electric) or a cloze model (cloze)
 INLINE_TOKENIZE_CHARS = 256  # tokenisation rounds with more characters run in the tokeniser thread
 WARMUP_TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
 
@@ -133,7 +135,8 @@ class ModelSlot:
         self.pad_id = int(self.tokenizer.pad_token_id or 0)
         limit = settings.max_tokens_per_input or int(backend.max_length)
         self.max_tokens = min(limit, int(backend.max_length), settings.max_batch_tokens)
-        self.labels = classify.label_names(backend.config) if self.kind != "discriminator" else []
+        self.labels = classify.label_names(backend.config) if self.kind in ("classifier", "tagger") else []
+        self.method = METHODS_OF_KIND[self.kind][0] if self.kind in METHODS_OF_KIND else None  # /v1/score's method
         num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
         self.regression = self.kind == "classifier" and classify.is_regression(backend.config, num_outputs)
         self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.inference.calibration)
@@ -151,7 +154,7 @@ class ModelSlot:
         return len(self.pending) + sum(len(r.inputs) for r in self.arrivals)
 
     def info(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "path": str(self.path),
+        return {"name": self.name, "kind": self.kind, "method": self.method, "path": str(self.path),
                 "backend": "onnx" if type(self.backend).__name__.lower().startswith("onnx") else "torch",
                 "max_length": self.max_tokens, "providers": list(self.backend.providers),
                 "labels": self.labels, "regression": self.regression}
@@ -210,7 +213,7 @@ class Engine:
         try:
             specs: list[tuple[str, Path, tuple[str, ...]]] = []
             if self.settings.model is not None:
-                specs.append((SCORER, resolve_model_dir(self.settings.model, "electric"), ("discriminator",)))
+                specs.append((SCORER, resolve_model_dir(self.settings.model, "electric"), SCORER_KINDS))
             specs += [(n, Path(p), ("classifier", "tagger")) for n, p in self.settings.classifiers.items()]
             for name, path, kinds in specs:
                 t0 = time.perf_counter()
@@ -244,9 +247,10 @@ class Engine:
             s = self.settings
             n = max(1, min(s.max_batch_size, s.max_inputs_per_request, s.max_batch_tokens // 64, 32))
             for batch in ([WARMUP_TEXT[:20]], [WARMUP_TEXT] * n):
-                if slot.kind == "discriminator":
+                if slot.kind in SCORER_KINDS:
                     await self.score(batch, truncate=True, _internal=True)
-                    await self.detect(batch, truncate=True, _internal=True)
+                    if slot.kind == "discriminator":
+                        await self.detect(batch, truncate=True, _internal=True)
                 else:
                     await self.classify(slot.name, texts=batch, truncate=True, _internal=True)
         log.info("warmed up in %.2f s", time.perf_counter() - t0)
@@ -352,18 +356,22 @@ class Engine:
 
     async def score(self, texts: Sequence[str], *, per_token: bool = False, truncate: bool = False,
                     _internal: bool = False) -> Answer:
-        """Electric PLL of each text (electric.inference.scoring.electric_score)."""
+        """The served method's score of each text (electric.inference.scoring.score_row: the Electric PLL of a
+        discriminator, the cloze score of a cloze model)."""
         with self._admitted(_internal):
-            slot = self._slot(None, ("discriminator",))
+            slot = self._slot(None, SCORER_KINDS)
             texts = self._texts(texts, "texts")
             timing = Timing()
-            results = await self._submit(slot, texts, truncate, _input_name, _post_score(per_token), timing)
+            results = await self._submit(slot, texts, truncate, _input_name, _post_score(slot, per_token), timing)
             return Answer(slot.name, results, timing)
 
     async def detect(self, texts: Sequence[str], *, truncate: bool = False, _internal: bool = False) -> Answer:
         """ELECTRA replaced-token probabilities (electric.inference.scoring.electra_detect)."""
         with self._admitted(_internal):
             slot = self._slot(None, ("discriminator",))
+            if slot.kind != "discriminator":
+                raise ValidationError(f"this server's model is a {slot.kind} model ({slot.method} scores: /v1/score, "
+                                      "/v1/rerank); replaced-token detection needs a discriminator")
             texts = self._texts(texts, "texts")
             timing = Timing()
             results = await self._submit(slot, texts, truncate, _input_name, _post_detect(slot), timing)
@@ -376,7 +384,7 @@ class Engine:
         then reorder each list with electric.evaluation.nbest.rerank_lists, as `electric rerank` does. `prior` ("rank" or
         "none"): whether a list without scores gets -beta * rank."""
         with self._admitted():
-            slot = self._slot(None, ("discriminator",))
+            slot = self._slot(None, SCORER_KINDS)
             if not lists:
                 raise ValidationError("no n-best lists given")
             flat, where, nbests = [], [], []
@@ -405,7 +413,7 @@ class Engine:
                               beta=s.beta if beta is None else beta, prior=s.prior if prior is None else prior)
             timing = Timing()
             scored = await self._submit(slot, flat, truncate, lambda k: "lists[{}].hypotheses[{}]".format(*where[k]),
-                                        _post_score(False), timing)
+                                        _post_score(slot, False), timing)
             lm = [np.zeros(len(nb.hyps)) for nb in nbests]
             for (i, j), r in zip(where, scored, strict=True):
                 lm[i][j] = r.score
@@ -677,8 +685,8 @@ def _input_name(i: int) -> str:
     return f"input {i}"
 
 
-def _post_score(per_token: bool) -> Callable[[Any, np.ndarray], Any]:
-    return lambda enc, row: electric_score(enc, row, per_token)
+def _post_score(slot: ModelSlot, per_token: bool) -> Callable[[Any, np.ndarray], Any]:
+    return lambda enc, row: score_row(enc, row, slot.method, per_token)
 
 
 def _post_detect(slot: ModelSlot) -> Callable[[Any, np.ndarray], Any]:

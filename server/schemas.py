@@ -77,7 +77,8 @@ class TokenScore(BaseModel):
     token: str
     start: int = Field(description="character offset of the piece in the text")
     end: int = Field(description="end offset (exclusive)")
-    score: float = Field(description="-s_t: the token's unnormalised log-probability")
+    score: float = Field(description="electric: -s_t, the token's unnormalised log-probability; cloze: "
+                                     "log q(x_t | x without t) from Electric's cloze model")
 
 
 class TextScore(BaseModel):
@@ -85,7 +86,8 @@ class TextScore(BaseModel):
     score: float = Field(description="pseudo-log-likelihood: sum of the token scores (higher = more likely)")
     mean: float = Field(description="score / num_tokens")
     num_tokens: int = Field(description="tokens scored ([CLS], [SEP] excluded)")
-    method: str = "electric"
+    method: str = Field("electric", description="electric (a discriminator's PLL) | cloze (Electric's cloze model), "
+                                                "the served model's method (/info)")
     truncated: bool = Field(False, description="present and true when the text was cut")
     tokens: list[TokenScore] | None = Field(None, description="with per_token")
 
@@ -271,7 +273,9 @@ class ClassifyResponse(BaseModel):
 
 class ModelInfo(BaseModel):
     name: str
-    kind: str = Field(description="discriminator | classifier | tagger")
+    kind: str = Field(description="discriminator | cloze | classifier | tagger")
+    method: str | None = Field(None, description="the scorer's method in /v1/score and /v1/rerank: electric (a "
+                                                 "discriminator) or cloze (Electric's cloze model); null for classifiers")
     path: str
     backend: str
     max_length: int = Field(description="token limit per input ([CLS]/[SEP] included)")

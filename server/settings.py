@@ -53,7 +53,8 @@ class Settings(BaseSettings):
 
     # --- models
     model: Path | None = Field(None, description="scorer directory: an `electric export` ONNX dir or a "
-                                                 "transformers ElectraForPreTraining checkpoint (score, rerank, detect)")
+                                                 "transformers ElectraForPreTraining checkpoint (score, rerank, detect), "
+                                                 "or Electric's cloze model or its export (cloze scores: score, rerank)")
     classifiers: Annotated[dict[str, Path], NoDecode] = Field(
         default_factory=dict, description="fine-tuned classifiers as NAME=DIR (comma-separated in the environment)")
     backend: Literal["auto", "onnx", "torch"] = Field(

@@ -263,7 +263,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "kind", "path", "backend", "max_length", "providers", "labels", "regression")
+    __slots__ = ("name", "kind", "path", "backend", "max_length", "providers", "labels", "regression", "method")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -272,6 +272,7 @@ class ModelInfo(_message.Message):
     PROVIDERS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     REGRESSION_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: str
     path: str
@@ -280,7 +281,8 @@ class ModelInfo(_message.Message):
     providers: _containers.RepeatedScalarFieldContainer[str]
     labels: _containers.RepeatedScalarFieldContainer[str]
     regression: bool
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ..., max_length: _Optional[int] = ..., providers: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., regression: _Optional[bool] = ...) -> None: ...
+    method: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ..., max_length: _Optional[int] = ..., providers: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., regression: _Optional[bool] = ..., method: _Optional[str] = ...) -> None: ...
 
 class Limits(_message.Message):
     __slots__ = ("max_inputs_per_request", "max_tokens_per_input", "max_batch_tokens", "max_batch_size", "max_concurrent_requests", "max_body_bytes", "max_wait_ms", "request_timeout_s", "max_input_chars")

@@ -54,7 +54,8 @@ class ScoringServicer:
     """
 
     def Score(self, request, context):
-        """Electric pseudo-log-likelihood of each text (one forward pass per text).
+        """Pseudo-log-likelihood of each text in one forward pass: Electric's (a discriminator) or the cloze score
+        (Electric's cloze model), as the served model gives (Info: ModelInfo.method).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
