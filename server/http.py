@@ -304,9 +304,10 @@ class ObservabilityMiddleware:
 
     Fast path: a JSON POST to a route of `routes` that carries the API key and whose body is valid is answered
     here, with the route's `_Handler` (as its FastAPI endpoint answers it), without FastAPI's routing, dependency
-    and exception machinery - most of the event loop's time per request. Any other request, and a body that
-    does not parse or validate, goes to FastAPI with the messages read so far, so every client mistake is
-    answered by FastAPI exactly as before."""
+    and exception machinery - most of the event loop's time per request. A POST to such a route without the key
+    is answered 401 here (before its body is read), and a body that is not UTF-8 or nests too deeply to parse
+    400 (json.loads' RecursionError); any other request, and a body that is not JSON or does not validate, goes
+    to FastAPI with the messages read so far, so every other client mistake is answered by FastAPI as before."""
 
     def __init__(self, app, settings: Settings, metrics: Metrics, routes: dict[str, APIRoute] | None = None):
         self.app, self.settings, self.metrics = app, settings, metrics

@@ -1,0 +1,136 @@
+"""Issue 24, item 3: a server under maximal requests - its memory, and a small request's latency beside them.
+
+    python benchmarks/bench_huge_inputs.py --label after                     # this tree
+    python benchmarks/bench_huge_inputs.py --label before --repo /tmp/electric-before   # another checkout
+
+Serves bench_server's random-weight `tiny` int8 export (`python -m server`, from `--repo`), then for `--seconds`
+runs `--concurrency` clients that each POST maximal /v1/score requests one after the other - as many texts of
+`--text-chars` characters (`"a " * (chars // 2)`) as fit in the 1 MiB body limit, `"truncate": true` - and one
+client that POSTs a 4-word request every 0.2 s. Samples the server's RSS every 0.1 s. Prints one line and appends
+it to `--out` (default benchmarks/results/huge_inputs.md): RSS at rest, peak RSS during the burst, RSS 5 s after
+it, the small request's p50/max latency and the answers' status counts. It asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_server import ServerProcess, build_model, free_port, machine, rss_mb  # noqa: E402
+
+SMALL = {"texts": ["show me flights today"]}
+
+
+class Checkout(ServerProcess):
+    """bench_server's ServerProcess, run in the checkout `repo` (its `server` and `electric` packages)."""
+
+    def __init__(self, cmd: list[str], http_port: int, log: Path, repo: Path):
+        self.cmd, self.ready_path = " ".join(cmd[1:]), "/ready"
+        self.log = open(log, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, cwd=repo, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "PYTHONPATH": str(repo)})
+        self.url = f"http://127.0.0.1:{http_port}"
+
+
+def big_body(text_chars: int, max_body: int) -> bytes:
+    text = "a " * (text_chars // 2)
+    n = max(1, (max_body - 64) // (len(text) + 3))
+    return json.dumps({"texts": [text] * n, "truncate": True}).encode()
+
+
+async def burst(url: str, body: bytes, concurrency: int, seconds: float, pid: int) -> dict:
+    import httpx
+
+    statuses: dict[str, int] = {}
+    small: list[float] = []
+    rss: list[float] = []
+    t_end = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=concurrency + 2)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
+        async def big():
+            while time.perf_counter() < t_end:
+                try:
+                    r = await client.post("/v1/score", content=body, headers={"content-type": "application/json"})
+                    key = str(r.status_code)
+                except httpx.HTTPError as e:
+                    key = type(e).__name__
+                statuses[key] = statuses.get(key, 0) + 1
+
+        async def little():
+            await asyncio.sleep(0.5)  # the big ones are in
+            while time.perf_counter() < t_end:
+                t0 = time.perf_counter()
+                r = await client.post("/v1/score", json=SMALL)
+                small.append(time.perf_counter() - t0)
+                key = f"small {r.status_code}"
+                statuses[key] = statuses.get(key, 0) + 1
+                await asyncio.sleep(0.2)
+
+        async def sample():
+            while time.perf_counter() < t_end:
+                rss.append(rss_mb(pid))
+                await asyncio.sleep(0.1)
+
+        await asyncio.gather(*(big() for _ in range(concurrency)), little(), sample())
+    lat = np.asarray(small) * 1e3 if small else np.asarray([np.nan])
+    return {"peak_rss_mb": max(rss), "small_p50_ms": float(np.percentile(lat, 50)), "small_max_ms": float(lat.max()),
+            "small_n": len(small), "statuses": statuses}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--label", required=True, help="e.g. before / after")
+    ap.add_argument("--repo", default=str(REPO), help="the checkout whose server runs (default: this one)")
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--text-chars", type=int, default=100_000, help="characters per text (default 100000)")
+    ap.add_argument("--max-body-bytes", type=int, default=1_048_576)
+    ap.add_argument("--work", default=str(REPO / "runs" / "bench-server"), help="models and logs (cached)")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "huge_inputs.md"))
+    args = ap.parse_args(argv)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    model = build_model("tiny", work)
+    body = big_body(args.text_chars, args.max_body_bytes)
+    http = free_port()
+    cmd = [sys.executable, "-m", "server", "--model", str(model), "--http-port", str(http), "--grpc-port", "-1",
+           "--threads", "1", "--no-access-log", "--max-body-bytes", str(args.max_body_bytes)]
+    server = Checkout(cmd, http, work / f"huge-inputs-{args.label}.log", Path(args.repo))
+    try:
+        server.wait_ready()
+        rest = rss_mb(server.proc.pid)
+        r = asyncio.run(burst(server.url, body, args.concurrency, args.seconds, server.proc.pid))
+        time.sleep(5)
+        after = rss_mb(server.proc.pid)
+    finally:
+        server.stop()
+    n_texts = len(json.loads(body)["texts"])
+    line = (f"| {args.label} | {args.concurrency} x {n_texts} texts x {args.text_chars} chars ({len(body)} B) | "
+            f"{rest:.0f} | {r['peak_rss_mb']:.0f} | {after:.0f} | {r['small_p50_ms']:.0f} | {r['small_max_ms']:.0f} "
+            f"| {r['small_n']} | {json.dumps(r['statuses'], sort_keys=True)} |")
+    out = Path(args.out)
+    if not out.exists():
+        out.write_text("# Maximal requests: server memory and a small request's latency (issue 24)\n\n"
+                       f"`python benchmarks/bench_huge_inputs.py --label LABEL` ({args.seconds:g} s; tiny int8 export, "
+                       f"--threads 1). Machine: {machine()}.\n\n"
+                       "| label | burst | RSS at rest MB | peak RSS MB | RSS 5 s after MB | small p50 ms | small max ms "
+                       "| small requests | statuses |\n|---|---|---|---|---|---|---|---|---|\n")
+    with out.open("a") as f:
+        f.write(line + "\n")
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
