@@ -1,6 +1,7 @@
 """`electric export`: a transformers ELECTRA checkpoint -> an ONNX directory for the runtime and server.
 
     electric export --model runs/electric-tiny/discriminator --out runs/electric-tiny/onnx --quantize int8
+    electric export --model runs/electric-tiny/generator --out runs/electric-tiny/onnx-cloze   # --method cloze
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ def default_sentences() -> Path:
 def add_parser(subparsers) -> argparse.ArgumentParser:
     ap = subparsers.add_parser(
         "export", help="export a checkpoint to ONNX (+ int8 / fp16, Triton layout) with parity checks",
-        description="Export an ELECTRA discriminator, sequence classifier or token tagger to ONNX with dynamic "
-                    "batch and sequence axes, check parity against torch on real sentences, and write the "
+        description="Export an ELECTRA discriminator, Electric's two-tower cloze model (RUN/generator of an Electric "
+                    "run: a graph whose output is log q(x_t | x without t) of each input token, for --method cloze), "
+                    "a sequence classifier or a token tagger to ONNX with dynamic batch and sequence axes, check parity against torch on real sentences, and write the "
                     "tokenizer, config.json and the electric.json manifest beside the graph(s). The output "
                     "directory is written completely or not at all.")
     ap.add_argument("--model", required=True, metavar="DIR",
-                    help="transformers checkpoint directory (ElectraForPreTraining / "
+                    help="transformers checkpoint directory (ElectraForPreTraining / ElectricForClozeLM / "
                          "ElectraForSequenceClassification / ElectraForTokenClassification, with its tokenizer)")
     ap.add_argument("--out", required=True, metavar="DIR", help="output directory (must not exist)")
     ap.add_argument("--quantize", choices=("int8",), help="also write a dynamically int8-quantised graph "
