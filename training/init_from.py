@@ -25,24 +25,41 @@ def init_source(path: str) -> tuple[Path | None, Path | None, Path]:
     raise CheckpointError(f"--init-from {path!r} is neither a run directory nor a model directory (no config.json)")
 
 
-def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> PretrainingModel:
-    """A fresh model, or one whose weights come from --init-from (`cfg` has its architecture: `adopt_architecture`)."""
-    if not init_from:
-        return PretrainingModel(cfg, special)
-    from transformers import AutoModelForMaskedLM, ElectraForMaskedLM, ElectraForPreTraining
+def masked_lm_source(init_from: str) -> Path | None:
+    """The masked LM that --init-from names, when it names one: an MLM run's generator/, or a transformers
+    `BertForMaskedLM` / `ElectraForMaskedLM` directory. A discriminator objective warm-starts from it."""
+    from electric.pretraining.warm_start import is_masked_lm_dir
 
     disc_dir, gen_dir, _ = init_source(init_from)
+    if disc_dir is None and gen_dir is not None and is_masked_lm_dir(gen_dir):
+        return gen_dir
+    if disc_dir is not None and gen_dir is None and is_masked_lm_dir(disc_dir):
+        return disc_dir
+    return None
+
+
+def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> PretrainingModel:
+    """A fresh model, or one whose weights come from --init-from (`cfg` has its architecture: `adopt_architecture`).
+    A discriminator objective from a masked LM is a warm start: the MLM's encoder becomes the discriminator's."""
+    if not init_from:
+        return PretrainingModel(cfg, special)
+    from transformers import AutoModelForMaskedLM, ElectraForPreTraining
+
+    from electric.pretraining.warm_start import load_masked_lm, warm_started_model
+
+    disc_dir, gen_dir, _ = init_source(init_from)
+    mlm_dir = masked_lm_source(init_from)
     try:
         if cfg.objective == "mlm":
-            if gen_dir is None and disc_dir is not None:
-                gen = ElectraForMaskedLM.from_pretrained(disc_dir)
-            else:
-                gen = AutoModelForMaskedLM.from_pretrained(gen_dir)
-            return PretrainingModel(cfg, special, generator=gen)
+            return PretrainingModel(cfg, special, generator=load_masked_lm(mlm_dir or disc_dir or gen_dir))
+        if mlm_dir is not None:
+            return warm_started_model(cfg, special, load_masked_lm(mlm_dir))
         disc = ElectraForPreTraining.from_pretrained(disc_dir) if disc_dir else None
         gen = AutoModelForMaskedLM.from_pretrained(gen_dir) if gen_dir else None
     except (OSError, ValueError) as e:
         raise CheckpointError(f"--init-from {init_from!r}: {e}") from e
+    if cfg.generator_mode == "frozen":
+        raise ValueError(f"--generator-mode frozen needs a masked LM to freeze; --init-from {init_from!r} is not one")
     expected = "ElectricForClozeLM" if cfg.objective == "electric" else "ElectraForMaskedLM"
     if gen is not None and type(gen).__name__ != expected:
         print(f"note: --init-from generator is {type(gen).__name__}, objective {cfg.objective} needs "
@@ -58,7 +75,8 @@ def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> Pre
 def adopt_architecture(cfg: PretrainConfig, init_from: str) -> PretrainConfig:
     """`cfg` with the architecture of the --init-from source (its config.json decides the sizes)."""
     disc_dir, gen_dir, _ = init_source(init_from)
-    src = json.loads(((disc_dir or gen_dir) / "config.json").read_text())
+    mlm_dir = masked_lm_source(init_from)
+    src = json.loads(((mlm_dir or disc_dir or gen_dir) / "config.json").read_text())
     sizes = {
         "hidden_size": src["hidden_size"],
         "num_hidden_layers": src["num_hidden_layers"],
@@ -67,6 +85,6 @@ def adopt_architecture(cfg: PretrainConfig, init_from: str) -> PretrainConfig:
         "embedding_size": src.get("embedding_size", src["hidden_size"]),
         "max_seq_length": min(cfg.max_seq_length, src.get("max_position_embeddings", 512)),
     }
-    if gen_dir is not None and cfg.objective != "mlm":
+    if gen_dir is not None and cfg.objective != "mlm" and masked_lm_source(init_from) is None:
         sizes["generator_hidden_size"] = json.loads((gen_dir / "config.json").read_text())["hidden_size"]
     return dataclasses.replace(cfg, **sizes)

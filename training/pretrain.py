@@ -17,6 +17,7 @@ OUT/state/ for --resume. Ctrl-C saves a checkpoint and exits.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import shutil
@@ -30,10 +31,11 @@ from typing import Any
 
 import torch
 
-from electric.checkpoint import CheckpointError, load_tokenizer
+from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer
 from electric.pretraining.config import PretrainConfig, RunConfig
 from electric.pretraining.data import DataError, build_datasets
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
+from electric.pretraining.warm_start import warm_started_model
 from training.batches import Batches, step_rng
 from training.distributed import Dist
 from training.evaluation import evaluate, record_eval, unigram_baseline
@@ -41,9 +43,10 @@ from training.init_from import build_model
 from training.pretrain_args import parse_args, resolve_run
 from training.progress import TrainProgress
 from training.report import print_summary, progress_fields, write_curves
-from training.run_dir import load_checkpoint, save_checkpoint, truncate_metrics
-from training.schedule import lr_at, param_groups
+from training.run_dir import load_checkpoint, save_checkpoint, saved_trainer, truncate_metrics
+from training.schedule import build_optimizer, lr_at, temperature_at
 
+WARM_START_DONE = "warm start done"  # take_steps' reason when the MLM stage has run its share
 CALIBRATION_STEPS = 5  # a --time-budget run refits its schedule length every this many steps
 
 
@@ -71,8 +74,10 @@ def train(run: RunConfig, tokenizer) -> int:
         d.close()
         return 2
     trainer = start_or_resume(run, parts)
-    step_model = step_module(parts.model, run.pretrain, d)
-    reason, last = take_steps(run, parts, step_model, trainer)
+    reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
+    if reason == WARM_START_DONE:  # the MLM stage ran its share: its encoder becomes the discriminator's
+        parts = switch_to_objective(run, parts, trainer)
+        reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
     finish(run, parts, trainer, last, reason)
     return 3 if reason == "collapse" else 0
 
@@ -93,8 +98,8 @@ class Parts:
 
 
 def setup(run: RunConfig, tokenizer, d: Dist) -> Parts:
-    """The data, the model (fresh, or with --init-from's weights) and the optimizer.
-    Raises DataError or CheckpointError."""
+    """The data, the model of the run's current stage (fresh, with --init-from's weights, or the shape of the
+    checkpoint to resume) and its optimizer. Raises DataError or CheckpointError."""
     cfg = run.pretrain
     per_rank_batch, rem = divmod(cfg.micro_batch_size, d.world)
     if rem or per_rank_batch < 1:
@@ -108,15 +113,13 @@ def setup(run: RunConfig, tokenizer, d: Dist) -> Parts:
         train_ds, val_ds = build_datasets(list(run.train_files), tokenizer, cfg.max_seq_length, cfg.val_sequences,
                                           cfg.num_proc, run.cache_dir, rank0=d.main)
         batches = Batches(train_ds, per_rank_batch, special.pad, cfg.seed, d.rank, d.world)
-        model = build_model(cfg, special, cfg.init_from if not run.resume else "")
+        model = stage_model(run, special)
     finally:
         if d.main:
             d.barrier()
     unigram_lp = unigram_baseline(train_ds, special.vocab_size, special.all_special) if d.main else None
     model.to(d.device).train()
-    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr,
-                                  betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
-                                  fused=True)  # fused AdamW runs on CPU and CUDA
+    optimizer = build_optimizer(model, model.cfg)
     autocast = (lambda: torch.autocast(d.device.type, dtype=torch.bfloat16)) if cfg.precision == "bf16" \
         else contextlib.nullcontext
     return Parts(d, tokenizer, special, batches, val_ds, unigram_lp, model, optimizer, autocast)
@@ -130,14 +133,21 @@ def start_or_resume(run: RunConfig, parts: Parts) -> dict:
     if cfg.epochs:  # the schedule ends with the last epoch, not at the preset's max_steps
         steps_per_epoch = max(1, parts.batches.per_rank // (parts.batches.batch_size * cfg.grad_accum))
         total_steps = min(cfg.max_steps, math.ceil(cfg.epochs * steps_per_epoch))
+    # stage: "warm" (the warm start's MLM) or "main" (the objective), begun at stage_step / stage_elapsed;
+    # total_steps is where the current stage's schedule ends, run_steps where the run's does
     trainer = {"step": 0, "total_steps": total_steps, "elapsed": 0.0, "tokens": 0, "batches": None,
-               "collapse": None}
+               "collapse": None, "stage": "warm" if cfg.warm_start else "main", "stage_step": 0,
+               "stage_elapsed": 0.0, "run_steps": total_steps, "warm_start": None}
+    if cfg.warm_start:
+        trainer["total_steps"] = max(1, round(cfg.warm_start * total_steps))
     metrics_path = out / "metrics.jsonl"
     if run.resume:
         trainer.update(load_checkpoint(out, parts.model, parts.optimizer, d.device))
         parts.batches.load_state_dict(trainer["batches"])
         if "max_steps" in run.extended:
-            trainer["total_steps"] = cfg.max_steps
+            trainer["run_steps"] = cfg.max_steps
+            if trainer["stage"] == "main":
+                trainer["total_steps"] = cfg.max_steps
         if d.main:
             truncate_metrics(metrics_path, trainer["step"])
     elif d.main:
@@ -164,16 +174,22 @@ def step_module(model: PretrainingModel, cfg: PretrainConfig, d: Dist) -> torch.
 def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, trainer: dict) -> tuple[str, dict]:
     """Optimizer steps until the schedule ends or something stops the run: (why it stopped, the latest logged
     values). Logs every log_every steps, evaluates every eval_every, checkpoints every save_every."""
-    cfg, d, metrics_path = run.pretrain, parts.d, Path(run.out) / "metrics.jsonl"
-    budget_s = cfg.time_budget_minutes * 60
+    cfg, d, metrics_path = parts.model.cfg, parts.d, Path(run.out) / "metrics.jsonl"  # cfg: this stage's recipe
+    warm = trainer["stage"] == "warm"
+    budget_s = run.pretrain.time_budget_minutes * 60
+    stage_end_s = budget_s * (run.pretrain.warm_start if warm else 1.0)  # elapsed time at which this stage ends
+    stage_end_step = trainer["total_steps"] if warm else trainer["run_steps"]  # ... at the latest
+    first = trainer["stage_step"]
     start_time, start_elapsed, start_step = time.time(), trainer["elapsed"], trainer["step"]
-    bar = TrainProgress(f"{cfg.objective}-{cfg.preset}", trainer["total_steps"], trainer["step"], trainer["elapsed"],
+    name = f"{'mlm warm start' if warm else cfg.objective}-{cfg.preset}"
+    bar = TrainProgress(name, trainer["total_steps"], trainer["step"], trainer["elapsed"],
                         budget_s, enabled=d.main)  # time / budget with --time-budget; plain lines in a log file
     window = {"t": time.time(), "tokens": 0}  # tokens since the last training line
     last: dict = {}
     with stop_signals() as stop, contextlib.closing(bar):
         while trainer["step"] < trainer["total_steps"]:
-            lr = lr_at(trainer["step"], cfg, trainer["total_steps"])
+            lr = lr_at(trainer["step"] - first, cfg, trainer["total_steps"] - first)
+            parts.model.sample_temperature = temperature_at(trainer["step"] - first, cfg, trainer["total_steps"] - first)
             sums, grad_norm, tokens = optimizer_step(step_model, parts, cfg, trainer["step"], lr)
             trainer["step"] = step = trainer["step"] + 1
             trainer["tokens"] += tokens
@@ -185,8 +201,8 @@ def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, traine
                 # Fit the schedule's length to the time left, from the mean step time so far (refitted
                 # as the machine's speed changes; the decay ends where the budget does).
                 per_step = (time.time() - start_time) / (step - start_step)
-                fitted = min(cfg.max_steps, step + int(max(0.0, budget_s - elapsed) / per_step))
-                trainer["total_steps"] = d.broadcast_int(max(fitted, step + 1))
+                fitted = min(stage_end_step, step + int(max(0.0, stage_end_s - elapsed) / per_step))
+                trainer["total_steps"] = d.broadcast_int(min(stage_end_step, max(fitted, step + 1)))
 
             if step % cfg.log_every == 0 or step == 1:
                 dt = time.time() - window["t"]
@@ -205,13 +221,17 @@ def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, traine
                 bar.set_postfix(progress_fields(last, None))
 
             reason = stop_reason(run, stop["signal"], elapsed, parts.batches.epoch_fraction, step, collapsed)
+            if warm and reason == "time budget" or (warm and not reason and budget_s and elapsed >= stage_end_s):
+                reason = WARM_START_DONE
             if d.any(reason is not None):
                 return reason or "another rank", last
             if step % cfg.save_every == 0:
                 checkpoint(run, parts, trainer)
                 d.barrier()
     # the schedule ran to its end: max_steps, or the length fitted to the time budget
-    return ("time budget" if budget_s and trainer["total_steps"] < cfg.max_steps else "max steps"), last
+    if warm:
+        return WARM_START_DONE, last
+    return ("time budget" if budget_s and trainer["total_steps"] < run.pretrain.max_steps else "max steps"), last
 
 
 def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfig, step: int,
@@ -220,7 +240,7 @@ def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfi
     device; the gradient norm before clipping; the tokens seen, over all processes)."""
     d = parts.d
     for group in parts.optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)
     sums: dict[str, torch.Tensor] = {}  # metrics stay on the device until a log step reads them
     tokens = 0
     for micro in range(cfg.grad_accum):
@@ -281,6 +301,40 @@ def evaluate_and_log(run: RunConfig, parts: Parts, trainer: dict, last: dict, ba
     val = evaluate(parts.model, parts.val_ds, run.pretrain, parts.special.pad, parts.d.device, parts.autocast,
                    parts.unigram_lp)
     return record_eval(Path(run.out) / "metrics.jsonl", trainer["step"], trainer, val, last, bar)
+
+
+def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
+    """The model of the run's current stage: the warm start's MLM, the objective's model on a warm encoder, or
+    `build_model`'s. Resuming, its shape only: the checkpoint's weights replace its own."""
+    cfg = run.pretrain
+    stage = saved_trainer(Path(run.out)).get("stage", "main") if run.resume else ("warm" if cfg.warm_start else "main")
+    if stage == "warm":
+        return PretrainingModel(cfg.warm_stage, special)
+    if run.resume and (cfg.warm_start or cfg.generator_mode == "frozen"):  # a discriminator on an MLM's encoder
+        return warm_started_model(cfg, special, PretrainingModel(cfg.warm_stage, special).generator)
+    return build_model(cfg, special, cfg.init_from if not run.resume else "")
+
+
+def switch_to_objective(run: RunConfig, parts: Parts, trainer: dict) -> Parts:
+    """End the warm start: keep its MLM as OUT/warm_start/, build the objective's model on its encoder with a
+    fresh optimizer, start the objective's schedule (its own warmup) and checkpoint, so a resume lands after it."""
+    mlm, d = parts.model.generator, parts.d
+    if d.main:
+        with atomic_dir(Path(run.out) / "warm_start") as tmp:
+            mlm.save_pretrained(tmp)
+            parts.tokenizer.save_pretrained(tmp)
+    model = warm_started_model(run.pretrain, parts.special, mlm).to(d.device).train()
+    trainer["warm_start"] = {"steps": trainer["step"], "tokens": trainer["tokens"], "elapsed": trainer["elapsed"]}
+    trainer.update(stage="main", stage_step=trainer["step"], stage_elapsed=trainer["elapsed"],
+                   total_steps=trainer["run_steps"])
+    if d.main:
+        print(f"warm start done after {trainer['step']} steps ({trainer['tokens']:,} tokens, "
+              f"{trainer['elapsed'] / 60:.1f} min): MLM saved to {Path(run.out) / 'warm_start'}; "
+              f"{run.pretrain.objective} continues on its encoder", file=sys.stderr)
+    parts = dataclasses.replace(parts, model=model, optimizer=build_optimizer(model, run.pretrain))
+    checkpoint(run, parts, trainer)
+    d.barrier()
+    return parts
 
 
 def checkpoint(run: RunConfig, parts: Parts, trainer: dict) -> None:

@@ -21,7 +21,7 @@ from electric.pretraining.config import (
     resolve_config,
 )
 from electric.pretraining.data import DataError
-from training.init_from import adopt_architecture, init_source
+from training.init_from import adopt_architecture, init_source, masked_lm_source
 from training.run_dir import check_out_dir
 
 USAGE = """Pretrain an ELECTRA, Electric or MLM encoder from raw text.
@@ -92,6 +92,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--save-every", type=int, help="steps between resumable checkpoints")
     ap.add_argument("--init-from", help="start from the weights of a run directory or an ELECTRA discriminator "
                                         "directory (continued pretraining)")
+    ap.add_argument("--warm-start", type=float, metavar="FRACTION",
+                    help="electra/electric: spend this fraction of the run (--time-budget or --max-steps) on MLM at "
+                         "its own lr first, then hand its encoder to the discriminator and switch objective in the "
+                         "same run (resumable across the switch). At CPU budgets a discriminator from scratch does "
+                         "not learn context; a warm one does (docs/pretraining.md). Default 0 (none)")
+    ap.add_argument("--warm-start-lr", type=float, help="peak lr of the warm start's MLM stage (default: the MLM "
+                                                        "recipe's for the preset, 1e-3 at tiny)")
+    ap.add_argument("--gen-lr", type=float,
+                    help="peak lr of the generator / cloze model, a parameter group of its own (default: --lr)")
+    ap.add_argument("--generator-mode", choices=("joint", "frozen"),
+                    help="joint (default): the generator trains beside the discriminator; frozen (electra, with "
+                         "--warm-start or an MLM --init-from): the MLM itself samples the replacements, fixed "
+                         "(Fast-ELECTRA), smoothed by --temperature-start")
+    ap.add_argument("--temperature-start", type=float,
+                    help="sampling temperature at the start of the objective, falling linearly to --temperature "
+                         "at the end (Fast-ELECTRA's schedule for a frozen generator; default 0 = constant)")
     ap.add_argument("--data-from-nbest", nargs="+", default=[], metavar="NBEST",
                     help="also train on the references (output/ref fields) of these n-best files (any format "
                          "`electric rerank` reads); keep them apart from the lists you tune or test on")
@@ -109,7 +125,7 @@ CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "gra
                 "min_warmup_steps", "max_seq_length", "mask_prob", "disc_weight", "gen_weight", "temperature",
                 "disc_bias_init",
                 "generator_hidden_size", "seed", "precision", "compile", "num_proc", "log_every", "eval_every",
-                "save_every", "init_from")
+                "save_every", "init_from", "warm_start", "warm_start_lr", "gen_lr", "generator_mode", "temperature_start")
 
 
 def resolve_run(args: argparse.Namespace) -> RunConfig:
@@ -123,10 +139,15 @@ def resolve_run(args: argparse.Namespace) -> RunConfig:
         overrides = {k: getattr(args, k) for k in CONFIG_FLAGS}
         overrides["precision"] = choose_precision(args.precision, args.device)
         cfg = resolve_config(args.preset, args.objective, overrides)
-        if cfg.init_from:  # continued pretraining: the source's architecture, a lower default lr
+        if cfg.init_from:  # the source's architecture; continued pretraining (not a warm start) at a lower lr
             cfg = adopt_architecture(cfg, cfg.init_from)
-            if args.lr is None:
+            warm = cfg.objective != "mlm" and masked_lm_source(cfg.init_from) is not None
+            if args.lr is None and not warm:
                 cfg = dataclasses.replace(cfg, lr=cfg.lr * INIT_FROM_LR_SCALE)
+    if not args.resume and cfg.generator_mode == "frozen" and not cfg.warm_start and not (
+            cfg.init_from and masked_lm_source(cfg.init_from)):
+        raise ValueError("--generator-mode frozen needs a masked LM to freeze: train one first with --warm-start, or "
+                         "pass --init-from an MLM run or a BertForMaskedLM / ElectraForMaskedLM directory")
     nbest_text = nbest_references(args.data_from_nbest)
     if not (args.data or nbest_text):
         raise DataError("no training data: pass --data FILE|DIR|GLOB ... (or --data-from-nbest FILE)")
@@ -152,8 +173,9 @@ def tokenizer_dir(given: str | None, cfg: PretrainConfig, out: Path, resume: boo
     """--tokenizer, else the one saved with the run being resumed, else the --init-from source's."""
     if given is not None:
         return given
-    if resume:
-        return str(out / ("generator" if cfg.objective == "mlm" else "discriminator"))
+    if resume:  # a run still in its warm start has saved its MLM only
+        disc = out / "discriminator"
+        return str(disc if cfg.objective != "mlm" and disc.is_dir() else out / "generator")
     if cfg.init_from:
         return str(init_source(cfg.init_from)[2])
     raise CheckpointError("--tokenizer is required (train one with `python -m training.tokenizer`)")

@@ -46,11 +46,16 @@ def load_checkpoint(out: Path, model: PretrainingModel, optimizer, device: torch
     model.load_state_dict(torch.load(out / "state" / "model.pt", map_location=device))
     model.share_embeddings()
     optimizer.load_state_dict(torch.load(out / "state" / "optimizer.pt", map_location=device))
-    trainer = torch.load(out / "state" / "trainer.pt", map_location="cpu", weights_only=False)
+    trainer = saved_trainer(out)
     torch.set_rng_state(trainer["torch_rng"])
     if trainer.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(trainer["cuda_rng"])
     return trainer
+
+
+def saved_trainer(out: Path) -> dict:
+    """The trainer state of the run's last checkpoint (step, stage, ...), without loading the models."""
+    return torch.load(out / "state" / "trainer.pt", map_location="cpu", weights_only=False)
 
 
 def truncate_metrics(path: Path, after_step: int) -> None:

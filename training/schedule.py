@@ -7,16 +7,28 @@ import torch
 from electric.pretraining.config import PretrainConfig
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Weight decay on matrices only (not LayerNorm weights, biases or embeddings' norms)."""
-    decay, no_decay = [], []
+def optimizer_groups(model: torch.nn.Module, weight_decay: float, gen_lr_scale: float = 1.0) -> list[dict]:
+    """Weight decay on matrices only (not LayerNorm weights, biases or embeddings' norms). The generator's own
+    parameters (not those it shares with the discriminator) get `lr_scale` gen_lr_scale: --gen-lr / --lr."""
+    groups: dict[tuple[bool, bool], list] = {}
     seen: set[int] = set()
-    for name, p in model.named_parameters():
+    for name, p in model.named_parameters():  # the discriminator's first, so shared embeddings count as its own
         if not p.requires_grad or id(p) in seen:
             continue
         seen.add(id(p))
-        (no_decay if p.dim() < 2 or "LayerNorm" in name else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        decay = not (p.dim() < 2 or "LayerNorm" in name)
+        generator = name.startswith("generator.") and gen_lr_scale != 1.0
+        groups.setdefault((decay, generator), []).append(p)
+    return [{"params": ps, "weight_decay": weight_decay if decay else 0.0, "lr_scale": gen_lr_scale if gen else 1.0}
+            for (decay, gen), ps in groups.items()]
+
+
+def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.Optimizer:
+    """AdamW over `optimizer_groups`; `optimizer_step` sets each group's lr from the schedule and its lr_scale."""
+    scale = cfg.gen_lr / cfg.lr if cfg.gen_lr and cfg.objective != "mlm" else 1.0
+    return torch.optim.AdamW(optimizer_groups(model, cfg.weight_decay, scale), lr=cfg.lr,
+                             betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
+                             fused=True)  # fused AdamW runs on CPU and CUDA
 
 
 def warmup_length(cfg: PretrainConfig, total_steps: int) -> int:
@@ -31,3 +43,12 @@ def lr_at(step: int, cfg: PretrainConfig, total_steps: int) -> float:
     if step < warmup:
         return cfg.lr * (step + 1) / warmup
     return cfg.lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+
+def temperature_at(step: int, cfg: PretrainConfig, total_steps: int) -> float:
+    """The sampling temperature `step` steps into the objective's stage of `total_steps`: constant
+    `temperature`, or with temperature_start > 0 falling linearly from it to `temperature` (Fast-ELECTRA)."""
+    if not cfg.temperature_start:
+        return cfg.temperature
+    progress = min(1.0, step / max(1, total_steps))
+    return cfg.temperature_start + (cfg.temperature - cfg.temperature_start) * progress

@@ -19,6 +19,7 @@ from typing import Any, Literal
 Objective = Literal["mlm", "electra", "electric"]
 Precision = Literal["fp32", "bf16"]
 BiasInit = Literal["prior", "zero"]
+GeneratorMode = Literal["joint", "frozen"]
 OBJECTIVES: tuple[str, ...] = ("mlm", "electra", "electric")
 RUN_SECTION = "run"  # the key of a run's settings in OUT/config.json
 RESUME_FLAGS: tuple[str, ...] = ("max_steps", "time_budget_minutes", "epochs")  # what a resumed run may change
@@ -71,6 +72,13 @@ class PretrainConfig:
     save_every: int = 500  # optimizer steps between resumable checkpoints
     eval_batches: int = 8  # validation batches per evaluation
     init_from: str = ""  # start from this run's (or ELECTRA directory's) weights
+    # --- warm start (at CPU budgets the binary signal cannot bootstrap context; a likelihood objective can)
+    warm_start: float = 0.0  # electra/electric: this fraction of the run (time budget or max_steps) is MLM first
+    warm_start_lr: float = 0.0  # the MLM stage's peak lr (0 = the MLM recipe's for this preset)
+    gen_lr: float = 0.0  # the generator's (or cloze model's) peak lr, a parameter group of its own (0 = lr)
+    generator_mode: GeneratorMode = "joint"  # joint: trained beside the discriminator; frozen: the MLM of the
+    #   warm start (or --init-from), fixed, as ELECTRA's generator (Fast-ELECTRA)
+    temperature_start: float = 0.0  # > 0: the sampling temperature falls linearly from this to `temperature`
     epochs: float = 0.0  # > 0: stop after this many passes over the training data
 
     def __post_init__(self) -> None:
@@ -97,6 +105,13 @@ class PretrainConfig:
     def micro_batch_size(self) -> int:
         return self.batch_size // self.grad_accum
 
+    @property
+    def warm_stage(self) -> PretrainConfig:
+        """The recipe of the warm start's MLM stage: the same model and batch, objective mlm at its own lr."""
+        lr = self.warm_start_lr or OBJECTIVE_PRESETS.get((self.preset, "mlm"), {}).get("lr", self.lr)
+        return dataclasses.replace(self, objective="mlm", lr=lr, warm_start=0.0, gen_lr=0.0,
+                                   generator_mode="joint", temperature_start=0.0)
+
     def validate(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
@@ -121,8 +136,22 @@ class PretrainConfig:
         if self.min_warmup_steps < 0 or self.warmup_steps < 0:
             raise ValueError(f"warmup steps must be >= 0, got warmup_steps {self.warmup_steps}, "
                              f"min_warmup_steps {self.min_warmup_steps}")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.temperature <= 0 or self.temperature_start < 0:
+            raise ValueError(f"temperature must be > 0 and temperature_start >= 0, got {self.temperature}, "
+                             f"{self.temperature_start}")
+        if not 0.0 <= self.warm_start < 1.0:
+            raise ValueError(f"warm_start is a fraction of the run in [0, 1), got {self.warm_start}")
+        if self.warm_start and self.objective == "mlm":
+            raise ValueError("warm_start trains MLM before a discriminator objective; objective mlm has none")
+        if self.warm_start and self.init_from:
+            raise ValueError("warm_start and init_from both give the discriminator its first weights; pass one")
+        if self.generator_mode not in ("joint", "frozen"):
+            raise ValueError(f"generator_mode must be joint or frozen, got {self.generator_mode!r}")
+        if self.generator_mode == "frozen" and self.objective != "electra":
+            raise ValueError(f"generator_mode frozen needs objective electra, got {self.objective}: Electric's noise "
+                             "model is the two-tower cloze model, which the MLM warm start does not train")
+        if self.gen_lr < 0 or self.warm_start_lr < 0:
+            raise ValueError(f"gen_lr and warm_start_lr must be >= 0, got {self.gen_lr}, {self.warm_start_lr}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

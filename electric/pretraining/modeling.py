@@ -9,6 +9,7 @@ parameter names.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,12 +229,26 @@ class PretrainingModel(nn.Module):
             else:
                 generator = ElectricForClozeLM(ElectricClozeConfig(**gen_kwargs))
         self.generator = generator
+        self.sample_temperature = cfg.temperature  # the loop lowers it over a --temperature-start schedule
+        if self.frozen_generator:  # a fixed, pretrained sampler (Fast-ELECTRA): no gradient, no shared weights
+            generator.requires_grad_(False)
+            generator.eval()
         self.share_embeddings()
+
+    @property
+    def frozen_generator(self) -> bool:
+        return self.cfg.generator_mode == "frozen" and self.discriminator is not None
+
+    def train(self, mode: bool = True) -> PretrainingModel:
+        super().train(mode)
+        if self.frozen_generator:
+            self.generator.eval()
+        return self
 
     def share_embeddings(self) -> None:
         """Word, position, token-type embeddings and their LayerNorm are one module in both networks;
-        the generator's output layer is tied to the shared word embeddings."""
-        if self.discriminator is None:
+        the generator's output layer is tied to the shared word embeddings. A frozen generator keeps its own."""
+        if self.discriminator is None or self.frozen_generator:
             return
         shared = self.discriminator.electra.embeddings
         if isinstance(self.generator, ElectricForClozeLM):
@@ -288,15 +303,16 @@ class PretrainingModel(nn.Module):
 
     def _electra(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
         gen_inputs = obj.electra_mask_inputs(input_ids, chosen, self.special.mask, rng)  # (B, T)
-        gen_logits, _ = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen)  # (N, V)
+        with torch.no_grad() if self.frozen_generator else contextlib.nullcontext():
+            gen_logits, _ = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen)  # (N, V)
         targets = input_ids[chosen]  # (N,)
-        sampled = obj.sample_replacements(gen_logits, self.cfg.temperature, rng)  # (N,)
+        sampled = obj.sample_replacements(gen_logits, self.sample_temperature, rng)  # (N,)
         disc_inputs = input_ids.clone()
         disc_inputs[chosen] = sampled
         labels = obj.electra_labels(input_ids, disc_inputs)  # (B, T)
         s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T), (B, T, H) or None
-        out = obj.electra_loss(gen_logits, targets, s, labels, attention_mask, self.cfg.gen_weight,
-                               self.cfg.disc_weight)
+        gen_weight = 0.0 if self.frozen_generator else self.cfg.gen_weight
+        out = obj.electra_loss(gen_logits, targets, s, labels, attention_mask, gen_weight, self.cfg.disc_weight)
         out["gen_acc"] = obj.accuracy(gen_logits, targets)
         if details:
             out["details"] = _details(s, s, labels, attention_mask, h, gen_logits, targets)
@@ -309,7 +325,7 @@ class PretrainingModel(nn.Module):
         log_q_all = torch.log_softmax(cloze_logits, dim=-1)  # (N_real, V)
         is_cand = candidates[real]  # (N_real,)
         is_chosen = chosen[real]  # (N_real,)
-        sampled = obj.sample_replacements(cloze_logits[is_chosen], self.cfg.temperature, rng)  # (k,)
+        sampled = obj.sample_replacements(cloze_logits[is_chosen], self.sample_temperature, rng)  # (k,)
         disc_inputs = input_ids.clone()
         disc_inputs[chosen] = sampled
         labels = obj.electric_labels(chosen)  # (B, T): every sampled position is "noise"
