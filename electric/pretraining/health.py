@@ -31,9 +31,10 @@ COLLAPSE_BELOW_CHANCE_AUC = 0.47
 
 COLLAPSE_ADVICE = ("the discriminator has collapsed: every token gets nearly the same state and it cannot tell "
                    "replaced tokens from original ones (or ranks them the wrong way), so it is learning nothing. "
-                   "Try a lower --lr (the tiny "
-                   "preset's default is tuned), a longer warmup (--warmup-steps / --min-warmup-steps), and the "
-                   "default --disc-bias-init prior.")
+                   "At CPU budgets a discriminator trained from scratch stalls like this once its generator is "
+                   "good: warm-start it from MLM (--warm-start 0.4, or --init-from an MLM run; docs/pretraining.md). "
+                   "Otherwise try a lower --lr (the tiny preset's default is tuned), a longer warmup "
+                   "(--warmup-steps / --min-warmup-steps), and the default --disc-bias-init prior.")
 
 
 def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
