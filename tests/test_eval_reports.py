@@ -52,6 +52,9 @@ def test_blimp_accuracy_per_field_merges_the_two_spellings(blimp_dir):
     assert res["sets"]["binding_a"]["field"] == "syntax_semantics" and "field" not in res["sets"]["unlabelled"]
     res = blimp_accuracy(sets, lambda texts: [len(t) for t in texts])  # longer = better: every pair wrong
     assert res["fields"]["morphology"]["accuracy"] == 0.0 and res["overall"]["pairs"] == 8
+    assert "correct" not in res
+    res = blimp_accuracy(sets, lambda texts: [-len(t) + 100 * ("them" in t) for t in texts], per_pair=True)
+    assert res["correct"] == {k: [True, False] for k in sets}  # per pair, in order: "them left ..." wins
 
 
 @pytest.mark.integration

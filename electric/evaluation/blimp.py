@@ -68,9 +68,10 @@ def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, BlimpSet
 
 
 def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_size: int = 4096,
-                   progress: bool = False) -> dict:
+                   progress: bool = False, per_pair: bool = False) -> dict:
     """Accuracy per set, per field (pairs pooled over the field's sets, for `BlimpSet`s that carry one)
-    and overall; a pair is right when the good sentence scores strictly higher."""
+    and overall; a pair is right when the good sentence scores strictly higher. `per_pair`: also
+    "correct" = {set: [bool per pair, in order]}, for paired comparisons of two scorers on the same pairs."""
     from electric.evaluation.nbest import NBestList, score_nbest
 
     order = list(sets)
@@ -80,11 +81,13 @@ def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_si
     pos = 0
     right_all = ties_all = 0
     fields: dict[str, dict[str, int]] = {}
+    correct: dict[str, list[bool]] = {}
     for k in order:
         n = len(sets[k])
         sc = scores[pos: pos + n]
         pos += n
-        right = sum(int(s[0] > s[1]) for s in sc)
+        correct[k] = [bool(s[0] > s[1]) for s in sc]
+        right = sum(correct[k])
         ties = sum(int(s[0] == s[1]) for s in sc)
         field = getattr(sets[k], "field", None)
         out["sets"][k] = {"accuracy": 100.0 * right / n, "pairs": n, "ties": ties, **({"field": field} if field else {})}
@@ -99,4 +102,6 @@ def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_si
     total = sum(len(v) for v in sets.values())
     out["overall"] = {"accuracy": 100.0 * right_all / total, "pairs": total, "ties": ties_all,
                       "macro_accuracy": sum(v["accuracy"] for v in out["sets"].values()) / len(order)}
+    if per_pair:
+        out["correct"] = correct
     return out
