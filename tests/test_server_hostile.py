@@ -186,7 +186,7 @@ def test_rerank_cli_never_chooses_a_hypothesis_with_no_token(tmp_path, capsys, d
 @pytest.fixture(scope="module")
 def server(disc_dir):
     s = Settings(model=disc_dir, http_port=0, grpc_port=0, api_key=KEY, threads=1, warmup=False,
-                 max_input_chars=MAX_CHARS)
+                 max_input_chars=MAX_CHARS, access_log=False)  # metrics are checked; access lines are not
     with BackgroundServer(s) as srv:
         yield srv
 
