@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -12,9 +13,10 @@ import pytest
 import torch
 
 from electric.evaluation.tasks import CONLL2000_TAGS, TASKS
+from electric.finetuning.config import FinetuneConfig
 from tests.conftest import require_shared
 from training import finetune
-from training.finetune import FinetuneConfig, param_groups, resolve_model_dir
+from training.finetune import param_groups, resolve_model_dir
 
 
 @pytest.fixture(scope="session")
@@ -206,8 +208,8 @@ def test_keeps_best_epoch_and_stops_early(disc_dir, tmp_path, monkeypatch):
 
 
 def test_layerwise_lr_decay_and_weight_decay_groups(disc_dir):
-    cfg = FinetuneConfig(task="sst2", task_type="classification", model=str(disc_dir))
-    cfg.resolve(num_hidden_layers=2, hidden_size=64)
+    cfg = FinetuneConfig(task="sst2", task_type="classification", model=str(disc_dir)).resolved(
+        num_hidden_layers=2, hidden_size=64)
     model = finetune.build_model(cfg, disc_dir, ["negative", "positive"])
     scale = {}
     for g in param_groups(model, cfg):
@@ -226,12 +228,14 @@ def test_layerwise_lr_decay_and_weight_decay_groups(disc_dir):
 
 
 def test_defaults_follow_design():
-    cfg = FinetuneConfig(task="rte", task_type="pair-classification", model="m")
-    cfg.resolve(num_hidden_layers=24, hidden_size=1024)
+    cfg = FinetuneConfig(task="rte", task_type="pair-classification", model="m").resolved(
+        num_hidden_layers=24, hidden_size=1024)
     assert (cfg.epochs, cfg.layer_decay, cfg.lr, cfg.warmup_fraction, cfg.adam_eps, cfg.weight_decay) == \
         (10, 0.9, 5e-5, 0.1, 1e-6, 0.01)
-    cfg = FinetuneConfig(task="sst2", task_type="classification", model="m")
-    cfg.resolve(num_hidden_layers=12, hidden_size=256)
+    cfg = FinetuneConfig(task="sst2", task_type="classification", model="m").resolved(
+        num_hidden_layers=12, hidden_size=256)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.lr = 1.0  # derived once, then frozen
     assert (cfg.epochs, cfg.layer_decay, cfg.lr) == (3, 0.8, 3e-4)
 
 

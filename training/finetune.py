@@ -30,8 +30,10 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -51,67 +53,8 @@ from electric.evaluation.tasks import (
     load_task_data,
     task_metrics,
 )
+from electric.finetuning.config import FinetuneConfig
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
-
-LONG_TASKS = ("rte", "stsb")  # ELECTRA fine-tunes these small datasets for 10 epochs
-
-
-@dataclass
-class FinetuneConfig:
-    # --- what to fine-tune
-    task: str  # registry name (sst2, cola, ...) or "custom" for a user's files
-    task_type: str  # classification | pair-classification | regression | tagging
-    model: str  # the encoder directory fine-tuning started from (resolved from --model)
-    random_init: bool = False  # ignore the pretrained weights (a no-pretraining baseline of the same shape)
-    # --- optimisation (ELECTRA fine-tuning defaults; 0 = derived from the task or the model's size)
-    lr: float = 0.0  # peak lr of the head; 0 = 3e-4 (hidden <= 256), 1e-4 (<= 768), 5e-5 above
-    layer_decay: float = 0.0  # lr multiplier per layer below the head; 0 = 0.8, or 0.9 for 24+ layers
-    epochs: int = 0  # passes over the training data; 0 = 3, or 10 for RTE and STS-B
-    batch_size: int = 32  # examples per optimizer step
-    warmup_fraction: float = 0.1  # share of the steps with linear warmup
-    weight_decay: float = 0.01  # AdamW decoupled weight decay, not on LayerNorm weights or biases
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-6
-    max_grad_norm: float = 1.0  # gradient-norm clip
-    dropout: float = 0.1  # hidden and attention dropout while fine-tuning (the tiny preset pretrains without)
-    patience: int = 3  # stop after this many epochs without a better dev score; 0 = never stop early
-    # --- data
-    max_seq_length: int = 128  # tokens per example, [CLS]/[SEP] included; longer inputs are truncated
-    max_train_examples: int | None = None  # a fixed seeded sample of the training set
-    max_eval_examples: int | None = None  # the first N dev (and test) examples
-    # --- run
-    seed: int = 0  # seeds the head's init, dropout and the data order
-    precision: str = "fp32"  # fp32 | bf16 (autocast on CPU and CUDA)
-    eval_batch_size: int = 64  # examples per forward pass when predicting
-
-    def resolve(self, num_hidden_layers: int, hidden_size: int) -> None:
-        """Values implied by the task and the model are set here, and only here."""
-        if not self.epochs:
-            self.epochs = 10 if self.task in LONG_TASKS else 3
-        if not self.layer_decay:
-            self.layer_decay = 0.9 if num_hidden_layers >= 24 else 0.8
-        if not self.lr:
-            self.lr = 3e-4 if hidden_size <= 256 else 1e-4 if hidden_size <= 768 else 5e-5
-        self.validate()
-
-    def validate(self) -> None:
-        if self.task_type not in TASK_TYPES:
-            raise ValueError(f"task_type must be one of {TASK_TYPES}, got {self.task_type!r}")
-        if self.epochs < 1 or self.batch_size < 1 or self.eval_batch_size < 1:
-            raise ValueError(f"epochs ({self.epochs}), batch size ({self.batch_size}) and eval batch size "
-                             f"({self.eval_batch_size}) must be positive")
-        if not 0.0 <= self.warmup_fraction < 1.0:
-            raise ValueError(f"warmup fraction must be in [0, 1), got {self.warmup_fraction}")
-        if not 0.0 < self.layer_decay <= 1.0:
-            raise ValueError(f"layer decay must be in (0, 1], got {self.layer_decay}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.max_seq_length < 8:
-            raise ValueError(f"max seq length must be at least 8, got {self.max_seq_length}")
-        if self.precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
-
 
 # ---- setup ---------------------------------------------------------------------------------------
 
@@ -352,9 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         if task.task_type == "tagging" and not getattr(tokenizer, "is_fast", False):
             raise CheckpointError(f"tagging needs a fast tokenizer (tokenizer.json) in {str(model_dir)!r}")
         overrides = {k: getattr(args, k) for k in CONFIG_FLAGS if getattr(args, k) is not None}
-        cfg = FinetuneConfig(task=task.name, task_type=task.task_type, model=str(model_dir), **overrides)
         enc_cfg = json.loads((model_dir / "config.json").read_text())
-        cfg.resolve(enc_cfg["num_hidden_layers"], enc_cfg["hidden_size"])
+        cfg = FinetuneConfig(task=task.name, task_type=task.task_type, model=str(model_dir), **overrides).resolved(
+            enc_cfg["num_hidden_layers"], enc_cfg["hidden_size"])
         max_pos = int(enc_cfg.get("max_position_embeddings", 512))
         if cfg.max_seq_length > max_pos:
             raise ValueError(f"--max-seq-length {cfg.max_seq_length} exceeds the model's {max_pos} positions")
@@ -366,40 +309,76 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def train(cfg: FinetuneConfig, data: TaskData, model, tokenizer, out: Path, device: str | None = None) -> int:
+    """Set up, run the epochs (keeping the best on dev), finish: exit status 0, or 1 when every dev score was NaN."""
+    parts = setup(cfg, data, model, tokenizer, device)
+    start = time.time()
+    best, history = run_epochs(cfg, parts)
+    if best["state"] is None:
+        print(f"error: the dev {parts.task.metrics[0]} was NaN after every epoch (did training diverge? try a lower "
+              "--lr)", file=sys.stderr)
+        return 1
+    finish(cfg, parts, best, history, out, time.time() - start)
+    return 0
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What the epochs work on, built once by `setup`."""
+
+    data: TaskData
+    task: Task
+    labels: list[str]
+    label2id: dict[str, int]
+    tokenizer: Any
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    train_enc: EncodedSplit
+    dev_enc: EncodedSplit
+    total_steps: int
+    warmup: int
+    fallback: int  # tagging: the label of a word cut off by truncation (O, or the most frequent training tag)
+    autocast: Callable[[], contextlib.AbstractContextManager]  # bf16 autocast, or nothing
+
+
+def setup(cfg: FinetuneConfig, data: TaskData, model, tokenizer, device: str | None) -> Parts:
+    """Encode the splits, put the model on its device, build the optimizer and the schedule's length."""
     task, labels = data.task, data.labels
     label2id = {n: i for i, n in enumerate(labels)}
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    pad_id = tokenizer.pad_token_id
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     train_enc = encode(data.train, tokenizer, cfg.task_type, label2id, cfg.max_seq_length)
     dev_enc = encode(data.dev, tokenizer, cfg.task_type, label2id, cfg.max_seq_length)
-    # tagging: a word cut off by truncation is predicted as O (or the most frequent training tag)
     fallback = 0
     if cfg.task_type == "tagging":
         counts = Counter(t for e in data.train for t in e.label)
         fallback = label2id["O"] if "O" in label2id else label2id[counts.most_common(1)[0][0]]
-
-    model.to(device).train()
-    groups = param_groups(model, cfg)
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
+    model.to(dev).train()
+    optimizer = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
+                                  eps=cfg.adam_eps)
     steps_per_epoch = math.ceil(len(train_enc) / cfg.batch_size)
     total_steps = cfg.epochs * steps_per_epoch
-    warmup = int(cfg.warmup_fraction * total_steps)
-    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if cfg.precision == "bf16" \
+    autocast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if cfg.precision == "bf16" \
         else contextlib.nullcontext
-    primary = task.metrics[0]
     print(f"{task.name}: {len(data.train)} train / {len(data.dev)} dev examples, {len(labels) or 'regression'} "
           f"labels, {total_steps} steps ({cfg.epochs} epochs x {steps_per_epoch}), lr {cfg.lr:g}, layer decay "
-          f"{cfg.layer_decay}, selecting on dev {primary}", file=sys.stderr)
+          f"{cfg.layer_decay}, selecting on dev {task.metrics[0]}", file=sys.stderr)
+    return Parts(data, task, labels, label2id, tokenizer, model, optimizer, dev, train_enc, dev_enc, total_steps,
+                 int(cfg.warmup_fraction * total_steps), fallback, autocast)
 
+
+def run_epochs(cfg: FinetuneConfig, parts: Parts) -> tuple[dict, list[dict]]:
+    """Train epoch by epoch, scoring dev after each: (the best epoch's score, weights and dev metrics; the
+    per-epoch history). Stops after cfg.patience epochs without a better dev score."""
+    model, optimizer, primary = parts.model, parts.optimizer, parts.task.metrics[0]
+    pad_id, total_steps, warmup = parts.tokenizer.pad_token_id, parts.total_steps, parts.warmup
     generator = torch.Generator().manual_seed(cfg.seed)
-    best = {"score": -math.inf, "epoch": 0, "state": None, "dev": {}}
+    best: dict = {"score": -math.inf, "epoch": 0, "state": None, "dev": {}}
     history: list[dict] = []
-    start = time.time()
     step = 0
-    bar = tqdm(total=total_steps, desc=task.name, unit="step", dynamic_ncols=True, disable=None)  # off if no TTY
+    bar = tqdm(total=total_steps, desc=parts.task.name, unit="step", dynamic_ncols=True, disable=None)  # no TTY: off
     try:
         for epoch in range(1, cfg.epochs + 1):
-            order = torch.randperm(len(train_enc), generator=generator).tolist()
+            order = torch.randperm(len(parts.train_enc), generator=generator).tolist()
             loss_sum = 0.0
             for s in range(0, len(order), cfg.batch_size):
                 # linear warmup, then linear decay to 0 at total_steps; each group keeps its layer's scale
@@ -407,8 +386,8 @@ def train(cfg: FinetuneConfig, data: TaskData, model, tokenizer, out: Path, devi
                                max(0.0, (total_steps - step) / max(1, total_steps - warmup)))
                 for g in optimizer.param_groups:
                     g["lr"] = lr * g["lr_scale"]
-                batch = collate(train_enc, order[s: s + cfg.batch_size], pad_id, device)
-                with autocast():
+                batch = collate(parts.train_enc, order[s: s + cfg.batch_size], pad_id, parts.device)
+                with parts.autocast():
                     loss = model(**batch).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -419,8 +398,8 @@ def train(cfg: FinetuneConfig, data: TaskData, model, tokenizer, out: Path, devi
                 bar.update(1)
                 bar.set_postfix(epoch=epoch, loss=f"{float(loss.detach()):.4f}")
 
-            preds, cut = predict(model, dev_enc, cfg, pad_id, device, autocast, fallback)
-            dev = score(task, data.dev, preds, labels)
+            preds, cut = predict(model, parts.dev_enc, cfg, pad_id, parts.device, parts.autocast, parts.fallback)
+            dev = score(parts.task, parts.data.dev, preds, parts.labels)
             n_batches = math.ceil(len(order) / cfg.batch_size)
             history.append({"epoch": epoch, "step": step, "train_loss": round(loss_sum / n_batches, 5),
                             "dev": {k: round(v, 5) for k, v in dev.items()}})
@@ -435,38 +414,39 @@ def train(cfg: FinetuneConfig, data: TaskData, model, tokenizer, out: Path, devi
                 break
     finally:
         bar.close()
+    return best, history
 
-    if best["state"] is None:
-        print(f"error: the dev {primary} was NaN after every epoch (did training diverge? try a lower --lr)",
-              file=sys.stderr)
-        return 1
+
+def finish(cfg: FinetuneConfig, parts: Parts, best: dict, history: list[dict], out: Path, elapsed: float) -> None:
+    """Keep the best epoch's weights, score the test split where there is one, write OUT/ atomically."""
+    model, data, labels, task = parts.model, parts.data, parts.labels, parts.task
     model.load_state_dict(best["state"])
     result = {"task": task.name, "task_type": cfg.task_type, "model": cfg.model, "random_init": cfg.random_init,
-              "labels": labels, "metric": primary, "best_epoch": best["epoch"], "epochs_run": len(history),
+              "labels": labels, "metric": task.metrics[0], "best_epoch": best["epoch"], "epochs_run": len(history),
               "train_examples": len(data.train), "dev_examples": len(data.dev), "files": data.files,
               "dev": {k: round(v, 5) for k, v in best["dev"].items()}, "history": history}
     if cfg.task_type == "tagging":
         result["dev_words_truncated"] = best["cut"]
     if data.test is not None:
-        test_enc = encode(data.test, tokenizer, cfg.task_type, label2id, cfg.max_seq_length)
-        preds, cut = predict(model, test_enc, cfg, pad_id, device, autocast, fallback)
+        test_enc = encode(data.test, parts.tokenizer, cfg.task_type, parts.label2id, cfg.max_seq_length)
+        preds, cut = predict(model, test_enc, cfg, parts.tokenizer.pad_token_id, parts.device, parts.autocast,
+                             parts.fallback)
         result["test"] = {k: round(v, 5) for k, v in score(task, data.test, preds, labels).items()}
         result["test_examples"] = len(data.test)
         if cfg.task_type == "tagging":
             result["test_words_truncated"] = cut
-    result["elapsed_s"] = round(time.time() - start, 1)
+    result["elapsed_s"] = round(elapsed, 1)
 
     model.config.architectures = [type(model).__name__]
     model.config.finetuning_task = task.name
     with atomic_dir(out) as tmp:
         model.to("cpu").save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        parts.tokenizer.save_pretrained(tmp)
         (tmp / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
         (tmp / "finetune_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
     print(f"kept epoch {best['epoch']}: dev " + ", ".join(f"{k} {v:.4f}" for k, v in best["dev"].items())
           + (("; test " + ", ".join(f"{k} {v:.4f}" for k, v in result["test"].items())) if "test" in result else "")
           + f"\nwrote {out}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Fine-tuning's library side: its configuration (`config.FinetuneConfig`)."""
