@@ -77,6 +77,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="discriminator output bias at start: prior (default; ELECTRA log(p/(1-p)), Electric log V, "
                          "so the first logits sit at the label prior) or zero (google-research's; can collapse)")
     ap.add_argument("--generator-hidden-size", type=int, help="generator width (default hidden/4)")
+    ap.add_argument("--embedding-sharing", choices=("shared", "separate", "gdes"),
+                    help="the generator's embeddings: shared with the discriminator (default, ELECTRA), separate, or "
+                         "gdes (DeBERTa-v3: stopgrad(the discriminator's) + a delta of its own, so the generator's "
+                         "loss never pulls on the discriminator's embeddings)")
+    ap.add_argument("--dropout", type=float, help="hidden and attention dropout (tiny 0, other presets 0.1)")
     ap.add_argument("--seed", type=int, help="seed for init, masking, sampling and data order")
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                     help="bf16 = autocast (master weights fp32). auto (default): bf16 on CUDA with bf16 support and on "
@@ -125,7 +130,8 @@ CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "gra
                 "min_warmup_steps", "max_seq_length", "mask_prob", "disc_weight", "gen_weight", "temperature",
                 "disc_bias_init",
                 "generator_hidden_size", "seed", "precision", "compile", "num_proc", "log_every", "eval_every",
-                "save_every", "init_from", "warm_start", "warm_start_lr", "gen_lr", "generator_mode", "temperature_start")
+                "save_every", "init_from", "warm_start", "warm_start_lr", "gen_lr", "generator_mode", "temperature_start",
+                "embedding_sharing")
 
 
 def resolve_run(args: argparse.Namespace) -> RunConfig:
@@ -138,6 +144,8 @@ def resolve_run(args: argparse.Namespace) -> RunConfig:
     else:
         overrides = {k: getattr(args, k) for k in CONFIG_FLAGS}
         overrides["precision"] = choose_precision(args.precision, args.device)
+        if args.dropout is not None:
+            overrides["hidden_dropout_prob"] = overrides["attention_probs_dropout_prob"] = args.dropout
         cfg = resolve_config(args.preset, args.objective, overrides)
         if cfg.init_from:  # the source's architecture; continued pretraining (not a warm start) at a lower lr
             cfg = adopt_architecture(cfg, cfg.init_from)

@@ -28,6 +28,7 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
 
 def save_checkpoint(out: Path, model: PretrainingModel, tokenizer, optimizer, trainer: dict) -> None:
     """Models first, then the resumable state; each directory is written aside and renamed into place."""
+    model.materialize_generator_embeddings()  # GDES: the generator directory gets its effective embeddings
     for name, m in (("discriminator", model.discriminator), ("generator", model.generator)):
         if m is None:
             continue

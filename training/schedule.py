@@ -17,7 +17,7 @@ def optimizer_groups(model: torch.nn.Module, weight_decay: float, gen_lr_scale: 
             continue
         seen.add(id(p))
         decay = not (p.dim() < 2 or "LayerNorm" in name)
-        generator = name.startswith("generator.") and gen_lr_scale != 1.0
+        generator = name.startswith(("generator.", "gdes_delta")) and gen_lr_scale != 1.0
         groups.setdefault((decay, generator), []).append(p)
     return [{"params": ps, "weight_decay": weight_decay if decay else 0.0, "lr_scale": gen_lr_scale if gen else 1.0}
             for (decay, gen), ps in groups.items()]

@@ -20,6 +20,7 @@ Objective = Literal["mlm", "electra", "electric"]
 Precision = Literal["fp32", "bf16"]
 BiasInit = Literal["prior", "zero"]
 GeneratorMode = Literal["joint", "frozen"]
+EmbeddingSharing = Literal["shared", "separate", "gdes"]
 OBJECTIVES: tuple[str, ...] = ("mlm", "electra", "electric")
 RUN_SECTION = "run"  # the key of a run's settings in OUT/config.json
 RESUME_FLAGS: tuple[str, ...] = ("max_steps", "time_budget_minutes", "epochs")  # what a resumed run may change
@@ -41,6 +42,8 @@ class PretrainConfig:
     attention_probs_dropout_prob: float = 0.1  # dropout on attention weights
     # --- generator (electra: masked LM; electric: two-tower cloze model)
     generator_hidden_size: int = 0  # 0 = hidden_size // 4 (DESIGN §1); heads = max(1, h // 64), FFN = 4h
+    embedding_sharing: EmbeddingSharing = "shared"  # shared (ELECTRA): one embedding module; separate: the
+    #   generator has its own; gdes (DeBERTa-v3): its word embeddings are stopgrad(the discriminator's) + a delta
     # --- objective hyper-parameters (paper names)
     mask_prob: float = 0.15  # fraction of candidate tokens masked / replaced
     gen_weight: float = 1.0  # weight of the generator (or cloze) likelihood loss
@@ -150,6 +153,11 @@ class PretrainConfig:
         if self.generator_mode == "frozen" and self.objective != "electra":
             raise ValueError(f"generator_mode frozen needs objective electra, got {self.objective}: Electric's noise "
                              "model is the two-tower cloze model, which the MLM warm start does not train")
+        if self.embedding_sharing not in ("shared", "separate", "gdes"):
+            raise ValueError(f"embedding_sharing must be shared, separate or gdes, got {self.embedding_sharing!r}")
+        if self.embedding_sharing == "gdes" and self.generator_mode == "frozen":
+            raise ValueError("embedding_sharing gdes trains a delta on the generator's embeddings; a frozen "
+                             "generator trains nothing (it keeps its own embeddings)")
         if self.gen_lr < 0 or self.warm_start_lr < 0:
             raise ValueError(f"gen_lr and warm_start_lr must be >= 0, got {self.gen_lr}, {self.warm_start_lr}")
 

@@ -66,7 +66,7 @@ def _tower_mask(attention_mask: torch.Tensor, left_to_right: bool) -> torch.Tens
     idx = torch.arange(T, device=attention_mask.device)
     order = idx[None, :] <= idx[:, None] if left_to_right else idx[None, :] >= idx[:, None]  # (T, T) [q, k]
     allowed = order[None] & attention_mask.bool()[:, None, :]  # (B, T, T)
-    allowed = allowed | torch.eye(T, dtype=torch.bool, device=attention_mask.device)[None]
+    allowed = allowed | (idx[:, None] == idx[None, :])[None]  # the diagonal (no bool eye: ONNX-exportable)
     return allowed[:, None]  # (B, 1, T, T)
 
 
@@ -105,11 +105,14 @@ class ElectricForClozeLM(ElectraPreTrainedModel):
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.lm_head = value
 
-    def cloze_hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T) ids -> (B, T, E) features for the vocabulary head, position t blind to x_t."""
+    def cloze_hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     word_embeddings: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T) ids -> (B, T, E) features for the vocabulary head, position t blind to x_t. `word_embeddings`
+        (V, E) replaces the module's own word embedding table (pretraining's GDES)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        h = self.embeddings(input_ids=input_ids)  # (B, T, E)
+        words = None if word_embeddings is None else F.embedding(input_ids, word_embeddings)  # (B, T, E)
+        h = self.embeddings(input_ids=None if words is not None else input_ids, inputs_embeds=words)  # (B, T, E)
         if hasattr(self, "embeddings_project"):
             h = self.embeddings_project(h)  # (B, T, H)
         real = attention_mask[..., None].to(h.dtype)  # (B, T, 1): padding contributes zeros, like the edges
@@ -230,6 +233,10 @@ class PretrainingModel(nn.Module):
                 generator = ElectricForClozeLM(ElectricClozeConfig(**gen_kwargs))
         self.generator = generator
         self.sample_temperature = cfg.temperature  # the loop lowers it over a --temperature-start schedule
+        if self.gdes:  # the generator's word embeddings: stopgrad(the discriminator's) + this delta
+            E = discriminator.config.embedding_size
+            self.gdes_delta = nn.Parameter(torch.zeros(V, E))
+            self._generator_word_embeddings().requires_grad_(False)  # unused while training; written at save
         if self.frozen_generator:  # a fixed, pretrained sampler (Fast-ELECTRA): no gradient, no shared weights
             generator.requires_grad_(False)
             generator.eval()
@@ -239,6 +246,28 @@ class PretrainingModel(nn.Module):
     def frozen_generator(self) -> bool:
         return self.cfg.generator_mode == "frozen" and self.discriminator is not None
 
+    @property
+    def gdes(self) -> bool:
+        return self.cfg.embedding_sharing == "gdes" and self.discriminator is not None
+
+    def _generator_word_embeddings(self) -> nn.Parameter:
+        g = self.generator
+        return (g.embeddings if isinstance(g, ElectricForClozeLM) else g.electra.embeddings).word_embeddings.weight
+
+    def generator_word_weight(self) -> torch.Tensor | None:
+        """GDES: the generator's word embeddings (V, E), stopgrad(the discriminator's) + its own delta; else None
+        (the generator uses its own module's, shared or not)."""
+        if not self.gdes:
+            return None
+        return self.discriminator.electra.embeddings.word_embeddings.weight.detach() + self.gdes_delta
+
+    @torch.no_grad()
+    def materialize_generator_embeddings(self) -> None:
+        """GDES: write the generator's effective word embeddings into its own module (and so its tied output
+        layer), so that its saved directory is a plain transformers model."""
+        if self.gdes:
+            self._generator_word_embeddings().copy_(self.generator_word_weight())
+
     def train(self, mode: bool = True) -> PretrainingModel:
         super().train(mode)
         if self.frozen_generator:
@@ -247,8 +276,9 @@ class PretrainingModel(nn.Module):
 
     def share_embeddings(self) -> None:
         """Word, position, token-type embeddings and their LayerNorm are one module in both networks;
-        the generator's output layer is tied to the shared word embeddings. A frozen generator keeps its own."""
-        if self.discriminator is None or self.frozen_generator:
+        the generator's output layer is tied to the shared word embeddings. A frozen generator keeps its own, and
+        so does one with embedding_sharing separate or gdes."""
+        if self.discriminator is None or self.frozen_generator or self.cfg.embedding_sharing != "shared":
             return
         shared = self.discriminator.electra.embeddings
         if isinstance(self.generator, ElectricForClozeLM):
@@ -280,10 +310,15 @@ class PretrainingModel(nn.Module):
             return self._electra(input_ids, attention_mask, chosen, rng, details)
         return self._electric(input_ids, attention_mask, candidates, chosen, rng, details)
 
-    def _masked_lm_logits(self, model: ElectraForMaskedLM, inputs, attention_mask, positions):
-        """The vocabulary head only at `positions` (B, T) bool: logits (N, V) and the last layer (B, T, H)."""
-        h = model.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
-        return model.generator_lm_head(model.generator_predictions(h[positions])), h  # (N, V), (B, T, H)
+    def _masked_lm_logits(self, model: ElectraForMaskedLM, inputs, attention_mask, positions, words=None):
+        """The vocabulary head only at `positions` (B, T) bool: logits (N, V) and the last layer (B, T, H).
+        `words` (V, E): the word embeddings in and out in place of the model's own (GDES)."""
+        if words is None:
+            h = model.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
+            return model.generator_lm_head(model.generator_predictions(h[positions])), h  # (N, V), (B, T, H)
+        h = model.electra(inputs_embeds=F.embedding(inputs, words), attention_mask=attention_mask).last_hidden_state
+        features = model.generator_predictions(h[positions])  # (N, E)
+        return F.linear(features, words, model.generator_lm_head.bias), h  # (N, V), (B, T, H)
 
     def _discriminate(self, disc_inputs, attention_mask, details: bool):
         """Discriminator outputs s (B, T), and its last layer (B, T, H) when details are asked for."""
@@ -304,7 +339,8 @@ class PretrainingModel(nn.Module):
     def _electra(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
         gen_inputs = obj.electra_mask_inputs(input_ids, chosen, self.special.mask, rng)  # (B, T)
         with torch.no_grad() if self.frozen_generator else contextlib.nullcontext():
-            gen_logits, _ = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen)  # (N, V)
+            gen_logits, _ = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen,
+                                                   self.generator_word_weight())  # (N, V)
         targets = input_ids[chosen]  # (N,)
         sampled = obj.sample_replacements(gen_logits, self.sample_temperature, rng)  # (N,)
         disc_inputs = input_ids.clone()
@@ -320,8 +356,11 @@ class PretrainingModel(nn.Module):
 
     def _electric(self, input_ids, attention_mask, candidates, chosen, rng, details=False) -> dict:
         real = attention_mask.bool()  # (B, T)
-        feats = self.generator.cloze_hidden(input_ids, attention_mask)  # (B, T, E) on the clean input
-        cloze_logits = self.generator.lm_head(feats[real]).float()  # (N_real, V): vocab head at real tokens
+        words = self.generator_word_weight()  # (V, E) with GDES, else None: the generator's own
+        feats = self.generator.cloze_hidden(input_ids, attention_mask, words)  # (B, T, E) on the clean input
+        head = self.generator.lm_head
+        cloze_logits = (head(feats[real]) if words is None else F.linear(feats[real], words, head.bias)).float()
+        # (N_real, V): the vocabulary head at real tokens
         log_q_all = torch.log_softmax(cloze_logits, dim=-1)  # (N_real, V)
         is_cand = candidates[real]  # (N_real,)
         is_chosen = chosen[real]  # (N_real,)
