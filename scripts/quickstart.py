@@ -8,11 +8,11 @@
    model rerank; DESIGN §4);
 2. export it to ONNX with int8 quantisation (`electric export`);
 3. start `electric serve` on a loopback port;
-4. POST the other third of the ATIS training n-best lists to /v1/rerank to get LM scores, tune the
-   weights on them (electric.evaluation.nbest.tune_guarded), then POST `--utterances` ATIS test lists with those
-   weights and print the WER of the first hypothesis, without the LM (the first-pass score and a word
-   bonus tuned on the same dev lists: how much of the gain needs no LM), of the reranked one, and of the
-   oracle;
+4. POST the other third of the ATIS training n-best lists to /v1/rerank to get LM scores (and to /v1/score
+   for the pieces each hypothesis has), tune the weights on them (electric.evaluation.nbest.tune_guarded), then
+   POST `--utterances` ATIS test lists with those weights and print the WER of the first hypothesis, without
+   the LM (the first-pass score with a word and a piece bonus tuned on the same dev lists: the length every
+   LM score carries for free, so how much of the gain needs no LM), of the reranked one, and of the oracle;
 5. stop the server (SIGTERM: it drains and exits).
 
 Everything lands in --work (default runs/quickstart); a second run reuses the model (--retrain to redo).
@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
@@ -146,6 +147,21 @@ def rerank(url: str, utts: list[dict], weights: dict | None = None) -> dict:
     return results
 
 
+def piece_counts(url: str, utts: list[dict]) -> list[list[float]]:
+    """Per hypothesis (in the list's own order) the number of pieces the LM scores, from POST /v1/score."""
+    import httpx
+
+    texts = list(dict.fromkeys(h for u in utts for h in u["input"]))
+    n: dict[str, float] = {}
+    for lo in range(0, len(texts), 500):
+        chunk = texts[lo: lo + 500]
+        r = httpx.post(f"{url}/v1/score", json={"texts": chunk, "truncate": True}, timeout=300)
+        if r.status_code != 200:
+            raise SystemExit(f"/v1/score answered {r.status_code}: {r.text}")
+        n.update((t, float(res["num_tokens"])) for t, res in zip(chunk, r.json()["results"], strict=True))
+    return [[n[h] for h in u["input"]] for u in utts]
+
+
 def lm_scores(results: list[dict], utts: list[dict]) -> list[list[float]]:
     """Per hypothesis (in the list's own order) LM score, from the rerank response."""
     out = []
@@ -157,9 +173,11 @@ def lm_scores(results: list[dict], utts: list[dict]) -> list[list[float]]:
     return out
 
 
-def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float) -> str:
-    """WER of the ATIS test lists: first hypothesis, without the LM (`no_lm`: weights with lm 0, tuned on dev),
-    after /v1/rerank (`results`), oracle."""
+def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
+                   pieces: list[list[float]] | None = None) -> str:
+    """WER of the ATIS test lists: first hypothesis, without the LM (`no_lm`: weights with lm 0 and a word and
+    piece bonus tuned on dev; `pieces` per hypothesis when its piece bonus is not 0), after /v1/rerank
+    (`results`), oracle."""
     import numpy as np
 
     from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric
@@ -168,13 +186,14 @@ def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float) ->
     ev = Evaluator(lists, make_metric("wer"))
     chosen = np.array([res["order"][0] for res in results])
     before, after, oracle = ev.first(), ev.score_selection(chosen), ev.oracle()
-    without_lm = ev.score_selection(ev.select(Components.of(lists, lm_scores(results, utts)).totals(no_lm)))
+    without_lm = ev.score_selection(ev.select(Components.of(lists, lm_scores(results, utts), pieces).totals(no_lm)))
     changed = int((chosen != 0).sum())
+    piece = f" and {no_lm.piece:g}/piece" if no_lm.piece else ""
     return "\n".join([
         f"ATIS test, {len(lists)} utterances (Whisper 5-best), reranked by the server in {took:.1f} s:",
         f"  WER before (first hypothesis): {before:.2f}%",
-        f"  WER without the LM:            {without_lm:.2f}%   (first-pass score + a word bonus of {no_lm.length:g}, "
-        "tuned on dev)",
+        f"  WER without the LM:            {without_lm:.2f}%   (first-pass score + a bonus of {no_lm.length:g}/word"
+        f"{piece}, tuned on dev)",
         f"  WER after  (/v1/rerank):       {after:.2f}%   ({changed} utterances changed their best hypothesis)",
         f"  oracle WER:                    {oracle:.2f}%"])
 
@@ -216,25 +235,40 @@ def main(argv: list[str] | None = None) -> int:
         log(f"POST /v1/rerank: {len(dev)} dev lists (ATIS train, held out from training) to tune the weights")
         dev_lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in dev]
         dev_lm = lm_scores(rerank(server.url, dev), dev)
+        dev_pieces = piece_counts(server.url, dev)
         ev_dev = Evaluator(dev_lists, make_metric("wer"))
-        dev_comps = Components.of(dev_lists, dev_lm)
-        guarded = tune_guarded(ev_dev, dev_comps)  # the LM is kept only when its dev gain is significant
-        tuned, no_lm, guard = guarded.with_lm, guarded.without_lm, guarded.guard
-        weights = {"lm": guarded.weights.lm, "length": guarded.weights.length, "beta": guarded.weights.beta}
-        log(f"tuned weights: lm {tuned.weights.lm:g}, length {tuned.weights.length:g} per word (dev WER "
-            f"{ev_dev.first():.2f}% -> {tuned.dev_score:.2f}%; {no_lm.dev_score:.2f}% without the LM)")
-        log(f"the LM's dev gain {guard['gain']:.2f} points, {guard['confidence']:.0%} interval "
-            f"[{guard['ci'][0]:.2f}, {guard['ci'][1]:.2f}]: " + ("LM kept" if guard["significant"] else
-                                                          "not significant, the LM is NOT used"))
-        log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with those weights")
+        dev_comps = Components.of(dev_lists, dev_lm, dev_pieces)
+        # the LM is kept only when its dev gain over the first pass with word and piece bonuses is significant,
+        # and those bonuses only when their own dev gain over the first pass is
+        guarded = tune_guarded(ev_dev, dev_comps)
+        tuned, no_lm, guard, guard_no_lm = guarded.with_lm, guarded.without_lm, guarded.guard, guarded.no_lm_guard
+        log(f"tuned with the LM: lm {tuned.weights.lm:g}, word bonus {tuned.weights.length:g}/word (dev WER "
+            f"{ev_dev.first():.2f}% -> {tuned.dev_score:.2f}%)")
+        log(f"tuned without the LM: word bonus {no_lm.weights.length:g}/word, piece bonus {no_lm.weights.piece:g}"
+            f"/piece (dev WER {no_lm.dev_score:.2f}%)")
+        log(f"the no-LM bonuses' dev gain over the first pass {guard_no_lm['gain']:.2f} points, "
+            f"{guard_no_lm['confidence']:.0%} interval [{guard_no_lm['ci'][0]:.2f}, {guard_no_lm['ci'][1]:.2f}]: "
+            + ("bonuses kept" if guard_no_lm["significant"] else "not significant, the first pass is kept"))
+        log(f"the LM's dev gain over that no-LM combination {guard['gain']:.2f} points, {guard['confidence']:.0%} "
+            f"interval [{guard['ci'][0]:.2f}, {guard['ci'][1]:.2f}]: "
+            + ("LM kept" if guard["significant"] else "not significant, the LM is NOT used"))
+        applied = guarded.weights
+        if applied.piece:  # the server applies no piece bonus: the no-LM combination, applied below
+            applied = replace(applied, length=0.0, piece=0.0)
+        weights = {"lm": applied.lm, "length": applied.length, "beta": applied.beta}
+        log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with the applied weights ({guarded.applied})")
         t_req = time.monotonic()
         results = rerank(server.url, atis_test, weights)
         took = time.monotonic() - t_req
+        test_pieces = piece_counts(server.url, atis_test)
     finally:
         server.stop()
 
     print()
-    print(summarise_test(atis_test, results, no_lm.weights, took))
+    print(summarise_test(atis_test, results, no_lm.weights, took, test_pieces))
+    if guarded.weights.piece:
+        print("  (the guard applied the no-LM combination: its piece bonus is not a server weight, so 'without the "
+              "LM' is the applied result and /v1/rerank's is the first pass)")
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes; model in {onnx_dir}, server log in {work / 'server.log'}")
     return 0
 

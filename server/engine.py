@@ -417,7 +417,8 @@ class Engine:
             lm = [np.zeros(len(nb.hyps)) for nb in nbests]
             for (i, j), r in zip(where, scored, strict=True):
                 lm[i][j] = r.score
-            return Answer(slot.name, rerank_lists(nbests, lm, weights), timing, {"weights": weights.to_dict()})
+            applied = {k: v for k, v in weights.to_dict().items() if k != "piece"}  # no piece bonus served
+            return Answer(slot.name, rerank_lists(nbests, lm, weights), timing, {"weights": applied})
 
     async def classify(self, model: str | None, *, texts: Sequence[str] | None = None,
                        pairs: Sequence[tuple[str, str]] | None = None, truncate: bool = False,

@@ -176,7 +176,7 @@ def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libr
     rep = json.loads((tmp_path / "rep.json").read_text())
     assert rep["dev"]["num_utterances"] == rep["test"]["num_utterances"] == 20
     assert sorted(rep["dev"]["ids"] + rep["test"]["ids"], key=int) == [str(i) for i in range(40)]
-    assert set(rep["weights"]) == {"lm", "length", "beta", "prior"} and rep["method"] == "electric"
+    assert set(rep["weights"]) == {"lm", "length", "beta", "prior", "piece"} and rep["method"] == "electric"
     # fixed weights with LM weight 0: the input order comes back and reranked WER = first-hypothesis WER
     rc, out, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", path, "--out", tmp_path / "r0.json",
                        "--lm-weight", "0", "--json", "--quiet")
@@ -200,6 +200,10 @@ def test_rerank_says_what_the_prior_assumed_and_keeps_the_first_pass_without_a_s
     g = rep["guard"]
     assert g["kept"] == "no_lm" and not g["significant"] and rep["weights"]["lm"] == 0
     assert f"CI [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}]" in out and "the LM is NOT used" in out
+    # the no-LM baseline has the pieces the model scored (a per-piece bonus) and its own guard over the first pass
+    assert rep["no_lm_features"] == ["words", "pieces"] and rep["applied"] in ("no_lm", "first_pass")
+    assert rep["bonuses"]["no_lm"]["per_piece"] == rep["weights_no_lm"]["piece"] and "/piece" in out
+    assert rep["guard_no_lm"]["kept"] == rep["applied"] and "dev gain of no_lm over the first pass" in out
     assert {"first", "oracle", "lm_only", "no_lm", "with_lm", "reranked", "ties"} <= set(rep["test"])
     assert "reranked" in rep["all"]
     rc, out, err = run(capsys, "eval", "nbest", "--model", disc_dir, "--nbest", path, "--prior", "rank", "--beta", "2",

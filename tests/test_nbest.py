@@ -351,7 +351,7 @@ def test_reports_show_the_dev_tuned_result_without_the_lm():
             "was not significant)") in text
     # with given weights, no_lm is the same weights with the LM weight set to 0
     _, fixed = rerank_report(lists, lm, weights=Weights(lm=2.0, length=-1.0, beta=1.0))
-    assert fixed["weights_no_lm"] == {"lm": 0.0, "length": -1.0, "beta": 1.0, "prior": "none"}
+    assert fixed["weights_no_lm"] == {"lm": 0.0, "length": -1.0, "beta": 1.0, "prior": "none", "piece": 0.0}
     assert fixed["test"]["no_lm"] == fixed["test"]["first"]  # a word penalty keeps the shorter first hypothesis
     assert "the given weights with lm 0" in format_report(fixed)
 
@@ -393,11 +393,15 @@ def test_guard_keeps_the_first_pass_on_pure_noise_lm_scores(atis, seed):
     g = report["guard"]
     assert report["weights_lm"]["lm"] > 0 and report["dev"]["with_lm"] < report["dev"]["no_lm"]  # chance "gain"
     assert g["gain"] > 0 and g["ci"][0] <= 0 < g["ci"][1] and not g["significant"] and g["kept"] == "no_lm"
-    assert w.lm == 0 and report["weights"] == report["weights_no_lm"]
-    for split in ("dev", "test", "all"):
-        assert report[split]["reranked"] == report[split]["no_lm"]
+    assert w.lm == 0 and report["applied"] in ("no_lm", "first_pass")
+    if report["applied"] == "no_lm":
+        assert report["weights"] == report["weights_no_lm"] and report["guard_no_lm"]["significant"]
+        for split in ("dev", "test", "all"):
+            assert report[split]["reranked"] == report[split]["no_lm"]
+    else:
+        assert report["weights"] == Weights(beta=1.0).to_dict() and not report["guard_no_lm"]["significant"]
     text = format_report(report)
-    assert "not significant: the LM is NOT used; the first pass is kept" in text
+    assert "not significant: the LM is NOT used (reranked = " in text
     assert f"95% CI [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}]" in text and "1000 resamples, seed" in text
 
 
@@ -425,6 +429,69 @@ def test_the_all_row_has_the_reranked_figure(atis):
     assert report["all"]["reranked"] == pytest.approx(corpus_score("wer", lists, best), abs=1e-9)
     assert report["all"]["reranked"] < ev.first()
     assert "all (dev + test; dev was tuned on)" in format_report(report)
+
+
+# ---- a baseline with the length an LM score carries for free ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def count_pieces(tokenizer_dir):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    return lambda lists: [np.array([len(tok.encode(h, add_special_tokens=False).ids) for h in nb.hyps], dtype=float)
+                          for nb in lists]
+
+
+@pytest.mark.parametrize("name", ["atis_test", "wsj_eval"])
+def test_an_lm_that_scores_every_piece_the_same_is_rejected(name, count_pieces):
+    """The quick start's undertrained model gives every piece about the same score (-8.65 * pieces). The no-LM
+    baseline gets a per-piece bonus beside the per-word one, so such an "LM" brings nothing over it and the
+    guard rejects it; the report names both runs' bonuses."""
+    lists, _ = read_nbest(require_shared(f"nbest/{name}.whisper5best.json"))
+    pieces = count_pieces(lists)
+    flat = [-8.65 * n for n in pieces]
+    w, report = rerank_report(lists, flat, dev_fraction=0.5, seed=0, pieces=pieces)
+    g, gn = report["guard"], report["guard_no_lm"]
+    assert not g["significant"] and g["kept"] == "no_lm" and w.lm == 0 and report["applied"] != "lm"
+    assert g["ci"][0] <= 0 and report["no_lm_features"] == ["words", "pieces"]
+    assert report["applied"] == ("no_lm" if gn["significant"] else "first_pass")
+    assert set(gn) >= {"gain", "ci", "significant", "kept"}
+    assert report["bonuses"]["no_lm"] == {"per_word": report["weights_no_lm"]["length"],
+                                          "per_piece": report["weights_no_lm"]["piece"]}
+    assert report["bonuses"]["with_lm"] == {"per_word": report["weights_lm"]["length"]}
+    # the reported figures are what rerank_lists does with the same weights and pieces
+    test_idx = [[nb.utt_id for nb in lists].index(u) for u in report["test"]["ids"]]
+    test = [lists[i] for i in test_idx]
+    best = [r.hyps[0] for r in rerank_lists(test, [flat[i] for i in test_idx], Weights(**report["weights_no_lm"]),
+                                            [pieces[i] for i in test_idx])]
+    assert report["test"]["no_lm"] == pytest.approx(corpus_score("wer", test, best), abs=1e-9)
+    text = format_report(report)
+    assert "/piece" in text and "dev gain of no_lm over the first pass" in text
+    assert "not significant: the LM is NOT used" in text
+    # without the piece counts the same flat "LM" would pass for a length feature the baseline lacks
+    _, words_only = rerank_report(lists, flat, dev_fraction=0.5, seed=0)
+    assert words_only["no_lm_features"] == ["words"] and "no piece counts given" in format_report(words_only)
+
+
+def test_the_first_pass_is_kept_unless_the_bonuses_gain_significantly():
+    """Ordered lists without scores (prior rank) where the longer of two hypotheses is right about as often as
+    the first: a word bonus "gains" on dev by chance, but not significantly, so the first pass is applied and
+    the interval of the bonuses' dev gain is reported."""
+    lists = []
+    for i in range(80):
+        ref = f"show flights from city{i} to denver"
+        longer_right = i % 9 in (0, 2, 4, 6, 7)  # 5 in 9: slightly more often than the first
+        hyps = [f"show flights city{i} to denver", ref] if longer_right else [ref, ref + " please"]
+        lists.append(NBestList(str(i), hyps, ref=ref))
+    lm = [np.zeros(len(nb.hyps)) for nb in lists]
+    w, report = rerank_report(lists, lm, dev_fraction=0.5, seed=0, prior="rank")
+    gn = report["guard_no_lm"]
+    assert report["dev"]["no_lm"] < report["dev"]["first"] and gn["gain"] > 0  # a chance gain on dev
+    assert gn["ci"][0] <= 0 and not gn["significant"] and gn["kept"] == "first_pass"
+    assert report["applied"] == "first_pass" and w == Weights(beta=1.0, prior="rank")
+    assert report["test"]["reranked"] == report["test"]["first"]
+    assert "not significant: without the LM the first pass is kept" in format_report(report)
 
 
 # ---- what the prior assumes; ties ------------------------------------------------------------------------------

@@ -32,6 +32,6 @@ def test_summary_shows_the_wer_without_the_lm(quickstart):
     refs = [u["output"] for u in utts]
     without = 100 * jiwer.wer(refs, [r.hyps[0] for r in rerank_lists(lists, lm, no_lm)])
     after = 100 * jiwer.wer(refs, [r["best"] for r in results])
-    assert f"WER without the LM:            {without:.2f}%" in text and "word bonus of 0.05, tuned on dev" in text
+    assert f"WER without the LM:            {without:.2f}%" in text and "a bonus of 0.05/word, tuned on dev" in text
     assert f"WER after  (/v1/rerank):       {after:.2f}%" in text
     assert f"WER before (first hypothesis): {100 * jiwer.wer(refs, [u['input'][0] for u in utts]):.2f}%" in text

@@ -256,13 +256,14 @@ def _nbest_job(args, *, write: bool) -> int:
         DEFAULT_LM_GRID,
         Weights,
         format_report,
+        piece_counts,
         read_nbest,
         require_refs,
         rerank_lists,
         rerank_report_choosing_lm_score,
         reranked_nbest,
         score_nbest,
-        sum_and_mean,
+        sum_mean_pieces,
         unreorderable_fields,
         write_nbest,
     )
@@ -300,8 +301,9 @@ def _nbest_job(args, *, write: bool) -> int:
     def score_fn(texts):
         scored = scorer.score(texts, method=args.method)
         no_token.extend(t for t, r in zip(texts, scored, strict=True) if not r.num_tokens)
-        return [(s, m) if r.num_tokens else (float("nan"), float("nan"))
-                for (s, m), r in zip(sum_and_mean(scored), scored, strict=True)]
+        # (sum, mean, pieces): the pieces give the no-LM baseline its per-piece bonus
+        return [row if r.num_tokens else (float("nan"), float("nan"), 0.0)
+                for row, r in zip(sum_mean_pieces(scored), scored, strict=True)]
 
     pairs = score_nbest(everything, score_fn, chunk_size=args.chunk_size,
                         progress=not args.quiet and sys.stderr.isatty())
@@ -317,7 +319,7 @@ def _nbest_job(args, *, write: bool) -> int:
     report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt, **report}
     if write:
         out_fmt = args.out_format or fmt
-        reranked = rerank_lists(lists, test_scores, weights)
+        reranked = rerank_lists(lists, test_scores, weights, piece_counts(pairs[: len(lists)]))
         dropped = unreorderable_fields(lists)  # one entry per hypothesis in some lists only: cannot follow them
         write_nbest([reranked_nbest(nb, r, dropped) for nb, r in zip(lists, reranked, strict=True)], args.out,
                     out_fmt)

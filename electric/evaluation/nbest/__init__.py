@@ -6,13 +6,15 @@ Formats, read into one `NBestList(utt_id, hyps, first_pass_scores, ref, extra)` 
 - `text`: one hypothesis a line, a blank line between utterances (no scores, no references).
 Unknown fields are kept in `extra` (and `hyp_extra`) so that a file round-trips.
 
-Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h), where a(h) is the first-pass
+Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h) [+ piece_weight * pieces(h), the
+tokenizer pieces the LM scored: a bonus only the no-LM baseline tunes], where a(h) is the first-pass
 score when the list has one; for a list without, a(h) = -beta * rank(h) (rank 0 = the recogniser's best) only
 with `prior="rank"` (the user says the list's order is a first-pass order), else 0 (`prior="none"`, the
 default: LM + word bonus alone). Ties go to the earlier position in the list, and are counted. `rerank_lists`
 applies given weights (the server's /v1/rerank calls it); `rerank_report` grid-searches them on a dev split to
 minimise WER/CER (jiwer, corpus-level) or maximise BLEU/chrF (sacrebleu), and keeps a non-zero LM weight only
-when its dev gain over the result without the LM is significant (`paired_bootstrap`).
+when its dev gain over the result without the LM (first pass + word and piece bonuses) is significant
+(`paired_bootstrap`), and those bonuses only when their dev gain over the first pass is significant.
 
 Modules: `lists` (NBestList, formats), `readers`, `writers`, `combination` (the formula, `rerank_lists`),
 `metrics` (WER/CER/BLEU/chrF statistics, `Evaluator`), `tuning` (grid search, bootstrap guard, dev split),
@@ -38,9 +40,11 @@ from electric.evaluation.nbest.lm_score import (
     LM_SCORES,
     choose_lm_score,
     lm_score_column,
+    piece_counts,
     require_refs,
     rerank_report_choosing_lm_score,
     sum_and_mean,
+    sum_mean_pieces,
 )
 from electric.evaluation.nbest.metrics import METRICS, ErrorRate, Evaluator, Metric, SacreMetric, make_metric
 from electric.evaluation.nbest.readers import (
@@ -53,6 +57,7 @@ from electric.evaluation.nbest.readers import (
 )
 from electric.evaluation.nbest.report import format_report, rerank_report
 from electric.evaluation.nbest.tuning import (
+    APPLIED,
     DEFAULT_BONUS_GRID,
     DEFAULT_LENGTH_GRID,
     DEFAULT_LM_GRID,
@@ -60,6 +65,7 @@ from electric.evaluation.nbest.tuning import (
     GuardedTuning,
     TuneResult,
     evaluate_split,
+    first_pass_weights,
     paired_bootstrap,
     split_dev,
     tune_guarded,
@@ -69,6 +75,7 @@ from electric.evaluation.nbest.tuning import (
 from electric.evaluation.nbest.writers import to_espnet, to_hyporadise, to_text, write_nbest
 
 __all__ = [
+    "APPLIED",
     "Components",
     "DEFAULT_BONUS_GRID",
     "DEFAULT_LENGTH_GRID",
@@ -93,6 +100,7 @@ __all__ = [
     "combine",
     "detect_format",
     "evaluate_split",
+    "first_pass_weights",
     "format_report",
     "iter_text_nbest",
     "lm_score_column",
@@ -101,6 +109,7 @@ __all__ = [
     "paired_bootstrap",
     "parse_espnet",
     "parse_hyporadise",
+    "piece_counts",
     "prior_note",
     "prior_scores",
     "read_nbest",
@@ -113,6 +122,7 @@ __all__ = [
     "score_nbest",
     "split_dev",
     "sum_and_mean",
+    "sum_mean_pieces",
     "to_espnet",
     "to_hyporadise",
     "to_text",

@@ -1,5 +1,6 @@
-"""Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h); rerank lists with given
-weights (what /v1/rerank and `electric rerank` apply)."""
+"""Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h) [+ piece_weight * pieces(h)];
+rerank lists with given weights (what /v1/rerank and `electric rerank` apply). pieces(h) is the number of
+tokenizer pieces the LM scored: the length an LM score carries for free, which the no-LM baseline gets too."""
 
 from __future__ import annotations
 
@@ -23,12 +24,15 @@ class Weights:
     prior: str = "none"  # a(h) of a list without first-pass scores: "rank" (-beta * rank: its order is a
     #                      first-pass order) or "none" (0: the order means nothing)
 
+    piece: float = 0.0  # bonus per tokenizer piece (the no-LM baseline's second length feature); needs the
+    #                      pieces of every hypothesis wherever it is not 0
+
     def __post_init__(self):
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {', '.join(map(repr, PRIORS))}, got {self.prior!r}")
 
     def to_dict(self) -> dict:
-        return {"lm": self.lm, "length": self.length, "beta": self.beta, "prior": self.prior}
+        return {"lm": self.lm, "length": self.length, "beta": self.beta, "prior": self.prior, "piece": self.piece}
 
 
 def num_words(text: str) -> int:
@@ -43,14 +47,24 @@ def prior_scores(nb: NBestList, weights: Weights) -> np.ndarray:
     return -beta * np.arange(len(nb.hyps), dtype=np.float64)
 
 
-def combine(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> np.ndarray:
-    """total(h) = a(h) + lm * lm(h) + length * words(h), one value per hypothesis."""
+def combine(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
+            pieces: Sequence[float] | None = None) -> np.ndarray:
+    """total(h) = a(h) + lm * lm(h) + length * words(h) + piece * pieces(h), one value per hypothesis
+    (`pieces`: tokenizer pieces per hypothesis, needed only when weights.piece is not 0)."""
     lm = np.asarray(lm_scores, dtype=np.float64)
     if lm.shape != (len(nb.hyps),):
         raise NBestError(None, f"{lm.shape[0] if lm.ndim == 1 else lm.shape} LM scores for {len(nb.hyps)} "
                                "hypotheses", repr(nb.utt_id))
     words = np.array([num_words(h) for h in nb.hyps], dtype=np.float64)
-    return prior_scores(nb, weights) + weights.lm * lm + weights.length * words
+    total = prior_scores(nb, weights) + weights.lm * lm + weights.length * words
+    if weights.piece:
+        if pieces is None:
+            raise ValueError(f"a piece bonus ({weights.piece:g}) needs the pieces of every hypothesis")
+        n = np.asarray(pieces, dtype=np.float64)
+        if n.shape != (len(nb.hyps),):
+            raise NBestError(None, f"{len(n)} piece counts for {len(nb.hyps)} hypotheses", repr(nb.utt_id))
+        total = total + weights.piece * n
+    return total
 
 
 @dataclass
@@ -71,8 +85,9 @@ class RerankedList:
                                         strict=True)]}
 
 
-def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> RerankedList:
-    total = combine(nb, lm_scores, weights)
+def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
+               pieces: Sequence[float] | None = None) -> RerankedList:
+    total = combine(nb, lm_scores, weights, pieces)
     # stable: ties keep the list's order; a NaN LM score (no token to score) ranks last, never first
     order = sorted(range(len(total)), key=lambda i: (bool(np.isnan(total[i])), -total[i]))
     prior = prior_scores(nb, weights)
@@ -83,12 +98,16 @@ def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights) -> R
                         [num_words(nb.hyps[i]) for i in order], bool(tied))
 
 
-def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]],
-                 weights: Weights) -> list[RerankedList]:
-    """Reorder every list by total(h) with the given weights and precomputed LM scores."""
+def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]], weights: Weights,
+                 pieces: Sequence[Sequence[float]] | None = None) -> list[RerankedList]:
+    """Reorder every list by total(h) with the given weights and precomputed LM scores (and piece counts, for a
+    piece bonus)."""
     if len(lists) != len(lm_scores):
         raise ValueError(f"{len(lm_scores)} LM score lists for {len(lists)} n-best lists")
-    return [rerank_one(nb, s, weights) for nb, s in zip(lists, lm_scores, strict=True)]
+    if pieces is not None and len(pieces) != len(lists):
+        raise ValueError(f"{len(pieces)} piece count lists for {len(lists)} n-best lists")
+    return [rerank_one(nb, s, weights, None if pieces is None else pieces[k])
+            for k, (nb, s) in enumerate(zip(lists, lm_scores, strict=True))]
 
 
 def reranked_nbest(nb: NBestList, r: RerankedList, drop: Sequence[str] = ()) -> NBestList:

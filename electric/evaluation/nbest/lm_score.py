@@ -14,6 +14,7 @@ from electric.evaluation.nbest.lists import NBestError, NBestList
 from electric.evaluation.nbest.report import rerank_report
 
 LM_SCORES = ("sum", "mean")  # the columns of the (sum, mean) pairs that `sum_and_mean` gives per hypothesis
+PIECES_COLUMN = 2  # `sum_mean_pieces` adds the number of pieces scored as a third column
 
 
 def sum_and_mean(results) -> list[tuple[float, float]]:
@@ -21,11 +22,25 @@ def sum_and_mean(results) -> list[tuple[float, float]]:
     return [(r.score, r.mean) for r in results]
 
 
+def sum_mean_pieces(results) -> list[tuple[float, float, float]]:
+    """(sum, mean, pieces scored) per scored text: `sum_and_mean` plus the length every LM score carries, which
+    the no-LM baseline gets as a per-piece bonus (`piece_counts`)."""
+    return [(r.score, r.mean, float(r.num_tokens)) for r in results]
+
+
 def lm_score_column(pairs: Sequence[np.ndarray], kind: str) -> list[np.ndarray]:
-    """One LM score per hypothesis of each list from its (n, 2) array of (sum, mean) pairs."""
+    """One LM score per hypothesis of each list from its (n, 2) array of (sum, mean) pairs (or (n, 3) rows of
+    `sum_mean_pieces`)."""
     if kind not in LM_SCORES:
         raise ValueError(f"LM score must be one of {', '.join(LM_SCORES)}, got {kind!r}")
     return [a[:, LM_SCORES.index(kind)] for a in pairs]
+
+
+def piece_counts(rows: Sequence[np.ndarray]) -> list[np.ndarray] | None:
+    """The pieces scored per hypothesis of each list from `sum_mean_pieces` rows; None for (sum, mean) pairs."""
+    if not rows or np.asarray(rows[0]).ndim != 2 or np.asarray(rows[0]).shape[1] <= PIECES_COLUMN:
+        return None
+    return [np.asarray(a)[:, PIECES_COLUMN] for a in rows]
 
 
 def choose_lm_score(dev: Mapping[str, float], higher_is_better: bool) -> str:
@@ -39,9 +54,15 @@ def rerank_report_choosing_lm_score(lists: Sequence[NBestList], pairs: Sequence[
                                     **report_options) -> tuple[Weights, dict, list[np.ndarray]]:
     """`rerank_report` with the LM score `lm_score` ("sum", "mean", or "auto": tune both and keep the one better
     on dev; with fixed `weights` auto means the sum). `pairs` holds (sum, mean) per hypothesis of `lists` and
-    then of `dev_lists`. Returns the weights, the report (with "lm_score", and for auto "lm_score_dev") and the
-    chosen test scores."""
+    then of `dev_lists`, or (sum, mean, pieces) rows of `sum_mean_pieces` (then the no-LM baseline gets a piece
+    bonus too). Returns the weights, the report (with "lm_score", and for auto "lm_score_dev") and the chosen
+    test scores."""
     kinds = list(LM_SCORES) if lm_score == "auto" and weights is None else ["sum" if lm_score == "auto" else lm_score]
+    pieces = piece_counts(pairs)
+    if pieces is not None:
+        report_options = {**report_options, "pieces": pieces[: len(lists)]}
+        if dev_lists is not None:
+            report_options["dev_pieces"] = pieces[len(lists):]
     tried = {}
     for kind in kinds:
         scores = lm_score_column(pairs, kind)

@@ -31,16 +31,26 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
                   lm_grid: Sequence[float] = DEFAULT_LM_GRID, length_grid: Sequence[float] = DEFAULT_LENGTH_GRID,
                   bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID, beta: float = 1.0, prior: str = "none",
                   resamples: int = 1000, confidence: float = 0.95, path: str | Path | None = None,
-                  dev_path: str | Path | None = None, need_refs: bool = True) -> tuple[Weights, dict]:
+                  dev_path: str | Path | None = None, need_refs: bool = True,
+                  pieces: Sequence[np.ndarray] | None = None,
+                  dev_pieces: Sequence[np.ndarray] | None = None) -> tuple[Weights, dict]:
     """Tune (unless `weights` is given) and evaluate. Dev is `dev` (lists, scores) when given, else a seeded
-    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file). Tuning keeps the
-    LM only when its dev gain is significant (`tune_guarded`: `guard` in the report, `weights_lm` the LM weights
-    it tuned, `with_lm` their result on each split). Every split also reports `no_lm`: the first-pass score (or
-    rank prior) with a word bonus tuned on dev and no LM (`weights_no_lm`; with given weights, those weights with
-    lm 0), so the LM's own gain is visible. `prior` ("rank" or "none") says whether lists without first-pass
-    scores get -beta * rank (`prior_note` in the report says what was assumed). Returns (weights, report)."""
+    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file). `pieces` (and
+    `dev_pieces` for a dev file): the tokenizer pieces the LM scored per hypothesis, the length every LM score
+    carries for free; without them the no-LM baseline has a word bonus only (`no_lm_features` says which).
+
+    Tuning (`tune_guarded`) keeps the LM only when its dev gain over `no_lm` is significant (`guard`;
+    `weights_lm` the LM weights it tuned, `with_lm` their result on each split); `no_lm` is the first-pass
+    score (or rank prior) with a word and a piece bonus tuned on dev and no LM (`weights_no_lm`; with given
+    weights, those weights with lm 0), kept only when its dev gain over the first pass is significant
+    (`guard_no_lm`), else the first pass is applied. `applied` says which ("lm", "no_lm", "first_pass"),
+    `bonuses` names the tuned bonuses of each run. `prior` ("rank" or "none") says whether lists without
+    first-pass scores get -beta * rank (`prior_note` says what was assumed). Returns (weights, report)."""
     m = make_metric(metric)
-    report: dict = {"metric": m.name, "higher_is_better": m.higher_is_better, "num_utterances": len(lists)}
+    report: dict = {"metric": m.name, "higher_is_better": m.higher_is_better, "num_utterances": len(lists),
+                    "no_lm_features": ["words", "pieces"] if pieces is not None else ["words"]}
+    if (dev is not None) and (pieces is None) != (dev_pieces is None):
+        raise ValueError("give piece counts for both the lists and the dev lists, or for neither")
     note = prior_note([*lists, *(dev[0] if dev is not None else [])], weights.prior if weights else prior)
     if note:
         report["prior_note"] = note
@@ -48,13 +58,14 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
         no_lm = replace(weights, lm=0.0)  # the same weights without the LM
         report.update(weights=weights.to_dict(), tuned=False, weights_no_lm=no_lm.to_dict())
         if need_refs or all(nb.ref is not None for nb in lists):
-            report["test"] = {**evaluate_split(Evaluator(lists, m, path), lm_scores, weights, no_lm),
-                              "ids": [nb.utt_id for nb in lists]}
+            report["test"] = {**evaluate_split(Evaluator(lists, m, path), lm_scores, weights, no_lm,
+                                               pieces=pieces), "ids": [nb.utt_id for nb in lists]}
         return weights, report
     ev_all = Evaluator(lists, m, path)
     if dev is not None:
         ev_dev, dev_scores = Evaluator(list(dev[0]), m, dev_path), list(dev[1])
         ev_test, test_scores = ev_all, list(lm_scores)
+        dev_n, test_n = dev_pieces, pieces
         report["dev_source"] = {"file": str(dev_path) if dev_path is not None else None}
     else:
         if dev_fraction is None:
@@ -62,8 +73,10 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
         dev_idx, test_idx = split_dev(lists, dev_fraction, seed)
         ev_dev, dev_scores = ev_all.subset(dev_idx), [lm_scores[i] for i in dev_idx]
         ev_test, test_scores = ev_all.subset(test_idx), [lm_scores[i] for i in test_idx]
+        dev_n = None if pieces is None else [pieces[i] for i in dev_idx]
+        test_n = None if pieces is None else [pieces[i] for i in test_idx]
         report["dev_source"] = {"fraction": dev_fraction, "seed": seed}
-    t = tune_guarded(ev_dev, Components.of(ev_dev.lists, dev_scores), lm_grid=lm_grid, length_grid=length_grid,
+    t = tune_guarded(ev_dev, Components.of(ev_dev.lists, dev_scores, dev_n), lm_grid=lm_grid, length_grid=length_grid,
                      bonus_grid=bonus_grid, beta=beta, prior=prior, resamples=resamples, confidence=confidence,
                      seed=seed)
     rows = {"weights": t.weights, "no_lm": t.without_lm.weights, "with_lm": t.with_lm.weights}
@@ -73,14 +86,19 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
         weights_lm=t.with_lm.weights.to_dict(),
         weights_no_lm=t.without_lm.weights.to_dict(),
         guard=t.guard,
+        guard_no_lm=t.no_lm_guard,
+        applied=t.applied,
+        bonuses={"with_lm": {"per_word": t.with_lm.weights.length},
+                 "no_lm": {"per_word": t.without_lm.weights.length, "per_piece": t.without_lm.weights.piece}},
         grid={"lm": list(lm_grid), "length_per_lm": list(length_grid), "beta": beta, "bonus_no_lm": list(bonus_grid),
               "evaluated": t.with_lm.evaluated + t.without_lm.evaluated,
               "chosen_length_per_lm": t.with_lm.length_per_lm, "on_edge": t.with_lm.on_edge + t.without_lm.on_edge},
-        dev={**evaluate_split(ev_dev, dev_scores, **rows), "ids": [nb.utt_id for nb in ev_dev.lists]},
-        test={**evaluate_split(ev_test, test_scores, **rows), "ids": [nb.utt_id for nb in ev_test.lists]},
+        dev={**evaluate_split(ev_dev, dev_scores, **rows, pieces=dev_n), "ids": [nb.utt_id for nb in ev_dev.lists]},
+        test={**evaluate_split(ev_test, test_scores, **rows, pieces=test_n),
+              "ids": [nb.utt_id for nb in ev_test.lists]},
     )
     if dev is None:  # the whole input, dev included (tuned on): optimistic next to test
-        report["all"] = evaluate_split(ev_all, lm_scores, **rows)
+        report["all"] = evaluate_split(ev_all, lm_scores, **rows, pieces=pieces)
     return t.weights, report
 
 
@@ -92,8 +110,11 @@ def format_report(report: dict) -> str:
     w = report["weights"]
     prior = (f"rank prior -{w['beta']:g}*rank for lists without first-pass scores" if w.get("prior") == "rank"
              else "no rank prior")
-    lines.append(f"weights: lm {w['lm']:g}, length {w['length']:g}/word, {prior}"
-                 f"{'' if report.get('tuned') else ' (given, not tuned)'}")
+    piece = f", {w['piece']:g}/piece" if w.get("piece") else ""
+    applied = {"lm": " (applied: with the LM)", "no_lm": " (applied: no LM, first pass + bonuses)",
+               "first_pass": " (applied: the first pass alone)"}.get(report.get("applied", ""), "")
+    lines.append(f"weights: lm {w['lm']:g}, length {w['length']:g}/word{piece}, {prior}"
+                 f"{'' if report.get('tuned') else ' (given, not tuned)'}{applied}")
     if "prior_note" in report:
         lines.append(f"note: {report['prior_note']}")
     if "lm_score" in report:
@@ -104,19 +125,30 @@ def format_report(report: dict) -> str:
     for edge in report.get("grid", {}).get("on_edge", []):
         lines.append(f"warning: optimum on the grid's edge: {edge}; widen the grid")
     if "no_lm" in report.get("test", report.get("dev", {})):
-        b = report["weights_no_lm"]["length"]
-        lines.append(f"no_lm: without the LM: first-pass score (or rank prior) and a word bonus of {b:g}/word "
+        wn = report["weights_no_lm"]
+        if "pieces" in report.get("no_lm_features", []):
+            bonus = f"a word bonus of {wn['length']:g}/word and a piece bonus of {wn.get('piece', 0.0):g}/piece"
+        else:
+            bonus = f"a word bonus of {wn['length']:g}/word (no piece counts given: no piece bonus)"
+        lines.append(f"no_lm: without the LM: first-pass score (or rank prior), {bonus} "
                      f"({'tuned on dev' if report.get('tuned') else 'the given weights with lm 0'})")
-    g = report.get("guard")
+    g, gn = report.get("guard"), report.get("guard_no_lm")
     if g:
         wl = report["weights_lm"]
-        lines.append(f"with_lm: the LM weights tuned on dev: lm {wl['lm']:g}, length {wl['length']:g}/word")
-        verdict = ("significant: the LM is used (reranked = with_lm)" if g["significant"] else
-                   "not significant: the LM is NOT used; the first pass is kept (reranked = no_lm)")
-        lines.append(f"dev gain of with_lm over no_lm (positive = better): {g['gain']:+.2f} {name} points, "
-                     f"{100 * g['confidence']:g}% CI [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}] (paired bootstrap "
-                     f"over {report['dev']['num_utterances']} dev utterances, {g['resamples']} resamples, seed "
-                     f"{g['seed']}): {verdict}")
+        lines.append(f"with_lm: the LM weights tuned on dev: lm {wl['lm']:g}, word bonus {wl['length']:g}/word")
+        dev_n = report['dev']['num_utterances']
+
+        def gain(what: str, x: dict, verdict: str) -> str:
+            return (f"dev gain of {what} (positive = better): {x['gain']:+.2f} {name} points, "
+                    f"{100 * x['confidence']:g}% CI [{x['ci'][0]:+.2f}, {x['ci'][1]:+.2f}] (paired bootstrap over "
+                    f"{dev_n} dev utterances, {x['resamples']} resamples, seed {x['seed']}): {verdict}")
+
+        if gn:
+            lines.append(gain("no_lm over the first pass", gn, "significant: the bonuses are worth applying"
+                              if gn["significant"] else "not significant: without the LM the first pass is kept"))
+        kept = "no_lm" if gn is None or gn["significant"] else "the first pass"
+        lines.append(gain("with_lm over no_lm", g, "significant: the LM is used (reranked = with_lm)"
+                          if g["significant"] else f"not significant: the LM is NOT used (reranked = {kept})"))
     for split in ("dev", "test", "all"):
         r = report.get(split)
         if not r:

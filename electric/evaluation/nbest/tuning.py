@@ -25,34 +25,47 @@ def _pad(rows: Sequence[np.ndarray], n_max: int) -> np.ndarray:
 
 @dataclass
 class Components:
-    """(U, N) arrays of a(h) (first-pass, or -rank), lm(h) and words(h) of a set of lists."""
+    """(U, N) arrays of a(h) (first-pass, or -rank), lm(h), words(h) and pieces(h) of a set of lists."""
 
     first_pass: np.ndarray  # first-pass scores where present (0 elsewhere)
     has_first_pass: np.ndarray  # (U,) bool
     rank: np.ndarray
     lm: np.ndarray
     words: np.ndarray
+    pieces: np.ndarray | None = None  # tokenizer pieces the LM scored per hypothesis; None: not known
 
     @classmethod
-    def of(cls, lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]]) -> Components:
+    def of(cls, lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]],
+           pieces: Sequence[Sequence[float]] | None = None) -> Components:
         """Each list padded to the longest of `lists` (N); the padding is never selected (Evaluator.valid)."""
         if len(lm_scores) != len(lists):
             raise ValueError(f"{len(lm_scores)} LM score lists for {len(lists)} n-best lists")
-        for nb, s in zip(lists, lm_scores, strict=True):
+        if pieces is not None and len(pieces) != len(lists):
+            raise ValueError(f"{len(pieces)} piece count lists for {len(lists)} n-best lists")
+        for k, (nb, s) in enumerate(zip(lists, lm_scores, strict=True)):
             if len(s) != len(nb.hyps):
                 raise NBestError(None, f"{len(s)} LM scores for {len(nb.hyps)} hypotheses", repr(nb.utt_id))
+            if pieces is not None and len(pieces[k]) != len(nb.hyps):
+                raise NBestError(None, f"{len(pieces[k])} piece counts for {len(nb.hyps)} hypotheses",
+                                 repr(nb.utt_id))
         n_max = max(len(nb.hyps) for nb in lists)
         fp = _pad([np.asarray(nb.first_pass_scores if nb.first_pass_scores is not None else [0.0] * len(nb.hyps))
                    for nb in lists], n_max)
         return cls(fp, np.array([nb.first_pass_scores is not None for nb in lists]),
                    _pad([np.arange(len(nb.hyps), dtype=np.float64) for nb in lists], n_max),
                    _pad([np.asarray(s, dtype=np.float64) for s in lm_scores], n_max),
-                   _pad([np.array([num_words(h) for h in nb.hyps], dtype=np.float64) for nb in lists], n_max))
+                   _pad([np.array([num_words(h) for h in nb.hyps], dtype=np.float64) for nb in lists], n_max),
+                   None if pieces is None else _pad([np.asarray(p, dtype=np.float64) for p in pieces], n_max))
 
     def totals(self, w: Weights) -> np.ndarray:
         beta = w.beta if w.prior == "rank" else 0.0
         a = np.where(self.has_first_pass[:, None], self.first_pass, -beta * self.rank)
-        return a + w.lm * self.lm + w.length * self.words
+        total = a + w.lm * self.lm + w.length * self.words
+        if w.piece:
+            if self.pieces is None:
+                raise ValueError(f"a piece bonus ({w.piece:g}) needs the pieces of every hypothesis")
+            total = total + w.piece * self.pieces
+        return total
 
     def scale_free(self, prior: str) -> bool:
         """No list has an a(h): then only the ratio of the LM weight to the word bonus matters."""
@@ -105,18 +118,37 @@ def tune_weights(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[f
 
 def tune_without_lm(evaluator: Evaluator, comps: Components, *, bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID,
                     beta: float = 1.0, prior: str = "none") -> TuneResult:
-    """The baseline an LM has to beat: a(h) + length * words(h) with no LM (lm = 0), the per-word bonus
-    tuned on dev over `bonus_grid` (in first-pass-score or rank units; only its sign matters when no list has
-    an a(h)). Ties keep the smaller |bonus|."""
+    """The baseline an LM has to beat: a(h) + length * words(h) + piece * pieces(h) with no LM (lm = 0), the
+    per-word bonus and (when `comps.pieces` is known) the per-piece bonus tuned together on dev over
+    `bonus_grid` x `bonus_grid` (in first-pass-score or rank units). Any LM score carries the piece count for
+    free (a model that gives every piece the same score is -c * pieces), so the baseline gets it too. When no
+    list has an a(h) only the direction of (word, piece) matters: a sign for one, the grid for the other.
+    Ties keep the smaller |word| + |piece|."""
     grid = sorted(set(float(x) for x in bonus_grid), key=lambda b: (abs(b), b))
     scale_free = comps.scale_free(prior)
-    if scale_free:
-        grid = sorted(set(float(np.sign(x)) for x in grid), key=lambda b: (abs(b), b))
-    s, w, b, n = _grid_search(evaluator, comps, ((Weights(lm=0.0, length=b, beta=beta, prior=prior), b)
-                                                 for b in grid))
+    pieces = comps.pieces is not None
+    signs = sorted(set(float(np.sign(x)) for x in grid), key=lambda b: (abs(b), b))
+    if not pieces:
+        pairs = [(b, 0.0) for b in (signs if scale_free else grid)]
+    elif scale_free:  # (word, piece) up to a positive factor: piece = +-1 with any word bonus, or piece 0
+        pairs = [(b, 0.0) for b in signs] + [(b, p) for p in signs if p for b in grid]
+    else:
+        pairs = [(b, p) for b in grid for p in grid]
+    pairs = sorted(set(pairs), key=lambda bp: (abs(bp[0]) + abs(bp[1]), abs(bp[1]), bp))
+    s, w, _, n = _grid_search(evaluator, comps, ((Weights(lm=0.0, length=b, beta=beta, prior=prior, piece=p), 0.0)
+                                                 for b, p in pairs))
     on_edge = []
-    if not scale_free and b != 0 and abs(b) == max(abs(x) for x in grid) and len(grid) > 1:
-        on_edge.append(f"word bonus without the LM at the grid's {'maximum' if b > 0 else 'minimum'} ({b:g})")
+    top = max(abs(x) for x in grid)
+    if len(grid) > 1:
+        if not scale_free and w.length != 0 and abs(w.length) == top:
+            on_edge.append(f"word bonus without the LM at the grid's {'maximum' if w.length > 0 else 'minimum'} "
+                           f"({w.length:g})")
+        if w.piece != 0 and abs(w.piece) == top and not (scale_free and abs(w.piece) == 1):
+            on_edge.append(f"piece bonus without the LM at the grid's {'maximum' if w.piece > 0 else 'minimum'} "
+                           f"({w.piece:g})")
+        if scale_free and pieces and w.piece != 0 and abs(w.length) == top:
+            on_edge.append(f"word bonus without the LM at the grid's {'maximum' if w.length > 0 else 'minimum'} "
+                           f"({w.length:g} per piece bonus)")
     return TuneResult(w, s, 0.0, on_edge, n)
 
 
@@ -159,28 +191,48 @@ def paired_bootstrap(evaluator: Evaluator, base: np.ndarray, new: np.ndarray, *,
             "confidence": confidence, "resamples": resamples, "seed": seed, "significant": bool(lo > 0)}
 
 
+APPLIED = ("lm", "no_lm", "first_pass")  # what tune_guarded applies
+
+
 @dataclass
 class GuardedTuning:
     weights: Weights  # what to apply: with_lm when its dev gain over without_lm is significant, else without_lm
+    #                   when its dev gain over the first pass is significant, else the first pass (all bonuses 0)
     with_lm: TuneResult
     without_lm: TuneResult
     guard: dict  # paired_bootstrap of with_lm over without_lm on dev, and "kept": "lm" or "no_lm"
+    no_lm_guard: dict  # paired_bootstrap of without_lm over the first pass on dev, and "kept": "no_lm" or
+    #                    "first_pass"
+    applied: str  # one of APPLIED
+
+
+def first_pass_weights(beta: float = 1.0, prior: str = "none") -> Weights:
+    """The first pass alone: a(h) (first-pass score, -beta * rank, or 0: then the first hypothesis) and no
+    bonus."""
+    return Weights(lm=0.0, length=0.0, beta=beta, prior=prior)
 
 
 def tune_guarded(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[float] = DEFAULT_LM_GRID,
                  length_grid: Sequence[float] = DEFAULT_LENGTH_GRID, bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID,
                  beta: float = 1.0, prior: str = "none", resamples: int = 1000, confidence: float = 0.95,
                  seed: int = 0) -> GuardedTuning:
-    """Tune with the LM (`tune_weights`) and without it (`tune_without_lm`) on dev, and keep the LM only when
-    its dev gain is significant (`paired_bootstrap`): otherwise the result without the LM (the first pass and
-    a word bonus) is kept, so that an LM that does not help is not applied by chance."""
+    """Tune with the LM (`tune_weights`) and without it (`tune_without_lm`: the first pass with word and piece
+    bonuses) on dev. The LM is kept only when its dev gain over the no-LM combination is significant
+    (`paired_bootstrap`); otherwise the no-LM combination is kept only when its own dev gain over the first
+    pass is significant by the same bootstrap, else the first pass: neither an LM nor a bonus that does not
+    help is applied by chance."""
     with_lm = tune_weights(evaluator, comps, lm_grid=lm_grid, length_grid=length_grid, beta=beta, prior=prior)
     without_lm = tune_without_lm(evaluator, comps, bonus_grid=bonus_grid, beta=beta, prior=prior)
-    guard = paired_bootstrap(evaluator, evaluator.select(comps.totals(without_lm.weights)),
-                             evaluator.select(comps.totals(with_lm.weights)), resamples=resamples, seed=seed,
-                             confidence=confidence)
+    first = first_pass_weights(beta, prior)
+    boot = dict(resamples=resamples, seed=seed, confidence=confidence)
+    no_lm_sel = evaluator.select(comps.totals(without_lm.weights))
+    guard = paired_bootstrap(evaluator, no_lm_sel, evaluator.select(comps.totals(with_lm.weights)), **boot)
     guard["kept"] = "lm" if guard["significant"] else "no_lm"
-    return GuardedTuning(with_lm.weights if guard["significant"] else without_lm.weights, with_lm, without_lm, guard)
+    no_lm_guard = paired_bootstrap(evaluator, evaluator.select(comps.totals(first)), no_lm_sel, **boot)
+    no_lm_guard["kept"] = "no_lm" if no_lm_guard["significant"] else "first_pass"
+    applied = "lm" if guard["significant"] else no_lm_guard["kept"]
+    weights = {"lm": with_lm.weights, "no_lm": without_lm.weights, "first_pass": first}[applied]
+    return GuardedTuning(weights, with_lm, without_lm, guard, no_lm_guard, applied)
 
 
 def split_dev(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
@@ -196,13 +248,14 @@ def split_dev(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tup
 
 
 def evaluate_split(ev: Evaluator, lm_scores: Sequence[np.ndarray], weights: Weights | None = None,
-                   no_lm: Weights | None = None, with_lm: Weights | None = None) -> dict:
+                   no_lm: Weights | None = None, with_lm: Weights | None = None,
+                   pieces: Sequence[np.ndarray] | None = None) -> dict:
     """first-hypothesis, oracle, LM-only, (with `no_lm`, weights whose lm is 0) the score without the LM,
     (with `with_lm`) the score with the LM weights tuned on dev whether kept or not, and (with `weights`) the
     reranked score of one split with `ties`: the utterances whose choice was a tie, broken by the earlier
-    position."""
+    position. `pieces`: tokenizer pieces per hypothesis, for weights with a piece bonus."""
     lists = ev.lists
-    comps = Components.of(lists, lm_scores)
+    comps = Components.of(lists, lm_scores, pieces)
     out = {"num_utterances": len(lists), "first": ev.first(), "oracle": ev.oracle(),
            "lm_only": ev.score_selection(ev.select(comps.lm))}
     if no_lm is not None:
