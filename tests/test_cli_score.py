@@ -315,6 +315,33 @@ def test_eval_nbest_needs_references(capsys, disc_dir, tmp_path):
     assert json.loads(out)["test"]["first"] == 0.0
 
 
+@pytest.mark.parametrize(("command", "metric", "module"), [(("eval", "nbest"), "wer", "jiwer"),
+                                                         (("rerank", "--out", "r.json"), "bleu", "sacrebleu")])
+def test_a_missing_metric_extra_is_named_before_any_work(capsys, tmp_path, monkeypatch, command, metric, module):
+    """A serving-only install has no jiwer/sacrebleu: the n-best commands say which extra to install in one line,
+    before reading the lists or loading the model (neither exists here, and neither is named)."""
+    from electric import checkpoint
+
+    real = checkpoint.importlib.util.find_spec
+    monkeypatch.setattr(checkpoint.importlib.util, "find_spec",
+                        lambda name, *a: None if name == module else real(name, *a))
+    rc, out, err = run(capsys, *command, "--model", tmp_path / "no-model", "--nbest", tmp_path / "no-lists.json",
+                       "--metric", metric, "--quiet")
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"needs {module}, which this installation lacks: pip install 'electric[score]'" in err
+    assert "no-lists.json" not in err and "no-model" not in err
+
+
+def test_eval_detect_without_the_metrics_extra_says_so_first(capsys, tmp_path, monkeypatch):
+    from electric import checkpoint
+
+    real = checkpoint.importlib.util.find_spec
+    monkeypatch.setattr(checkpoint.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sklearn" else real(name, *a))
+    rc, _, err = run(capsys, "eval", "detect", "--model", tmp_path / "no-model", "--data", tmp_path / "no-data")
+    assert rc == 2 and "pip install 'electric[metrics]'" in err and "no-data" not in err
+
+
 def test_eval_nbest_bad_json_shape(capsys, disc_dir, tmp_path):
     src = tmp_path / "bad.json"
     src.write_text(json.dumps([{"input": ["a"], "output": "a"}, {"id": "utt-9", "input": [], "output": "b"}]))

@@ -134,9 +134,15 @@ def dev_and_test(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from electric.checkpoint import MissingExtra, require_extra
     from electric.cli import quiet_progress_bars
     from electric.inference.scoring import load_scorer
 
+    try:  # ROC-AUC and the F0.5 threshold come from scikit-learn: say so before any work
+        require_extra("electric eval detect (ROC-AUC)", ("sklearn",), "metrics")
+    except MissingExtra as e:
+        print(f"electric eval detect: error: {e}", file=sys.stderr)
+        return 2
     if args.quiet:
         quiet_progress_bars()
     try:

@@ -258,6 +258,7 @@ def _nbest_job(args, *, write: bool) -> int:
         format_report,
         piece_counts,
         read_nbest,
+        require_metric,
         require_refs,
         rerank_lists,
         rerank_report_choosing_lm_score,
@@ -268,6 +269,8 @@ def _nbest_job(args, *, write: bool) -> int:
         write_nbest,
     )
 
+    # every report needs the metric (the score extra): say so before reading, loading or scoring anything
+    require_metric(args.metric, f"electric {'rerank' if write else 'eval nbest'}")
     _positive("--chunk-size", args.chunk_size)
     for path, flag in ((getattr(args, "out", None), "--out"), (args.report, "--report")):
         _check_output(path, flag)

@@ -46,7 +46,15 @@ from electric.evaluation.nbest.lm_score import (
     sum_and_mean,
     sum_mean_pieces,
 )
-from electric.evaluation.nbest.metrics import METRICS, ErrorRate, Evaluator, Metric, SacreMetric, make_metric
+from electric.evaluation.nbest.metrics import (
+    METRICS,
+    ErrorRate,
+    Evaluator,
+    Metric,
+    SacreMetric,
+    make_metric,
+    require_metric,
+)
 from electric.evaluation.nbest.readers import (
     attach_refs,
     detect_format,
@@ -113,6 +121,7 @@ __all__ = [
     "prior_note",
     "prior_scores",
     "read_nbest",
+    "require_metric",
     "require_refs",
     "rerank_lists",
     "rerank_one",

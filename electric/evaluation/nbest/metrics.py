@@ -11,6 +11,18 @@ import numpy as np
 from electric.evaluation.nbest.lists import NBestError, NBestList
 
 METRICS = ("wer", "cer", "bleu", "chrf")
+METRIC_MODULES = {"wer": ("jiwer",), "cer": ("jiwer",), "bleu": ("sacrebleu",), "chrf": ("sacrebleu",)}
+
+
+def require_metric(name: str, command: str = "an n-best report") -> None:
+    """Raise `MissingExtra` naming the `score` extra unless the modules of metric `name` are installed (looked
+    up, not imported): call it before any work, so that a serving-only install fails in one line, not after
+    scoring every list."""
+    from electric.checkpoint import require_extra
+
+    if name not in METRIC_MODULES:
+        raise ValueError(f"unknown metric {name!r} ({', '.join(METRICS)})")
+    require_extra(f"{command} ({name.upper()})", METRIC_MODULES[name], "score")
 
 
 
