@@ -31,6 +31,7 @@ ATIS_TRAIN = DATA / "nbest" / "atis_train.whisper5best.json"
 ATIS_TEST = DATA / "nbest" / "atis_test.whisper5best.json"
 WSJ_EVAL = DATA / "nbest" / "wsj_eval.whisper5best.json"
 CONLL_TRAIN = DATA / "tagging" / "conll2000" / "train.txt"
+ADAPT_LR = 1e-3  # peak lr of continued pretraining (pretrain's default for --init-from would be 2e-4 at tiny)
 if str(ROOT) not in sys.path:  # run as `python scripts/adapt_recipe.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
@@ -542,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=float, default=64, help="ATIS adaptation epochs (64: the text is only "
                    "2,617 short sentences; benchmarks/results/adaptation.md compares 4 to 64)")
     p.add_argument("--wsj-epochs", type=float, default=4, help="CoNLL-2000 epochs (4)")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak lr of continued pretraining (1e-3; the "
+    p.add_argument("--lr", type=float, default=ADAPT_LR, help="peak lr of continued pretraining (1e-3; the "
                    "pretrain default for --init-from would be 1/5 of the preset's, 2e-4 for tiny)")
     p.add_argument("--seed", type=int, default=0, help="seed of the splits and of training")
     p.add_argument("--num-proc", type=int, default=1, help="data preprocessing processes")
