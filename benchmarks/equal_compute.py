@@ -226,17 +226,31 @@ def stage_blimp(args) -> None:
         for method in METHODS[recipe.objective]:
             scorer = load_scorer(work / name, method, backend="torch")
             scorer.score(["a warm-up sentence ."], method=method)
-            load = os.getloadavg()[0]
+            load, busy = os.getloadavg()[0], cpu_busy()
             t0 = time.perf_counter()
             res = blimp_accuracy(sets, lambda texts, sc=scorer, m=method: [r.score for r in sc.score(texts, method=m)],
                                  per_pair=True)
             secs = time.perf_counter() - t0
             report = {"run": name, "model": str(work / name), "method": method, "pairs_per_set": args.blimp_pairs,
-                      "seconds": secs, "threads": 2, "load_before": load, **res}
+                      "seconds": secs, "threads": 2, "load_before": load, "cpu_busy_before": busy, **res}
             (work / "blimp" / f"{name}.{method}.json").write_text(json.dumps(report) + "\n")
             print(f"{name} ({method}): {res['overall']['accuracy']:.2f}% of {res['overall']['pairs']} pairs, "
-                  f"scored in {secs:.1f}s (load average before: {load:.2f})", flush=True)
+                  f"scored in {secs:.1f}s (CPU busy the second before: {busy:.0%})", flush=True)
             del scorer
+
+
+def cpu_busy(seconds: float = 1.0) -> float | None:
+    """Fraction of all CPUs' time spent outside idle over the next `seconds` (this process sleeps): is the machine
+    quiet before a timing? None where /proc/stat is missing."""
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    try:
+        (t1, i1), _, (t2, i2) = sample(), time.sleep(seconds), sample()
+    except OSError:
+        return None
+    return 1 - (i2 - i1) / max(t2 - t1, 1)
 
 
 def stage_health(args) -> None:

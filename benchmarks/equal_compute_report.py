@@ -281,7 +281,7 @@ def write_report(args, commands: list[str]) -> None:
         ref_secs = blimp[ref[0]][ref[1]]["seconds"] if ref else None
         lines += ["", "## BLiMP-12, every method each run supports", "",
                   "| run | method | passes per sentence | accuracy | scoring time (s) | MLM PLL's time / this | − MLM PLL, "
-                  "points [95% CI] | load before |", "|---|---|---|---:|---:|---:|---:|---:|"]
+                  "points [95% CI] | CPU busy before |", "|---|---|---|---:|---:|---:|---:|---:|"]
         for name, methods in blimp.items():
             for method, rep in methods.items():
                 c = (boot or {}).get("comparisons", {}).get(f"{name}/{method}")
@@ -289,11 +289,11 @@ def write_report(args, commands: list[str]) -> None:
                              f"{rep['overall']['accuracy']:.2f}% | {rep['seconds']:.1f} | "
                              f"{fmt(ref_secs / rep['seconds'] if ref_secs else None)}× | "
                              + (f"{c['diff_points']:+.2f} [{c['ci_points'][0]:+.2f}, {c['ci_points'][1]:+.2f}]" if c
-                                else "–") + f" | {rep.get('load_before', math.nan):.2f} |")
+                                else "–") + f" | {fmt(rep.get('cpu_busy_before'), 100, 0)}% |")
         n = next(iter(next(iter(blimp.values())).values()))
         lines.append(f"\nThe first {n['pairs_per_set']} pairs of each of the 12 sets ({n['overall']['pairs']:,} pairs); "
-                     "time: scoring alone (model loaded and warmed up), 2 threads, one method after another with nothing "
-                     f"else running. Interval: paired bootstrap over the pairs ({BOOTSTRAP['resamples']:,} resamples, "
+                     "time: scoring alone (model loaded and warmed up), 2 threads, one method after another; CPU busy "
+                     "before: the share of both cores in use in the second before the timing began. Interval: paired bootstrap over the pairs ({BOOTSTRAP['resamples']:,} resamples, "
                      f"seed {BOOTSTRAP['seed']}).")
     if atis:
         lines += ["", f"## ATIS reranking, adapted (the adaptation recipe, {args.atis_epochs:g} epochs)", "",

@@ -60,7 +60,7 @@ def fake_run(d: Path, objective: str, auc: float, cosine: float) -> None:
 
 def fake_blimp(work: Path, name: str, method: str, right: int, seconds: float) -> None:
     correct = {"set_a": [i < right for i in range(100)], "set_b": [i < right for i in range(100)]}
-    rep = {"run": name, "method": method, "pairs_per_set": 100, "seconds": seconds, "load_before": 0.1,
+    rep = {"run": name, "method": method, "pairs_per_set": 100, "seconds": seconds, "cpu_busy_before": 0.01,
            "overall": {"accuracy": float(right), "pairs": 200}, "correct": correct}
     (work / "blimp").mkdir(exist_ok=True)
     (work / "blimp" / f"{name}.{method}.json").write_text(json.dumps(rep))
