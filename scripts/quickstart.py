@@ -6,7 +6,9 @@
 1. train a WordPiece tokenizer and a `tiny` Electric model (fp32, `--minutes` of training) on
    Wikipedia text plus two thirds of the ATIS training references (in-domain text is what helps a small
    model rerank; DESIGN §4);
-2. export it to ONNX with int8 quantisation (`electric export`);
+   and print one line on what its health figures mean (docs/pretraining.md "Training health");
+2. export it to ONNX with int8 quantisation (`electric export`), checking parity on and fitting /v1/detect's
+   calibration to real sentences (SST-2 dev from the shared data), loud when the calibration saw too few tokens;
 3. start `electric serve` on a loopback port;
 4. POST the other third of the ATIS training n-best lists to /v1/rerank to get LM scores (and to /v1/score
    for the pieces each hypothesis has), tune the weights on them (electric.evaluation.nbest.tune_guarded), then
@@ -84,12 +86,44 @@ def train(args, work: Path, text_files: list[str]) -> Path:
     return run
 
 
-def export(run: Path, work: Path) -> Path:
+def health_line(run: Path) -> str | None:
+    """One line on what the last evaluation's health figures (RUN/metrics.jsonl, `val_*`) mean for this model, or
+    None when the run logged none."""
+    rows = []
+    metrics = run / "metrics.jsonl"
+    if metrics.is_file():
+        rows = [r for r in map(json.loads, metrics.read_text().splitlines()) if "val_disc_auc" in r]
+    if not rows:
+        return None
+    r = rows[-1]
+    auc, gen, uni = r["val_disc_auc"], r.get("val_gen_nll"), r.get("val_unigram_nll")
+    parts = [f"discriminator AUC {auc:.2f} " + ("(it tells replaced tokens from original ones)" if auc >= 0.75 else
+                                                "(below 0.75: it has not learned to tell replaced tokens from "
+                                                "original ones; usual in minutes on a CPU)")]
+    if "val_energy_auc" in r:
+        parts.append(f"energy AUC {r['val_energy_auc']:.2f}")
+    if gen is not None and uni is not None:
+        parts.append(f"generator NLL {gen:.2f} vs unigram {uni:.2f} " + (
+            "(better than word frequencies: its scores carry context)" if gen < uni else
+            "(not yet better than word frequencies: its LM scores are mostly a per-piece constant, i.e. length, "
+            "which the rerank guard's no-LM baseline gets for free)"))
+    return ("training health: " + "; ".join(parts) + '. What each figure means: docs/pretraining.md '
+            '"Training health"')
+
+
+def export(run: Path, work: Path, shared: Path) -> Path:
     from electric.export.exporter import export_model
 
     out = work / "electric-tiny-onnx"
-    log(f"exporting {run / 'discriminator'} to ONNX (fp32 + int8) -> {out}")
-    export_model(run / "discriminator", out, quantize="int8", overwrite=True, log=lambda m: None)
+    sentences = shared / "glue" / "sst2" / "dev.tsv"  # real held-out text for parity and the calibration
+    log(f"exporting {run / 'discriminator'} to ONNX (fp32 + int8) -> {out}; parity and /v1/detect's calibration "
+        f"on {sentences if sentences.is_file() else 'built-in sentences (no ' + str(sentences) + ')'}")
+
+    def loud(msg: str) -> None:  # the export's progress is noise here, its warnings are not
+        if "warning" in msg.lower():
+            log(msg)
+
+    export_model(run / "discriminator", out, quantize="int8", overwrite=True, default_sentences=sentences, log=loud)
     return out
 
 
@@ -223,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     onnx_dir = work / "electric-tiny-onnx"
     if args.retrain or not (onnx_dir / "electric.json").is_file():
         run = train(args, work, prepare_text(args, work, atis_train))
-        onnx_dir = export(run, work)
+        line = health_line(run)
+        if line:
+            log(line)
+        onnx_dir = export(run, work, Path(args.shared))
     else:
         log(f"reusing {onnx_dir} (pass --retrain to train again)")
 

@@ -108,6 +108,31 @@ def test_corruption_replaces_about_mask_prob_of_the_candidate_tokens_only(electr
     assert (labels.sum(axis=1) <= np.maximum(1, np.round(0.15 * n))).all() and labels.any()
 
 
+def test_a_calibration_fitted_on_too_few_tokens_is_flagged_loudly(electra_run, tokenizer_dir):
+    """A handful of sentences (what the quick start used to calibrate on) is far below what a calibration needs:
+    the export says so in capitals and the manifest records it; enough text is not flagged."""
+    import torch
+    from transformers import ElectraForPreTraining
+
+    from electric.checkpoint import load_tokenizer
+    from electric.export.calibration import MIN_FIT_TOKENS, fit_calibration
+
+    disc = ElectraForPreTraining.from_pretrained(electra_run / "discriminator").eval()
+
+    def run(ids, mask):
+        with torch.no_grad():
+            return disc(input_ids=torch.as_tensor(ids), attention_mask=torch.as_tensor(mask)).logits.numpy()
+
+    tok, logged = load_tokenizer(tokenizer_dir), []
+    few = ["the river flows past the old mill", "a short sentence about a cat", "we went home early that day"]
+    entry = fit_calibration(run, tok, electra_run / "generator", few, "three sentences", max_length=64,
+                            log=logged.append)
+    assert entry["fit"]["tokens"] < MIN_FIT_TOKENS and entry["fit"]["enough_tokens"] is False
+    assert entry["fit"]["min_tokens"] == MIN_FIT_TOKENS
+    assert any(m.startswith("WARNING: the calibration was fitted on only") and "--calibration-data" in m
+               for m in logged)
+
+
 # ---- export, held-out check ------------------------------------------------------------------------
 
 @pytest.mark.integration
@@ -117,6 +142,7 @@ def test_electric_export_is_calibrated_on_held_out_text(electric_export, trained
     assert cal["method"] == "platt" and cal["generator_architecture"] == "ElectricForClozeLM"
     assert cal["generator"] == str((trained_run / "generator").resolve()) and cal["mask_prob"] == 0.15
     assert abs(cal["check"]["mean_prob"] - cal["check"]["replaced_fraction"]) < TOLERANCE
+    assert cal["fit"]["enough_tokens"] is True  # half of SST-2 dev is enough text
     mean_p, rate, raw = held_out(electric_export, trained_run, sst2_halves[1])
     assert 0.05 < rate < 0.25
     assert abs(mean_p - rate) < TOLERANCE, (mean_p, rate)

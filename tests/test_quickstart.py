@@ -35,3 +35,20 @@ def test_summary_shows_the_wer_without_the_lm(quickstart):
     assert f"WER without the LM:            {without:.2f}%" in text and "a bonus of 0.05/word, tuned on dev" in text
     assert f"WER after  (/v1/rerank):       {after:.2f}%" in text
     assert f"WER before (first hypothesis): {100 * jiwer.wer(refs, [u['input'][0] for u in utts]):.2f}%" in text
+
+
+def test_health_line_says_what_the_figures_mean(quickstart, tmp_path):
+    """The quick start's run logs health figures; one line says what they mean (or points to the doc)."""
+    assert quickstart.health_line(tmp_path) is None  # no metrics.jsonl: nothing to say
+    rows = [{"step": 50, "loss": 9.0},
+            {"step": 68, "val_disc_auc": 0.32, "val_energy_auc": 0.72, "val_disc_acc_gain": 0.0,
+             "val_gen_nll": 8.64, "val_unigram_nll": 6.92}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    line = quickstart.health_line(tmp_path)
+    assert "discriminator AUC 0.32 (below 0.75: it has not learned" in line and "energy AUC 0.72" in line
+    assert "generator NLL 8.64 vs unigram 6.92 (not yet better than word frequencies" in line
+    assert 'docs/pretraining.md "Training health"' in line
+    rows[-1].update(val_disc_auc=0.8, val_gen_nll=5.0)
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    line = quickstart.health_line(tmp_path)
+    assert "(it tells replaced tokens from original ones)" in line and "its scores carry context" in line
