@@ -27,13 +27,13 @@ def blimp_line(good: str, bad: str, field: str | None) -> str:
 
 @pytest.fixture
 def blimp_dir(tmp_path):
-    """Four tiny sets; BLiMP spells syntax-semantics two ways (its files: syntax_semantics, its README: with a
-    hyphen). In each pair the good sentence is the shorter one."""
+    """Five tiny sets; BLiMP spells syntax-semantics three ways (its files: syntax_semantics, one set of the full
+    release syntax/semantics, its README: with a hyphen). In each pair the good sentence is the shorter one."""
     d = tmp_path / "blimp"
     d.mkdir()
     pairs = [("the cat sleeps .", "the cat sleep quickly ."), ("they left .", "them left here now .")]
     for name, field in (("binding_a", "syntax_semantics"), ("binding_b", "syntax-semantics"),
-                        ("agreement", "morphology"), ("unlabelled", None)):
+                        ("binding_c", "syntax/semantics"), ("agreement", "morphology"), ("unlabelled", None)):
         (d / f"{name}.jsonl").write_text("".join(blimp_line(g, b, field) for g, b in pairs))
     return d
 
@@ -43,15 +43,16 @@ def blimp_dir(tmp_path):
 def test_blimp_accuracy_per_field_merges_the_two_spellings(blimp_dir):
     from electric.evaluation.blimp import blimp_accuracy, blimp_field, read_blimp
 
-    assert blimp_field("syntax-semantics") == blimp_field("syntax_semantics") == blimp_field(" Syntax_Semantics ")
+    assert blimp_field("syntax-semantics") == blimp_field("syntax_semantics") == blimp_field(" Syntax_Semantics ") \
+        == blimp_field("syntax/semantics") == "syntax_semantics"
     sets = read_blimp(blimp_dir)
     assert sets["binding_b"].field == "syntax_semantics" and sets["unlabelled"].field is None
     res = blimp_accuracy(sets, lambda texts: [-len(t) for t in texts])  # shorter = better: every pair right
     assert list(res["fields"]) == ["morphology", "syntax_semantics"]  # BLiMP's order; unlabelled sets in none
-    assert res["fields"]["syntax_semantics"] == {"accuracy": 100.0, "pairs": 4, "ties": 0, "sets": 2}
+    assert res["fields"]["syntax_semantics"] == {"accuracy": 100.0, "pairs": 6, "ties": 0, "sets": 3}
     assert res["sets"]["binding_a"]["field"] == "syntax_semantics" and "field" not in res["sets"]["unlabelled"]
     res = blimp_accuracy(sets, lambda texts: [len(t) for t in texts])  # longer = better: every pair wrong
-    assert res["fields"]["morphology"]["accuracy"] == 0.0 and res["overall"]["pairs"] == 8
+    assert res["fields"]["morphology"]["accuracy"] == 0.0 and res["overall"]["pairs"] == 10
     assert "correct" not in res
     res = blimp_accuracy(sets, lambda texts: [-len(t) + 100 * ("them" in t) for t in texts], per_pair=True)
     assert res["correct"] == {k: [True, False] for k in sets}  # per pair, in order: "them left ..." wins
@@ -65,7 +66,7 @@ def test_eval_blimp_prints_and_reports_fields_on_the_real_sets(trained_run, tmp_
                 "--report", str(tmp_path / "r.json")]) == 0
     out = capsys.readouterr().out
     report = json.loads((tmp_path / "r.json").read_text())
-    assert set(report["fields"]) == {f.replace("-", "_") for f in fields}
+    assert set(report["fields"]) == {f.replace("-", "_").replace("/", "_") for f in fields}
     assert sum(f["pairs"] for f in report["fields"].values()) == report["overall"]["pairs"]
     assert "by field" in out and "\nsyntax_semantics " in out
 

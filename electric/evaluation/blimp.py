@@ -23,11 +23,11 @@ class BlimpSet(list):
 
 
 def blimp_field(raw) -> str | None:
-    """BLiMP's linguistics field, one spelling each: its files say "syntax_semantics", its README
-    "syntax-semantics"; both become "syntax_semantics"."""
+    """BLiMP's linguistics field, one spelling each: its files say "syntax_semantics" (one set of the full
+    release "syntax/semantics"), its README "syntax-semantics"; all become "syntax_semantics"."""
     if not isinstance(raw, str) or not raw.strip():
         return None
-    return "_".join(raw.strip().lower().replace("-", " ").replace("_", " ").split())
+    return "_".join(raw.strip().lower().replace("-", " ").replace("_", " ").replace("/", " ").split())
 
 
 def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, BlimpSet]:
