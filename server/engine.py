@@ -100,7 +100,7 @@ class _Request:
     turns one input's row of logits into its result; `names(i)` names input i in error messages."""
 
     __slots__ = ("inputs", "truncate", "names", "post", "future", "results", "remaining", "timing", "t_enqueued",
-                 "last_batch", "started")
+                 "last_batch", "started", "warmup")
 
     def __init__(self, inputs: list, truncate: bool, names: Callable[[int], str],
                  post: Callable[[Any, np.ndarray], Any], loop: asyncio.AbstractEventLoop, timing: Timing):
@@ -112,6 +112,7 @@ class _Request:
         self.t_enqueued = time.perf_counter()
         self.last_batch = -1
         self.started = False
+        self.warmup = False  # the start-up warm-up's: kept out of the request metrics
 
 
 class _Item:
@@ -169,6 +170,7 @@ class _SlotMetrics:
         self.batch_size = m.batch_size.labels(name)
         self.batch_tokens = m.batch_tokens.labels(name)
         self.input_tokens = m.input_tokens.labels(name)
+        self.warmup_batches = m.warmup_batches.labels(name)
         self.dropped = m.dropped.labels(name)
         self.queued = m.queued.labels(name)
 
@@ -188,6 +190,7 @@ class Engine:
         self._shutdown_at: float | None = None  # time.monotonic() of begin_shutdown
         self.grace_over = False  # shutdown_grace_s has passed since begin_shutdown
         self._batch_id = 0
+        self._warming = False  # requests submitted now are the warm-up's
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="electric-infer")
         self._tokenizer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="electric-tokenize")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -243,6 +246,14 @@ class Engine:
 
     async def _warmup(self) -> None:
         t0 = time.perf_counter()
+        self._warming = True
+        try:
+            await self._warm_every_model()
+        finally:
+            self._warming = False
+        log.info("warmed up in %.2f s", time.perf_counter() - t0)
+
+    async def _warm_every_model(self) -> None:
         for slot in self.models.values():
             s = self.settings
             n = max(1, min(s.max_batch_size, s.max_inputs_per_request, s.max_batch_tokens // 64, 32))
@@ -253,7 +264,6 @@ class Engine:
                         await self.detect(batch, truncate=True, _internal=True)
                 else:
                     await self.classify(slot.name, texts=batch, truncate=True, _internal=True)
-        log.info("warmed up in %.2f s", time.perf_counter() - t0)
 
     def begin_shutdown(self) -> None:
         """Refuse new requests (503); admitted ones may finish within shutdown_grace_s, then they fail with
@@ -473,6 +483,7 @@ class Engine:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
         loop = asyncio.get_running_loop()
         req = _Request(inputs, truncate, names, post, loop, timing)
+        req.warmup = self._warming
         self._requests.add(req)
         slot.arrivals.append(req)
         slot.arrived.set()
@@ -543,7 +554,7 @@ class Engine:
             tokens = sum(e.length for e in enc)
             t.inputs += len(enc)
             t.tokens += tokens
-            n_tokens += tokens
+            n_tokens += 0 if req.warmup else tokens
             slot.pending.extend(_Item(req, i, e) for i, e in enumerate(enc))
         slot.metrics.input_tokens.inc(n_tokens)
         slot.wakeup.set()
@@ -610,7 +621,8 @@ class Engine:
             if not req.started:
                 req.started = True
                 req.timing.queue = max(0.0, t0 - req.t_enqueued - req.timing.tokenize)
-                slot.metrics.queue_seconds.observe(req.timing.queue)
+                if not req.warmup:
+                    slot.metrics.queue_seconds.observe(req.timing.queue)
         slot.running = True
         try:
             outputs = await asyncio.get_running_loop().run_in_executor(self._worker, _forward, slot, batch)
@@ -626,9 +638,12 @@ class Engine:
             slot.running = False
         dt = time.perf_counter() - t0
         m = slot.metrics
-        m.inference_seconds.observe(dt)
-        m.batch_size.observe(len(batch))
-        m.batch_tokens.observe(len(batch) * max(it.length for it in batch))
+        if all(it.request.warmup for it in batch):
+            m.warmup_batches.inc()
+        else:
+            m.inference_seconds.observe(dt)
+            m.batch_size.observe(len(batch))
+            m.batch_tokens.observe(len(batch) * max(it.length for it in batch))
         for it, out in zip(batch, outputs, strict=True):
             req = it.request
             if req.future.done():

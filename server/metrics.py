@@ -30,6 +30,9 @@ class Metrics:
         self.batch_tokens = Histogram("electric_batch_tokens", "Padded tokens per forward pass", ["model"],
                                       buckets=TOKEN_BUCKETS, registry=r)
         self.input_tokens = Counter("electric_input_tokens", "Tokens of the inputs served", ["model"], registry=r)
+        # the start-up warm-up's batches are counted here and kept out of the request metrics above and below
+        self.warmup_batches = Counter("electric_warmup_batches", "Forward passes of the start-up warm-up (not in "
+                                      "the queue, inference, batch and token metrics)", ["model"], registry=r)
         self.dropped = Counter("electric_dropped_inputs", "Queued inputs dropped because their client went away "
                                "or timed out", ["model"], registry=r)
         self.in_flight = Gauge("electric_requests_in_flight", "Requests admitted and not yet answered", registry=r)

@@ -419,6 +419,34 @@ def test_metrics_count_routes_failures_and_batches(server, http):
     assert metric(text, "electric_ready") == 1
 
 
+def test_warmup_stays_out_of_the_request_metrics(models):
+    """The start-up warm-up runs batches of its own: /metrics counts them as electric_warmup_batches, not as
+    traffic (input tokens, batches, queue and inference time), so one request of n tokens shows as n."""
+    from server.engine import Engine
+    from server.metrics import Metrics
+
+    async def main():
+        m = Metrics()
+        engine = Engine(Settings(model=models["disc_onnx"], grpc_port=-1, threads=1, access_log=False), m)
+        await engine.start()
+        try:
+            before = m.render().decode()
+            answer = await engine.score(["list all flights to dallas"])
+            return before, m.render().decode(), answer
+        finally:
+            await engine.close(5)
+
+    before, after, answer = asyncio.run(main())
+    assert metric(before, "electric_warmup_batches_total", model="scorer") >= 2  # score and detect, two sizes
+    for name in ("electric_input_tokens_total", "electric_batch_size_count", "electric_inference_duration_seconds_count",
+                 "electric_queue_duration_seconds_count"):
+        assert metric(before, name, model="scorer") == 0, name
+    assert metric(after, "electric_input_tokens_total", model="scorer") == answer.timing.tokens > 0
+    assert metric(after, "electric_batch_size_count", model="scorer") == 1
+    assert metric(after, "electric_warmup_batches_total", model="scorer") == \
+        metric(before, "electric_warmup_batches_total", model="scorer")
+
+
 @pytest.mark.parametrize("route, body", [
     ("/v1/score", {"texts": ["list all flights", "to dallas"], "per_token": True}),
     ("/v1/detect", {"texts": ["list all flights"]}),
