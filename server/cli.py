@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 import time
 import typing
+from collections.abc import Iterator
 
 from pydantic import ValidationError
 
@@ -50,8 +52,32 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**given)
 
 
-def configure_logging(level: str) -> None:
-    """Plain lines for the server's own messages; the access logger writes bare JSON lines."""
+class _StderrHandler(logging.StreamHandler):
+    """A StreamHandler that writes to whatever sys.stderr is when a record is emitted (as logging's last resort
+    does), so that a handler outliving a replaced stderr (a test's capture) never writes to a closed stream."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # StreamHandler.__init__ sets it; sys.stderr is read at each emit instead
+        pass
+
+
+SERVER_LOGGERS = ("electric", "uvicorn", "uvicorn.error", "electric.access")
+
+
+@contextlib.contextmanager
+def configure_logging(level: str) -> Iterator[None]:
+    """Plain lines for the server's own messages; the access logger writes bare JSON lines. On exit the loggers
+    (handlers, level, propagation) and the time converter are as they were: no global state outlives a run."""
+    saved = {name: (lg.handlers[:], lg.level, lg.propagate)
+             for name, lg in ((n, logging.getLogger(n)) for n in SERVER_LOGGERS)}
+    converter = logging.Formatter.converter
     fmt = logging.Formatter('{"ts":%(created).3f,"level":"%(levelname)s","logger":"%(name)s","msg":%(json_msg)s}')
 
     class JsonMessage(logging.Filter):
@@ -59,7 +85,7 @@ def configure_logging(level: str) -> None:
             record.json_msg = json.dumps(record.getMessage())
             return True
 
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(fmt)
     handler.addFilter(JsonMessage())
     for name in ("electric", "uvicorn", "uvicorn.error"):
@@ -68,12 +94,20 @@ def configure_logging(level: str) -> None:
         lg.setLevel(level.upper())
         lg.propagate = False
     access = logging.getLogger("electric.access")
-    raw = logging.StreamHandler(sys.stderr)
+    raw = _StderrHandler()
     raw.setFormatter(logging.Formatter("%(message)s"))
     access.handlers[:] = [raw]
     access.setLevel(logging.INFO)
     access.propagate = False
     logging.Formatter.converter = time.gmtime
+    try:
+        yield
+    finally:
+        for name, (handlers, lvl, propagate) in saved.items():
+            lg = logging.getLogger(name)
+            lg.handlers[:], lg.propagate = handlers, propagate
+            lg.setLevel(lvl)
+        logging.Formatter.converter = converter
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
             where = ".".join(str(x) for x in err["loc"]) or "settings"
             print(f"error: {where}: {err['msg']}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
     from server.app import event_loop_factory, run_server  # noqa: PLC0415 - keep `electric --help` fast
 
     try:
@@ -92,10 +125,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:  # uvloop asked for and not installed
         print(f"error: {e}", file=sys.stderr)
         return 2
-    try:
-        return run_server(settings, loop_factory)
-    except KeyboardInterrupt:
-        return 130
+    with configure_logging(settings.log_level):
+        try:
+            return run_server(settings, loop_factory)
+        except KeyboardInterrupt:
+            return 130
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

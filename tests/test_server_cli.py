@@ -157,3 +157,28 @@ def test_the_event_loop_is_uvloop_when_installed_and_a_missing_one_is_explained(
 
     assert run(build_parser().parse_args(["serve", "--model", "/nowhere", "--event-loop", "uvloop"])) == 2
     assert "uvloop is not installed" in capsys.readouterr().err
+
+
+def test_configure_logging_leaves_no_global_state_and_follows_stderr(monkeypatch):
+    """The server's log handlers write to the stderr of the moment (never to a stream a test's capture has
+    closed), and leaving the block puts the loggers back as they were."""
+    import io
+    import logging
+
+    from server.cli import SERVER_LOGGERS, configure_logging
+
+    before = {n: (logging.getLogger(n).handlers[:], logging.getLogger(n).level, logging.getLogger(n).propagate)
+              for n in SERVER_LOGGERS}
+    converter = logging.Formatter.converter
+    with configure_logging("info"):
+        first, second = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stderr", first)
+        logging.getLogger("electric.server").info("one")
+        first.close()  # what pytest does to a test's captured stderr
+        monkeypatch.setattr(sys, "stderr", second)
+        logging.getLogger("electric.access").info('{"route": "/v1/score"}')
+        logging.getLogger("electric.server").info("two")
+        assert second.getvalue().splitlines()[0] == '{"route": "/v1/score"}' and '"msg":"two"' in second.getvalue()
+    after = {n: (logging.getLogger(n).handlers[:], logging.getLogger(n).level, logging.getLogger(n).propagate)
+             for n in SERVER_LOGGERS}
+    assert after == before and logging.Formatter.converter is converter
