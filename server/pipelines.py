@@ -1,26 +1,33 @@
 """What each route does before and after the forward pass, per input, as pure functions.
 
-Scoring and detection call the library (`electric.inference.scoring.from_encoding`, as `encode` does, then
-`electric_score`, `electra_detect`) so the server computes exactly what `electric score` computes; the engine reranks with
-`electric.evaluation.nbest.rerank_lists`, as `electric rerank` does.
-Classification post-processing (softmax over labels, regression value, per-token tags) is the library's
-(`electric.inference.classify`).
+Before: `encode_requests` tokenises a round of requests (texts as `electric.inference.scoring.encode` does them,
+pairs as fine-tuning does). After: `post_score`, `post_detect`, `post_classify` and `post_tags` make the function
+that turns one input's row of logits into its result, calling the library (`score_row`, `electra_detect`,
+`electric.inference.classify`) so the server computes exactly what `electric score` computes; the engine reranks
+with `electric.evaluation.nbest.rerank_lists`, as `electric rerank` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from electric.inference import classify
+from electric.inference.calibration import Calibration
 from electric.inference.scoring import (
     Encoded,
     InputTooLongError,
+    electra_detect,
     encode_capped,
     from_encoding,
     rust_tokenizer,
+    score_row,
 )
+
+Post = Callable[[Any, np.ndarray], Any]  # (one input's encoding, its row of logits) -> its result
 
 
 @dataclass
@@ -94,3 +101,25 @@ def _pair(tokenizer, e, pair: tuple[str, str], index: int, max_length: int, trun
         cut = rust_tokenizer(tokenizer, max_length).encode(pair[0], pair[1], add_special_tokens=True)
         ids, tt, truncated = cut.ids, cut.type_ids, True
     return PairEncoded(index, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated)
+
+
+# ---- after the forward pass ---------------------------------------------------------------------------
+
+def post_score(method: str, per_token: bool) -> Post:
+    """The served method's score of one text (a discriminator's Electric PLL, a cloze model's cloze score)."""
+    return lambda enc, row: score_row(enc, row, method, per_token)
+
+
+def post_detect(calibration: Calibration | None) -> Post:
+    """ELECTRA replaced-token probabilities of one text (calibrated when the export is)."""
+    return lambda enc, row: electra_detect(enc, row, calibration)
+
+
+def post_classify(labels: Sequence[str], regression: bool) -> Post:
+    """Label probabilities (or a regression value) of one text or pair."""
+    return lambda enc, row: classify.classify_row(labels, regression, row, enc.truncated)
+
+
+def post_tags(labels: Sequence[str]) -> Post:
+    """Per-token labels of one text."""
+    return lambda enc, row: classify.tag_row(labels, enc, row)

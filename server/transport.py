@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from pydantic import SecretStr
 
-from server.engine import Timing
+from server.batcher import Timing
 from server.errors import ServerError
 from server.metrics import Metrics
 from server.settings import Settings

@@ -81,6 +81,7 @@ LAYERS = {
     "electric.evaluation": set(),  # scores come in as numbers
     "electric.inference": {"electric.pretraining"},  # the torch path of the cloze model: its forward pass lives there
     "electric.pretraining": set(),
+    "electric.finetuning": {"electric.evaluation"},  # the fine-tuning config names the tasks
     "electric.export": {"electric.inference", "electric.pretraining", "electric.evaluation"},
     "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.pretraining"},
 }
@@ -117,7 +118,7 @@ def test_serve_is_a_subcommand_added_by_the_server_package():
 
 
 def test_the_server_core_imports_no_transport_library():
-    assert imported_by("import server.engine, server.errors, server.pipelines, server.transport",
+    assert imported_by("import server.engine, server.batcher, server.errors, server.pipelines, server.transport",
                        TRANSPORT_LIBRARIES) == []
 
 

@@ -550,7 +550,7 @@ def backend(slow):
     yield b
     b.fail = False
     b.release()
-    slow.engine._worker.submit(lambda: None).result(30)  # let the worker finish what a test left running
+    slow.engine.batcher.worker.submit(lambda: None).result(30)  # let the worker finish what a test left running
 
 
 def test_batching_really_batches_under_concurrency(slow, backend, models):

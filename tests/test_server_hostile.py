@@ -34,7 +34,8 @@ from electric.inference.scoring import (
 )
 from server import pipelines
 from server.app import BackgroundServer
-from server.engine import Engine, Timing, _Item, _Request
+from server.batcher import Timing, _Item, _Request
+from server.engine import Engine
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
@@ -123,13 +124,13 @@ def test_a_small_request_is_batched_before_the_rest_of_big_ones(disc_dir):
         big1, big2, small = request(10), request(10), request(1)
         pending = [_Item(r, i, SimpleNamespace(length=16)) for r in (big1, big2, small) for i in range(len(r.inputs))]
         slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None))
-        batch = engine._take_batch(slot)
+        batch = engine.batcher.take_batch(slot)
         assert [(it.request, it.index) for it in batch] == [(big1, 0), (big2, 0), (small, 0), (big1, 1)]
         assert len(slot.pending) == 17
     finally:
         loop.close()
-        engine._worker.shutdown()
-        engine._tokenizer_pool.shutdown()
+        engine.batcher.worker.shutdown()
+        engine.batcher.tokenizer_pool.shutdown()
 
 
 # ---- item 4, library: an unscoreable hypothesis never wins ----------------------------------------------------
