@@ -9,7 +9,8 @@
   the oldest first, so it cannot sort);
 - `bucket_length`: the padded length T' the ONNX runtime runs a batch at (a multiple of 8 on CPU, a few fixed
   lengths on CUDA) so that it sees few distinct shapes; a backend's `padded_length(T)` says it, so that the
-  server pads each batch once, straight to T'.
+  server pads each batch once, straight to T';
+- `progress_bar`: a tqdm bar over offline batches when asked for (scoring, MLM PLL).
 
 NumPy only, so serving, training and the benchmarks share it.
 """
@@ -86,3 +87,12 @@ def bucket_length(length: int, max_length: int, on_cuda: bool) -> int:
     else:
         bucket = -(-length // CPU_BUCKET_STEP) * CPU_BUCKET_STEP
     return max(length, min(bucket, max_length))
+
+
+def progress_bar(it, enabled: bool, unit: str, total: int | None = None):
+    """`it` behind a tqdm bar when `enabled` (tqdm imported only then), else `it` itself."""
+    if not enabled:
+        return it
+    from tqdm.auto import tqdm
+
+    return tqdm(it, unit=unit, total=total, leave=False, dynamic_ncols=True)

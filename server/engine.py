@@ -31,7 +31,7 @@ from electric import __version__
 from electric.evaluation.nbest import PRIORS, NBestList, Weights, rerank_lists
 from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
-from electric.inference.scoring import METHODS_OF_KIND, resolve_model_dir
+from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
 from server.batcher import Batcher, ModelSlot, SlotMetrics, Timing
 from server.errors import (
@@ -96,7 +96,7 @@ class Engine:
         try:
             specs: list[tuple[str, Path, tuple[str, ...]]] = []
             if self.settings.model is not None:
-                specs.append((SCORER, resolve_model_dir(self.settings.model, "electric"), SCORER_KINDS))
+                specs.append((SCORER, model_dir_for_method(self.settings.model, "electric"), SCORER_KINDS))
             specs += [(n, Path(p), ("classifier", "tagger")) for n, p in self.settings.classifiers.items()]
             for name, path, kinds in specs:
                 t0 = time.perf_counter()

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from electric.checkpoint import atomic_dir, existing_dir, recover_dir, require_local_dir
-from electric.inference.scoring import resolve_model_dir
+from electric.inference.scoring import model_dir_for_method
 
 
 class Killed(BaseException):
@@ -120,7 +120,7 @@ def test_a_kill_between_the_renames_is_recovered(tmp_path):
     run = tmp_path / "run"
     write_version(run / ".discriminator.old", "v1")
     write_version(run / ".discriminator.tmp-x1", "v2")
-    assert resolve_model_dir(run, "electric") == run / ".discriminator.old"  # loading reads the old copy
+    assert model_dir_for_method(run, "electric") == run / ".discriminator.old"  # loading reads the old copy
     assert recover_dir(run / "discriminator") and version_of(run / "discriminator") == "v1"
     assert not recover_dir(run / "discriminator")  # nothing to do twice
     assert not recover_dir(run / "generator")  # nothing on disk: nothing recovered

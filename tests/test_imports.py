@@ -141,7 +141,7 @@ def test_the_base_install_is_a_serving_install():
 def test_torch_only_features_say_which_extra_to_install(disc_dir, monkeypatch):
     from electric import checkpoint
     from electric.inference.backend import TorchBackend
-    from electric.inference.scoring import load_masked_lm
+    from electric.inference.masked_lm import load_masked_lm
 
     real = checkpoint.importlib.util.find_spec
     monkeypatch.setattr(checkpoint.importlib.util, "find_spec",

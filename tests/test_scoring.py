@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import require_shared
 
+from electric.inference.masked_lm import load_masked_lm
 from electric.inference.scoring import (
     InputTooLongError,
     MaskedLMScorer,
@@ -16,7 +17,6 @@ from electric.inference.scoring import (
     electra_detect,
     electra_score,
     encode,
-    load_masked_lm,
     load_scorer,
     plan_batches,
     run_logits,

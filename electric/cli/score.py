@@ -128,9 +128,9 @@ def _write_json(path: str, obj) -> None:
 
 
 def scorer_dir(args) -> str:
-    from electric.inference.scoring import resolve_model_dir
+    from electric.inference.scoring import model_dir_for_method
 
-    return str(resolve_model_dir(args.model, args.method))
+    return str(model_dir_for_method(args.model, args.method))
 
 
 # ---- electric score -----------------------------------------------------------------------------------
