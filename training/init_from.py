@@ -45,15 +45,15 @@ def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> Pre
         return PretrainingModel(cfg, special)
     from transformers import AutoModelForMaskedLM, ElectraForPreTraining
 
-    from electric.pretraining.warm_start import load_masked_lm, warm_started_model
+    from electric.pretraining.warm_start import load_electra_mlm, warm_started_model
 
     disc_dir, gen_dir, _ = init_source(init_from)
     mlm_dir = masked_lm_source(init_from)
     try:
         if cfg.objective == "mlm":
-            return PretrainingModel(cfg, special, generator=load_masked_lm(mlm_dir or disc_dir or gen_dir))
+            return PretrainingModel(cfg, special, generator=load_electra_mlm(mlm_dir or disc_dir or gen_dir))
         if mlm_dir is not None:
-            return warm_started_model(cfg, special, load_masked_lm(mlm_dir))
+            return warm_started_model(cfg, special, load_electra_mlm(mlm_dir))
         disc = ElectraForPreTraining.from_pretrained(disc_dir) if disc_dir else None
         gen = AutoModelForMaskedLM.from_pretrained(gen_dir) if gen_dir else None
     except (OSError, ValueError) as e:

@@ -5,7 +5,7 @@ objective does (BENCHMARKS.md); the ELECTRA paper's two-stage training likewise 
 from the generator's weights. So a warm-started run trains MLM first (`--warm-start`, or a user's masked LM
 through `--init-from`) and hands its encoder to the discriminator:
 
-    mlm = load_masked_lm("runs/mlm/generator")                 # ElectraForMaskedLM (a BERT MLM is converted)
+    mlm = load_electra_mlm("runs/mlm/generator")                # ElectraForMaskedLM (a BERT MLM is converted)
     model = warm_started_model(cfg, special, mlm)           # cfg.objective electra or electric
 
 The discriminator gets the MLM's embeddings and layers (copied) and a fresh head whose output bias sits at the
@@ -50,7 +50,7 @@ def is_masked_lm_dir(path: str | Path) -> bool:
     return cfg.model_type != "electric-cloze" and any(a.endswith("ForMaskedLM") for a in archs)
 
 
-def load_masked_lm(path: str | Path) -> ElectraForMaskedLM:
+def load_electra_mlm(path: str | Path) -> ElectraForMaskedLM:
     """A masked LM from a local directory as an `ElectraForMaskedLM` (a `BertForMaskedLM` is converted)."""
     model = AutoModelForMaskedLM.from_pretrained(path)
     if isinstance(model, BertForMaskedLM):
