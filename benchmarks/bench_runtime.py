@@ -33,12 +33,15 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ELECTRIC_SHARED_DATA", REPO.parent / "shared" / "data"))
 sys.path.insert(0, str(REPO))
+from electric.shared_data import shared_data_dir  # noqa: E402
+
+SHARED = shared_data_dir()
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+from electric.evaluation.metrics import spearman  # noqa: E402
 from electric.export.exporter import export_model  # noqa: E402
 from electric.export.graph import (  # noqa: E402
     export_onnx,
@@ -47,7 +50,6 @@ from electric.export.graph import (  # noqa: E402
     quantize_int8,
     quantize_int8_fused,
 )
-from electric.export.parity import spearman  # noqa: E402
 from electric.hardware import cpu_flags, int8_gemm_kernel  # noqa: E402
 from electric.inference.backend import TorchBackend  # noqa: E402
 from electric.inference.runtime import CPU, CUDA, OnnxBackend, OnnxRunner, make_session  # noqa: E402

@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ELECTRIC_SHARED_DATA", REPO.parent / "shared" / "data"))
+from electric.shared_data import shared_data_dir  # noqa: E402
+
+SHARED = shared_data_dir()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

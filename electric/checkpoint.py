@@ -48,6 +48,17 @@ def model_kind(config: dict, where: str) -> Kind:
     )
 
 
+def check_out_dir(out: str | os.PathLike, overwrite: bool, flag: str = "--out",
+                  hint: str = "pass --overwrite to replace it") -> None:
+    """An output directory a command may write into: absent or empty, or (with `overwrite`) anything but a file;
+    otherwise FileExistsError naming `flag` and saying what to do (`hint`)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{flag} {str(out)!r} is a file")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{flag} {str(out)!r} already exists and is not empty; {hint}")
+
+
 def require_local_dir(path: str | os.PathLike, what: str) -> Path:
     """Return `path` as a Path if it is an existing directory; otherwise say why not."""
     p = Path(path).expanduser()

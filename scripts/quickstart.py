@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -36,6 +35,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+
+from electric.shared_data import shared_data_dir  # noqa: E402 - after the path insert
 
 
 def log(msg: str) -> None:
@@ -235,8 +237,8 @@ def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--shared", default=os.environ.get("ELECTRIC_SHARED_DATA", str(REPO.parent / "shared" / "data")),
-                    help="the shared data folder (default ../shared/data)")
+    ap.add_argument("--shared", default=str(shared_data_dir()),
+                    help="the shared data folder (default $ELECTRIC_SHARED_DATA, else ../shared/data)")
     ap.add_argument("--data", nargs="+", help="your own training text (default: a slice of shared Wikipedia)")
     ap.add_argument("--minutes", type=float, default=3.0, help="pretraining time budget (default 3)")
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from electric.shared_data import shared_data_dir
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("ELECTRIC_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA = shared_data_dir()
 # CI sets this (.ci/run): a missing ../shared/data fails the run instead of skipping most of the suite
 REQUIRE_SHARED_DATA = os.environ.get("ELECTRIC_REQUIRE_SHARED_DATA", "") not in ("", "0")
 

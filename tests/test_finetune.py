@@ -16,7 +16,7 @@ from electric.evaluation.tasks import CONLL2000_TAGS, TASKS
 from electric.finetuning.config import FinetuneConfig
 from tests.conftest import require_shared
 from training import finetune
-from training.finetune import param_groups, resolve_model_dir
+from training.finetune import encoder_dir, param_groups
 
 
 @pytest.fixture(scope="session")
@@ -246,17 +246,17 @@ def test_model_argument_accepts_runs_and_model_dirs(disc_dir, mlm_dir, tmp_path,
     run_dir = tmp_path / "electra-run"
     shutil.copytree(disc_dir, run_dir / "discriminator")
     shutil.copytree(mlm_dir, run_dir / "generator")
-    assert resolve_model_dir(str(run_dir)) == run_dir / "discriminator"
+    assert encoder_dir(str(run_dir)) == run_dir / "discriminator"
     mlm_run = tmp_path / "mlm-run"
     shutil.copytree(mlm_dir, mlm_run / "generator")
-    assert resolve_model_dir(str(mlm_run)) == mlm_run / "generator"
-    assert resolve_model_dir(str(mlm_dir)) == mlm_dir
+    assert encoder_dir(str(mlm_run)) == mlm_run / "generator"
+    assert encoder_dir(str(mlm_dir)) == mlm_dir
     cloze = tmp_path / "cloze"
     cloze.mkdir()
     (cloze / "config.json").write_text(json.dumps({"model_type": "electric-cloze",
                                                    "architectures": ["ElectricForClozeLM"]}))
     with pytest.raises(ValueError, match="two-tower cloze generator"):
-        resolve_model_dir(str(cloze))
+        encoder_dir(str(cloze))
 
     src = require_shared("glue/sst2")
     head(src / "train.tsv", tmp_path / "sst2" / "train.tsv", 9)

@@ -5,6 +5,7 @@ classifier/tagger post-processing (electric.inference.classify), on hand-made in
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,3 +78,16 @@ def test_a_tagged_word_takes_its_first_piece_label_and_spans_all_its_pieces():
     assert [(t.token, t.label) for t in c.tokens] == [("hel", "O"), ("##lo", "X"), ("world", "X")]
     assert [(w.token, w.start, w.end, w.label) for w in c.words] == [("hello", 0, 5, "O"), ("world", 6, 11, "X")]
     assert c.words[0].probability == pytest.approx(0.9)
+
+
+def test_one_rule_for_the_shared_data_folder(monkeypatch, tmp_path):
+    """$ELECTRIC_SHARED_DATA, else ../shared/data beside this checkout: the export's default sentences, the quick
+    start, the benchmarks and these tests all ask electric.shared_data."""
+    from electric.cli.export import default_sentences
+    from electric.shared_data import shared_data_dir
+
+    monkeypatch.delenv("ELECTRIC_SHARED_DATA", raising=False)
+    repo = Path(__file__).resolve().parents[1]
+    assert shared_data_dir() == repo.parent / "shared" / "data"
+    monkeypatch.setenv("ELECTRIC_SHARED_DATA", str(tmp_path))
+    assert shared_data_dir() == tmp_path and default_sentences() == tmp_path / "glue" / "sst2" / "dev.tsv"

@@ -143,7 +143,6 @@ def test_values_pinned_before_the_libraries_took_over(fn, args, kwargs, expected
     (lambda: M.accuracy([0, 1], [0]), r"differ in shape: \(2,\) vs \(1,\)"),
     (lambda: M.matthews_corrcoef([], []), "no examples to score"),
     (lambda: M.pearson([1.0, 2.0, 3.0], [1.0, 2.0]), "differ in shape"),
-    (lambda: M.roc_auc([1, 1], [0.2, 0.3]), "needs both classes; got 2 positive and 0 negative"),
     (lambda: M.best_threshold_fbeta([], []), "no examples to score"),
     (lambda: M.chunk_f1([["O"]], []), "1 gold sentences but 0 predicted"),
     (lambda: M.chunk_f1([["O"], ["B-NP", "O"]], [["O"], ["O"]]), "sentence 1: 2 gold tags but 1 predicted"),
@@ -178,3 +177,14 @@ def test_paired_bootstrap_mean_diff_rejects_bad_input():
         M.paired_bootstrap_mean_diff([1, 0], [1])
     with pytest.raises(ValueError, match="confidence"):
         M.paired_bootstrap_mean_diff([1], [0], confidence=1.0)
+
+
+def test_undefined_rank_metrics_have_one_rule():
+    """One Spearman and one ROC-AUC in the project, each with one rule for degenerate input: Spearman 0.0,
+    ROC-AUC NaN (one class absent)."""
+    import math
+
+    from electric.export import parity
+
+    assert parity.spearman is M.spearman and M.spearman([1, 2, 3], [7, 7, 7]) == 0.0
+    assert math.isnan(M.roc_auc([1, 1], [0.2, 0.3])) and math.isnan(M.roc_auc([False, False], [0.2, 0.3]))

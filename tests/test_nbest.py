@@ -17,6 +17,7 @@ from electric.evaluation.nbest import (
     Weights,
     combine,
     detect_format,
+    dev_test_split,
     format_report,
     make_metric,
     paired_bootstrap,
@@ -24,7 +25,6 @@ from electric.evaluation.nbest import (
     rerank_lists,
     rerank_report,
     reranked_nbest,
-    split_dev,
     tune_weights,
     unreorderable_fields,
     write_nbest,
@@ -179,7 +179,7 @@ def test_grid_search_finds_a_helpful_lm_and_reports_splits(libri):
     assert report["all"]["first"] == pytest.approx(ev.first())
     assert report["dev_source"] == {"fraction": 0.5, "seed": 3}
     # the same seed gives the same split; another seed another
-    assert split_dev(lists, 0.5, 3) == split_dev(lists, 0.5, 3) != split_dev(lists, 0.5, 4)
+    assert dev_test_split(lists, 0.5, 3) == dev_test_split(lists, 0.5, 3) != dev_test_split(lists, 0.5, 4)
 
 
 def test_grid_edge_is_reported():

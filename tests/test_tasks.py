@@ -17,9 +17,9 @@ from electric.evaluation.tasks import (
     TaskDataError,
     generic_task,
     load_task_data,
-    split_dev,
     subsample,
     task_metrics,
+    train_dev_split,
 )
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
 from tests.conftest import require_shared
@@ -203,9 +203,9 @@ def test_labels_learned_in_natural_order(tmp_path):
 
 def test_split_dev_and_subsample_are_fixed():
     ex = [Example(str(i), "a", source=str(i)) for i in range(50)]
-    tr, dev = split_dev(ex)
+    tr, dev = train_dev_split(ex)
     assert len(dev) == 5 and len(tr) == 45 and not {e.text for e in tr} & {e.text for e in dev}
-    assert [e.text for e in split_dev(ex)[1]] == [e.text for e in dev]
+    assert [e.text for e in train_dev_split(ex)[1]] == [e.text for e in dev]
     sub = subsample(ex, 7)
     assert len(sub) == 7 and [e.text for e in sub] == [e.text for e in subsample(ex, 7)]
     assert [int(e.text) for e in sub] == sorted(int(e.text) for e in sub)  # file order kept
@@ -259,8 +259,7 @@ def test_correlations_by_hand_and_against_scipy():
 def test_roc_auc_and_best_threshold_by_hand():
     assert M.roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == pytest.approx(0.75)
     assert M.roc_auc([0, 1], [0.5, 0.5]) == pytest.approx(0.5)  # a tie counts one half
-    with pytest.raises(ValueError, match="both classes"):
-        M.roc_auc([1, 1], [0.2, 0.3])
+    assert math.isnan(M.roc_auc([1, 1], [0.2, 0.3]))  # undefined with one class: NaN (one rule, test_metrics)
     best = M.best_threshold_fbeta([1, 0, 1, 0], [0.9, 0.8, 0.7, 0.1], beta=0.5)
     # >= 0.9: P 1, R 1/2 -> F0.5 = 1.25 * 0.5 / (0.25 + 0.5); lower thresholds do worse
     assert best["threshold"] == 0.9 and best["f"] == pytest.approx(1.25 * 0.5 / 0.75)

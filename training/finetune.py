@@ -38,9 +38,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from electric import checkpoint
 from electric.batching import pad_rows, pad_values, plan_batches
-from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer
-from electric.checkpoint import resolve_model_dir as model_dir_of
+from electric.checkpoint import CheckpointError, atomic_dir, check_out_dir, load_tokenizer
 from electric.evaluation.tasks import (
     FORMATS,
     TASK_TYPES,
@@ -105,9 +105,10 @@ CONFIG_FLAGS = ("random_init", "lr", "layer_decay", "epochs", "batch_size", "war
                 "precision", "eval_batch_size")
 
 
-def resolve_model_dir(path: str) -> Path:
-    """The encoder directory behind --model: a run's discriminator/ (else generator/), or the dir itself."""
-    d = model_dir_of(path, ("discriminator", "generator"), what="--model")
+def encoder_dir(path: str) -> Path:
+    """The encoder directory behind --model: a run's discriminator/ (else generator/), or the dir itself, checked to
+    hold an ELECTRA encoder (`electric.checkpoint.resolve_model_dir`, then its config)."""
+    d = checkpoint.resolve_model_dir(path, ("discriminator", "generator"), what="--model")
     cfg_file = d / "config.json"
     if not cfg_file.is_file():
         raise CheckpointError(f"--model {path!r} is neither a pretraining run (no discriminator/ or generator/) nor "
@@ -120,6 +121,12 @@ def resolve_model_dir(path: str) -> Path:
                                         "fine-tuned; use the run's discriminator" if
                                         cfg.get("model_type") == "electric-cloze" else ""))
     return d
+
+
+# TODO(issue 23): the old name, kept only for benchmarks/glue_compare.py (owned elsewhere right now), which calls
+# finetune.resolve_model_dir(run); remove once it calls encoder_dir: electric.checkpoint.resolve_model_dir is the
+# one resolve_model_dir.
+resolve_model_dir = encoder_dir
 
 
 def build_task(args: argparse.Namespace) -> tuple[Task, TaskData]:
@@ -137,13 +144,6 @@ def build_task(args: argparse.Namespace) -> tuple[Task, TaskData]:
                         text_pair_column=args.text_pair_column, fmt=args.format, header=not args.no_header,
                         train_file=args.train)
     return task, load_task_data(task, None, train=args.train, dev=args.dev, test=args.test, **common)
-
-
-def check_out_dir(out: Path, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"--out {str(out)!r} is a file")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"--out {str(out)!r} already exists and is not empty; pass --overwrite to replace it")
 
 
 def build_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> torch.nn.Module:
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_out_dir(out, args.overwrite)
         task, data = build_task(args)
-        model_dir = resolve_model_dir(args.model)
+        model_dir = encoder_dir(args.model)
         tokenizer = load_tokenizer(model_dir)
         if task.task_type == "tagging" and not getattr(tokenizer, "is_fast", False):
             raise CheckpointError(f"tagging needs a fast tokenizer (tokenizer.json) in {str(model_dir)!r}")

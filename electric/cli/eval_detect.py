@@ -26,7 +26,7 @@ import numpy as np
 
 from electric.checkpoint import CheckpointError
 from electric.evaluation import metrics as M
-from electric.evaluation.tasks import DEV_FRACTION, DEV_SEED, TASKS, TaskDataError, split_dev, subsample
+from electric.evaluation.tasks import DEV_FRACTION, DEV_SEED, TASKS, TaskDataError, subsample, train_dev_split
 from electric.inference.calibration import describe, replaced_probs
 
 POSITIVE = "incorrect"
@@ -121,12 +121,12 @@ def dev_and_test(args: argparse.Namespace):
     if args.dev:
         dev, dev_source = fce.read(Path(args.dev)), str(args.dev)
     elif data.is_dir():
-        _, dev = split_dev(fce.read(data / fce.train), DEV_FRACTION, DEV_SEED)
+        _, dev = train_dev_split(fce.read(data / fce.train), DEV_FRACTION, DEV_SEED)
         dev_source = f"{DEV_FRACTION:.0%} of {data / fce.train} (seed {DEV_SEED})"
     else:
         if not 0 < args.dev_fraction < 1:
             raise ValueError(f"--dev-fraction must be between 0 and 1, got {args.dev_fraction}")
-        test, dev = split_dev(test, args.dev_fraction, args.seed)
+        test, dev = train_dev_split(test, args.dev_fraction, args.seed)
         dev_source = f"{args.dev_fraction:.0%} of {test_path} (seed {args.seed}); the rest is the test part"
     if args.max_sentences:
         test, dev = test[: args.max_sentences], subsample(dev, args.max_sentences, DEV_SEED)

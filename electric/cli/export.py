@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -15,10 +14,12 @@ from electric.checkpoint import CheckpointError
 
 
 def default_sentences() -> Path:
-    """The parity and calibration text when none is given: ../shared/data/glue/sst2/dev.tsv beside the
-    repository (or under $ELECTRIC_SHARED_DATA); the export falls back to built-in sentences without it."""
-    shared = Path(os.environ.get("ELECTRIC_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
-    return shared / "glue" / "sst2" / "dev.tsv"
+    """The parity and calibration text when none is given: glue/sst2/dev.tsv of the shared data
+    (electric.shared_data: $ELECTRIC_SHARED_DATA, else ../shared/data); the export falls back to built-in
+    sentences without it."""
+    from electric.shared_data import shared_data_dir
+
+    return shared_data_dir() / "glue" / "sst2" / "dev.tsv"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

@@ -91,18 +91,21 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation; 0.0 where it is undefined (a constant series, one example). The one Spearman
+    of the project: fine-tuning's STS-B score and the export's parity gate (where 0.0 fails the gate) alike."""
     return _correlation(x, y, "spearman")
 
 
 def roc_auc(y_true: Sequence, scores: Sequence[float]) -> float:
-    """Area under the ROC curve for binary labels (1/True = positive); tied scores count one half."""
+    """Area under the ROC curve for binary labels (1/True = positive); tied scores count one half. NaN where it
+    is undefined (one class absent), so that a log of training health never stops on it; a caller that must not
+    report NaN checks `math.isnan`. The one ROC-AUC of the project."""
     from sklearn.metrics import roc_auc_score
 
     t, s = _pair(y_true, scores)
     pos = t.astype(bool)
-    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
-    if n_pos == 0 or n_neg == 0:
-        raise ValueError(f"ROC-AUC needs both classes; got {n_pos} positive and {n_neg} negative examples")
+    if pos.all() or not pos.any():
+        return float("nan")
     return float(roc_auc_score(pos, s.astype(np.float64)))
 
 

@@ -336,7 +336,7 @@ class TaskData:
     files: dict[str, str] = field(default_factory=dict)  # split -> where it came from
 
 
-def split_dev(examples: list[Example], fraction: float = DEV_FRACTION, seed: int = DEV_SEED
+def train_dev_split(examples: list[Example], fraction: float = DEV_FRACTION, seed: int = DEV_SEED
               ) -> tuple[list[Example], list[Example]]:
     """A fixed, seeded (train, dev) split; both keep the file's order."""
     if len(examples) < 2:
@@ -408,7 +408,7 @@ def load_task_data(task: Task, data_dir: str | Path | None = None, *, train: str
     train_ex = task.read(train_path)
     files = {"train": str(train_path)}
     if dev_path is None:
-        train_ex, dev_ex = split_dev(train_ex)
+        train_ex, dev_ex = train_dev_split(train_ex)
         files["dev"] = f"{DEV_FRACTION:.0%} of {train_path} (seed {DEV_SEED})"
     else:
         dev_ex = task.read(dev_path)

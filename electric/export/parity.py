@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from electric.evaluation.metrics import spearman
 from electric.export.errors import ExportError
 from electric.inference.backend import Kind
 from electric.inference.runtime import INPUT_NAMES
@@ -124,14 +125,6 @@ def sentence_scores(kind: Kind, logits: np.ndarray, batch: dict) -> np.ndarray:
 def real_values(kind: Kind, logits: np.ndarray, batch: dict) -> np.ndarray:
     """The logits that mean something: all of a classifier's, the real tokens' otherwise."""
     return logits.reshape(-1) if kind == "classifier" else logits[batch["attention_mask"].astype(bool)].reshape(-1)
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy.stats import spearmanr
-
-    if len(a) < 3 or np.all(a == a[0]) or np.all(b == b[0]):
-        return float("nan")
-    return float(spearmanr(a, b).statistic)
 
 
 def compare(kind: Kind, batches: list[dict], ref: list[np.ndarray], got: list[np.ndarray]) -> dict:

@@ -200,7 +200,7 @@ def read_manifest(model_dir: str | Path) -> dict:
 PRECISION_ENV = "ELECTRIC_ONNX_PRECISION"  # fp32 | int8 | fp16: overrides the per-device default
 
 
-def choose_precision(manifest: dict, on_cuda: bool, precision: str | None = None) -> str:
+def choose_onnx_precision(manifest: dict, on_cuda: bool, precision: str | None = None) -> str:
     """The one asked for (argument, else $ELECTRIC_ONNX_PRECISION); otherwise fp16 on CUDA and int8 on
     CPU when the export has them, else fp32."""
     files = manifest["files"]
@@ -245,10 +245,10 @@ class OnnxBackend:
             else:
                 raise ValueError(f"device {device!r}: expected 'cpu' or 'cuda'")
         requested = select_providers(providers)
-        self.precision = choose_precision(self.manifest, requested[0] == CUDA, precision)
+        self.precision = choose_onnx_precision(self.manifest, requested[0] == CUDA, precision)
         self.runner = self._runner(requested, threads, buckets, io_binding)
         if requested[0] == CUDA and not self.runner.on_cuda:  # onnxruntime itself fell back to CPU
-            cpu_precision = choose_precision(self.manifest, False, precision)
+            cpu_precision = choose_onnx_precision(self.manifest, False, precision)
             if cpu_precision != self.precision:
                 self.precision = cpu_precision
                 self.runner = self._runner([CPU], threads, buckets, io_binding)

@@ -19,8 +19,8 @@ from electric.evaluation.nbest.tuning import (
     DEFAULT_LENGTH_GRID,
     DEFAULT_LM_GRID,
     Components,
+    dev_test_split,
     evaluate_split,
-    split_dev,
     tune_guarded,
 )
 
@@ -70,7 +70,7 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
     else:
         if dev_fraction is None:
             raise ValueError("tuning needs a dev file or a dev fraction")
-        dev_idx, test_idx = split_dev(lists, dev_fraction, seed)
+        dev_idx, test_idx = dev_test_split(lists, dev_fraction, seed)
         ev_dev, dev_scores = ev_all.subset(dev_idx), [lm_scores[i] for i in dev_idx]
         ev_test, test_scores = ev_all.subset(test_idx), [lm_scores[i] for i in test_idx]
         dev_n = None if pieces is None else [pieces[i] for i in dev_idx]

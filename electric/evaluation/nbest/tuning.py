@@ -235,7 +235,7 @@ def tune_guarded(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[f
     return GuardedTuning(weights, with_lm, without_lm, guard, no_lm_guard, applied)
 
 
-def split_dev(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
+def dev_test_split(lists: Sequence[NBestList], fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
     """(dev indices, test indices): a seeded random `fraction` of the utterances for dev, in file order."""
     if not 0 < fraction < 1:
         raise ValueError(f"--dev-fraction must be between 0 and 1 (exclusive), got {fraction}")
