@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 from electric.shared_data import shared_data_dir  # noqa: E402
 
 SHARED = shared_data_dir()
-SIZES = {  # the pretraining presets' discriminator shapes (electric/config.py)
+SIZES = {  # the pretraining presets' discriminator shapes (electric/pretraining/config.py)
     "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512, embedding_size=128),
     "small": dict(hidden_size=256, num_hidden_layers=12, num_attention_heads=4, intermediate_size=1024,
                   embedding_size=128),

@@ -15,9 +15,10 @@ pytest.importorskip("onnxruntime")
 
 from conftest import require_shared, save_random_electra  # noqa: E402
 
+from electric.checkpoint import MANIFEST  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
 from electric.export.calibration import collect, corrupted_batches, fit_platt, load_generator, run_settings  # noqa: E402
-from electric.inference.backend import MANIFEST, load_backend  # noqa: E402
+from electric.inference.backend import load_backend  # noqa: E402
 from electric.inference.calibration import Calibration, replaced_probs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -12,9 +12,10 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from electric.checkpoint import MANIFEST  # noqa: E402
 from electric.cli import main  # noqa: E402
 from electric.export import exporter as ex  # noqa: E402
-from electric.inference.backend import MANIFEST, TorchBackend, load_backend  # noqa: E402
+from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
 from electric.inference.scoring import load_scorer  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_thread")]

@@ -1,6 +1,6 @@
 """Import structure: the library's layers (pretraining, inference, evaluation, export, CLI over the shared
 modules) import only downwards and never in a circle, the library never imports the server or the training
-code, the old flat import paths are their new modules, the server's core (engine, batcher, errors) imports no
+code, the old flat import paths are gone (no alias modules), the server's core (engine, batcher, errors) imports no
 transport library, and serving an ONNX export (the server, electric.inference.runtime and scoring) imports
 neither torch nor transformers - so a serving install can leave them out."""
 
@@ -86,9 +86,6 @@ LAYERS = {
     "electric.export": {"electric.inference", "electric.pretraining", "electric.evaluation"},
     "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.pretraining"},
 }
-# thin re-exports of old import paths (users' scripts, docs): each imports its new home and nothing else
-SHIMS = {"electric.nbest", "electric.scoring", "electric.backend", "electric.config", "electric.modeling",
-         "electric.objectives", "electric.data", "electric.health"}
 
 
 def layer_of(module: str) -> str | None:
@@ -99,11 +96,9 @@ def layer_of(module: str) -> str | None:
 
 def test_each_layer_imports_only_the_layers_below_it_and_nothing_imports_the_cli_or_an_old_path():
     edges = module_imports("electric")
-    assert sorted(m for m in edges if layer_of(m) is None and m not in SHIMS) == []  # every module has a place
+    assert sorted(m for m in edges if layer_of(m) is None) == []  # every module has a place
     wrong = {}
     for m, out in edges.items():
-        if m in SHIMS:
-            continue
         allowed = {"shared", layer_of(m), *LAYERS.get(layer_of(m), ())}
         bad = sorted(x for x in out if x in edges and layer_of(x) not in allowed)
         if bad:
@@ -194,17 +189,22 @@ assert "pip install 'electric[torch]'" in str(err), err
 """, TORCH)
 
 
-OLD_PATHS = {"electric.nbest": "electric.evaluation.nbest", "electric.scoring": "electric.inference.scoring",
-             "electric.backend": "electric.inference.backend", "electric.config": "electric.pretraining.config",
-             "electric.modeling": "electric.pretraining.modeling", "electric.objectives": "electric.pretraining.objectives",
-             "electric.data": "electric.pretraining.data", "electric.health": "electric.pretraining.health"}
+OLD_PATHS = ("electric.nbest", "electric.scoring", "electric.backend", "electric.config", "electric.modeling",
+             "electric.objectives", "electric.data", "electric.health")
 
 
-def test_an_old_import_path_is_its_new_module_and_import_electric_modeling_still_registers_the_cloze_model():
+def test_no_alias_modules_and_importing_the_modeling_module_registers_the_cloze_model():
+    """No release shipped the old flat paths, so they are gone (one home per module, no shims); the modeling
+    module registers ElectricForClozeLM with transformers' Auto classes when imported."""
+    assert not [m for m in OLD_PATHS if (REPO / (m.replace(".", "/") + ".py")).exists()]
     code = ("import importlib\n"
-            f"for old, new in {OLD_PATHS!r}.items():\n"
-            "    assert importlib.import_module(old) is importlib.import_module(new), old\n")
+            f"for old in {OLD_PATHS!r}:\n"
+            "    try:\n"
+            "        importlib.import_module(old)\n"
+            "    except ModuleNotFoundError:\n"
+            "        continue\n"
+            "    raise AssertionError(old)\n")
     assert imported_by(code, ()) == []
-    assert imported_by("import electric.modeling\nfrom transformers import AutoConfig\n"
+    assert imported_by("import electric.pretraining.modeling\nfrom transformers import AutoConfig\n"
                        "assert type(AutoConfig.for_model('electric-cloze')).__name__ == 'ElectricClozeConfig'",
                        ("electric.pretraining.modeling",)) == ["electric.pretraining.modeling"]

@@ -46,8 +46,11 @@ from pathlib import Path
 import torch
 
 from electric.checkpoint import (
+    ARCHITECTURE_KINDS,
+    MANIFEST,
     TOKENIZER_FILES,
     CheckpointError,
+    Kind,
     atomic_dir,
     load_tokenizer,
     require_local_dir,
@@ -73,7 +76,7 @@ from electric.export.parity import (
     sentences_or_default,
 )
 from electric.export.triton import triton_name, write_triton
-from electric.inference.backend import ARCHITECTURE_KINDS, MANIFEST, Kind, TorchBackend
+from electric.inference.backend import TorchBackend
 from electric.inference.runtime import (
     CLOZE_INPUT_NAMES,
     CLOZE_OUTPUT_NAME,

@@ -13,10 +13,10 @@ from pathlib import Path
 import torch
 
 from electric.checkpoint import (
+    ARCHITECTURE_KINDS,
     CheckpointError,
 )
 from electric.export.errors import ExportError
-from electric.inference.backend import ARCHITECTURE_KINDS
 from electric.inference.cloze import ClozeTokenLogProbs, load_cloze_model
 from electric.inference.runtime import CLOZE_INPUT_NAMES, CLOZE_OUTPUT_NAME, INPUT_NAMES, OUTPUT_NAME
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from electric.checkpoint import Kind
 from electric.evaluation.metrics import spearman
 from electric.export.errors import ExportError
-from electric.inference.backend import Kind
 from electric.inference.runtime import INPUT_NAMES
 
 PARITY_BATCHES = (1, 7, 24, 32)  # parity batch sizes; each padded to its own longest row

@@ -33,8 +33,7 @@ from electric.checkpoint import (
 )
 from electric.inference.calibration import Calibration
 
-__all__ = ["ARCHITECTURE_KINDS", "MANIFEST", "Backend", "Kind", "TorchBackend", "load_backend", "model_kind",
-           "resolve_backend"]
+__all__ = ["Backend", "TorchBackend", "load_backend", "resolve_backend"]  # Kind, MANIFEST...: electric.checkpoint
 
 
 class Backend(Protocol):

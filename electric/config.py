@@ -1,8 +1,0 @@
-"""`electric.config` is `electric.pretraining.config` (the same module object, so every name, private ones
-included, and monkeypatching work): kept for the import path users' scripts and docs name."""
-
-import sys
-
-from electric.pretraining import config
-
-sys.modules[__name__] = config

@@ -1,8 +1,0 @@
-"""`electric.data` is `electric.pretraining.data` (the same module object, so every name, private ones
-included, and monkeypatching work): kept for the import path users' scripts and docs name."""
-
-import sys
-
-from electric.pretraining import data
-
-sys.modules[__name__] = data
