@@ -103,7 +103,10 @@ def health_line(run: Path) -> str | None:
                                                 "(below 0.75: it has not learned to tell replaced tokens from "
                                                 "original ones; usual in minutes on a CPU)")]
     if "val_energy_auc" in r:
-        parts.append(f"energy AUC {r['val_energy_auc']:.2f}")
+        parts.append(f"energy AUC {r['val_energy_auc']:.2f} (the energy alone, without the cloze model's log q)")
+    if "val_disc_acc_gain" in r:
+        parts.append(f"accuracy gain {r['val_disc_acc_gain']:.2f} over always answering 'original'"
+                     + (" (it never says 'replaced' with confidence)" if r["val_disc_acc_gain"] <= 0 else ""))
     if gen is not None and uni is not None:
         parts.append(f"generator NLL {gen:.2f} vs unigram {uni:.2f} " + (
             "(better than word frequencies: its scores carry context)" if gen < uni else
@@ -259,12 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     onnx_dir = work / "electric-tiny-onnx"
     if args.retrain or not (onnx_dir / "electric.json").is_file():
         run = train(args, work, prepare_text(args, work, atis_train))
-        line = health_line(run)
-        if line:
-            log(line)
         onnx_dir = export(run, work, Path(args.shared))
     else:
+        run = work / "electric-tiny"
         log(f"reusing {onnx_dir} (pass --retrain to train again)")
+    line = health_line(run)
+    if line:
+        log(line)
 
     from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric, tune_guarded
 

@@ -47,6 +47,7 @@ def test_health_line_says_what_the_figures_mean(quickstart, tmp_path):
     line = quickstart.health_line(tmp_path)
     assert "discriminator AUC 0.32 (below 0.75: it has not learned" in line and "energy AUC 0.72" in line
     assert "generator NLL 8.64 vs unigram 6.92 (not yet better than word frequencies" in line
+    assert "accuracy gain 0.00 over always answering 'original' (it never says" in line
     assert 'docs/pretraining.md "Training health"' in line
     rows[-1].update(val_disc_auc=0.8, val_gen_nll=5.0)
     (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
