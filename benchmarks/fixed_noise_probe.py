@@ -31,7 +31,8 @@ from electric.pretraining import health  # noqa: E402
 from electric.pretraining.config import resolve_config  # noqa: E402
 from electric.pretraining.data import build_datasets  # noqa: E402
 from electric.pretraining.modeling import PretrainingModel, SpecialIds  # noqa: E402
-from training.batches import collate
+from electric.shared_data import shared_data_dir  # noqa: E402
+from training.batches import collate  # noqa: E402
 from training.evaluation import unigram_baseline  # noqa: E402
 
 WARMUP = 300
@@ -41,7 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default 1e-4, tiny's)")
     ap.add_argument("--minutes", type=float, default=10.0, help="training time (default 10)")
-    ap.add_argument("--data", nargs="+", default=[str(REPO.parent / "shared" / "data" / "corpus" / "enwiki" /
+    ap.add_argument("--data", nargs="+", default=[str(shared_data_dir() / "corpus" / "enwiki" /
                                                       f"wiki_0{i}") for i in range(5)])
     ap.add_argument("--tokenizer", default=str(REPO / "runs" / "tok8k"), help="tokenizer directory (runs/tok8k)")
     ap.add_argument("--threads", type=int, default=1)

@@ -24,6 +24,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.equal_compute import read_metrics  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
 from electric.pretraining.health import collapse_reasons_in  # noqa: E402
+from electric.shared_data import shared_data_dir  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -31,7 +32,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--lrs", nargs="+", default=["1e-4", "2.5e-4", "5e-4"], help="peak learning rates")
     ap.add_argument("--objectives", nargs="+", default=["electra", "electric"], choices=["electra", "electric"])
     ap.add_argument("--minutes", type=float, default=20.0, help="time budget of every run (default 20)")
-    ap.add_argument("--data", nargs="+", default=[str(REPO.parent / "shared" / "data" / "corpus" / "enwiki")])
+    ap.add_argument("--data", nargs="+", default=[str(shared_data_dir() / "corpus" / "enwiki")])
     ap.add_argument("--tokenizer", default=str(REPO / "runs" / "tok8k"), help="tokenizer directory (runs/tok8k)")
     ap.add_argument("--work", default=str(REPO / "runs" / "sweep"), help="runs go to WORK/OBJECTIVE-LR")
     ap.add_argument("--report-only", action="store_true", help="only tabulate the runs already in --work")

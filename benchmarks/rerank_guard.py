@@ -21,6 +21,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from electric.evaluation.nbest import read_nbest, rerank_report  # noqa: E402
+from electric.shared_data import shared_data_dir  # noqa: E402
 
 # (file, prior): LibriSpeech lists are in Whisper's beam order, the others carry first-pass scores
 SETS = (("atis_test", "none"), ("wsj_eval", "none"), ("librispeech_test_clean", "rank"))
@@ -29,7 +30,7 @@ SETS = (("atis_test", "none"), ("wsj_eval", "none"), ("librispeech_test_clean", 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=20, help="noise draws and dev/test splits per set (default 20)")
-    ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the project's data folder")
+    ap.add_argument("--shared", default=str(shared_data_dir()), help="the project's data folder")
     args = ap.parse_args(argv)
     print("| set | LM kept by the guard | test WER change without the guard: mean / worst | with the guard: "
           "mean / worst |")
