@@ -117,7 +117,10 @@ def evaluate(run: Path, method: str, model_dir: Path, args, blimp_sets, nbest_li
     t0 = time.perf_counter()
     lm = score_nbest(nbest_lists, score_fn, chunk_size=256, progress=args.progress)
     # the lists have no first-pass scores, but their order is Whisper's beam order: a first-pass order
-    weights, report = rerank_report(nbest_lists, lm, metric="wer", dev_fraction=0.5, seed=args.seed, prior="rank")
+    # the pieces each hypothesis is scored on: the no-LM baseline's per-piece bonus (the length every LM score carries)
+    pieces = score_nbest(nbest_lists, lambda texts: [e.num_candidates for e in scorer.encode(texts)], chunk_size=256)
+    weights, report = rerank_report(nbest_lists, lm, metric="wer", dev_fraction=0.5, seed=args.seed, prior="rank",
+                                    pieces=pieces)
     for split in ("dev", "test"):
         report[split].pop("ids", None)
     res["nbest"] = report
@@ -163,9 +166,10 @@ def markdown(results: list[dict], infos: dict, skipped: list[str], args, cmd: st
               f"{first['all']['oracle']:.2f}%. Weights tuned on a seeded half (seed {args.seed}) by grid search over "
               "total = -beta*rank + lm*LM + length*words; WER on the other half (test). Rows scored on fewer "
               "utterances (see the utterances column) split those into their own halves. \"test no LM\" is the "
-              "rank prior with only a word bonus tuned on dev: the part of a gain that needs no LM. The LM is kept "
-              "only when its dev gain over that is significant (paired bootstrap), else \"test reranked\" is "
-              "\"test no LM\".", "",
+              "rank prior with a word and a piece bonus tuned on dev (the length every LM score carries): the part "
+              "of a gain that needs no LM. The LM is kept only when its dev gain over that is significant (paired "
+              "bootstrap), else \"test reranked\" is \"test no LM\" (or the first hypothesis, when the bonuses' own "
+              "dev gain is not significant either).", "",
               "| run | method | params | utterances (dev/test) | test first | test oracle | test LM only "
               "| test no LM | **test reranked** | dev reranked | weights (lm, length/word) | grid edge |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -389,6 +389,7 @@ def test_quality_script_on_a_trained_run(trained_run, mlm_dir, tmp_path):
         n = r["nbest"]
         assert n["dev"]["num_utterances"] == n["test"]["num_utterances"] == 3
         assert n["test"]["oracle"] <= n["test"]["reranked"]
+        assert n["no_lm_features"] == ["words", "pieces"]  # the no-LM baseline has the per-piece bonus too
     text = out.read_text()
     assert "Partial run" in text and "| **overall** |" in text and "not found: skipped" in text
 
