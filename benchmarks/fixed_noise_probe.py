@@ -79,7 +79,7 @@ def main(argv=None) -> None:
             scores.append(disc(noisy, attention_mask=mask).logits[real])
             labels.append(lab[real])
         disc.train()
-        return health.roc_auc(torch.cat(scores), torch.cat(labels))
+        return health.tensor_auc(torch.cat(scores), torch.cat(labels))
 
     opt = torch.optim.AdamW(disc.parameters(), lr=args.lr, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
     rng = torch.Generator().manual_seed(0)

@@ -10,17 +10,17 @@ from electric.pretraining import health
 
 def test_auc_counts_correctly_ranked_pairs_and_ties_as_half():
     # positives 0.35, 0.8; negatives 0.1, 0.4: pairs (0.35>0.1 yes, 0.35>0.4 no, 0.8>both yes) = 3 of 4
-    assert health.roc_auc(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1])) == pytest.approx(0.75)
-    assert health.roc_auc(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([1, 0, 0])) == pytest.approx(0.5)
+    assert health.tensor_auc(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1])) == pytest.approx(0.75)
+    assert health.tensor_auc(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([1, 0, 0])) == pytest.approx(0.5)
     # one tie between a positive and a negative (2.0), the other pair ordered: (1 + 0.5) / 2
-    assert health.roc_auc(torch.tensor([2.0, 2.0, 3.0]), torch.tensor([0, 1, 1])) == pytest.approx(0.75)
-    assert health.roc_auc(torch.tensor([3.0, 1.0]), torch.tensor([0, 1])) == 0.0  # worse than chance
-    assert math.isnan(health.roc_auc(torch.tensor([1.0, 2.0]), torch.tensor([1, 1])))
+    assert health.tensor_auc(torch.tensor([2.0, 2.0, 3.0]), torch.tensor([0, 1, 1])) == pytest.approx(0.75)
+    assert health.tensor_auc(torch.tensor([3.0, 1.0]), torch.tensor([0, 1])) == 0.0  # worse than chance
+    assert math.isnan(health.tensor_auc(torch.tensor([1.0, 2.0]), torch.tensor([1, 1])))
 
 
 def test_auc_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="differ in shape"):
-        health.roc_auc(torch.zeros(3), torch.zeros(4))
+        health.tensor_auc(torch.zeros(3), torch.zeros(4))
 
 
 def test_token_cosine_averages_cross_sequence_pairs_only_over_real_tokens():

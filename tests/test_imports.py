@@ -81,7 +81,7 @@ SHARED = {"electric", "electric.checkpoint", "electric.textio", "electric.hardwa
 LAYERS = {
     "electric.evaluation": set(),  # scores come in as numbers
     "electric.inference": {"electric.pretraining"},  # the torch path of the cloze model: its forward pass lives there
-    "electric.pretraining": set(),
+    "electric.pretraining": {"electric.evaluation"},  # health measures AUC with the one roc_auc
     "electric.finetuning": {"electric.evaluation"},  # the fine-tuning config names the tasks
     "electric.export": {"electric.inference", "electric.pretraining", "electric.evaluation"},
     "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.pretraining"},

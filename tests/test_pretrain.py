@@ -139,7 +139,7 @@ def test_bad_input_is_explained_and_leaves_nothing(wiki_sample, tokenizer_dir, t
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "metrics.jsonl").write_text("{}\n")
-    assert "already holds a run" in err(*base, "--data", wiki_sample, "--out", occupied)
+    assert "already exists and is not empty; pass --resume" in err(*base, "--data", wiki_sample, "--out", occupied)
     assert (occupied / "metrics.jsonl").read_text() == "{}\n"
 
 

@@ -22,7 +22,7 @@ from electric.pretraining.config import (
 )
 from electric.pretraining.data import DataError
 from training.init_from import adopt_architecture, init_source, masked_lm_source
-from training.run_dir import check_out_dir
+from training.run_dir import prepare_out_dir
 
 USAGE = """Pretrain an ELECTRA, Electric or MLM encoder from raw text.
 
@@ -137,7 +137,7 @@ CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "gra
 def resolve_run(args: argparse.Namespace) -> RunConfig:
     """The command line as one RunConfig: checked, derived and frozen here; nothing changes it after."""
     out = Path(args.out)
-    check_out_dir(out, args.resume, args.overwrite)
+    prepare_out_dir(out, args.resume, args.overwrite)
     extended = tuple(k for k in RESUME_FLAGS if args.resume and getattr(args, k) is not None)
     if args.resume:  # a resumed run may be extended, nothing else changes
         cfg = PretrainConfig.load(out / "config.json", {k: getattr(args, k) for k in extended})

@@ -8,22 +8,22 @@ from pathlib import Path
 
 import torch
 
-from electric.checkpoint import CheckpointError, atomic_dir, recover_dir
+from electric.checkpoint import CheckpointError, atomic_dir, check_out_dir, recover_dir
 from electric.pretraining.modeling import PretrainingModel
 
 
-def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
+def prepare_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
+    """The run directory, checked: with `resume`, a checkpoint to continue (saves killed mid-rename recovered
+    first); otherwise absent, empty or `overwrite` (electric.checkpoint.check_out_dir)."""
     if resume:
-        for name in ("state", "discriminator", "generator"):  # a save killed between atomic_dir's renames
+        for name in ("state", "discriminator", "generator", "warm_start"):  # a save killed between atomic_dir's renames
             if recover_dir(out / name):
                 print(f"recovered {out / name} from its complete copy .{name}.old (a save was interrupted)",
                       file=sys.stderr)
         if not (out / "state" / "trainer.pt").is_file():
             raise CheckpointError(f"--resume: {str(out)!r} holds no checkpoint to resume (no state/trainer.pt)")
         return
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"output directory {str(out)!r} already holds a run; pass --resume to continue it "
-                              "or --overwrite to replace it")
+    check_out_dir(out, overwrite, hint="pass --resume to continue the run in it or --overwrite to replace it")
 
 
 def save_checkpoint(out: Path, model: PretrainingModel, tokenizer, optimizer, trainer: dict) -> None:

@@ -18,6 +18,8 @@ import math
 
 import torch
 
+from electric.evaluation.metrics import roc_auc
+
 # A discriminator is reported collapsed when it ranks replaced vs original no better than this ...
 COLLAPSE_MAX_AUC = 0.6
 # ... and, at the same time, its tokens share one state or its outputs do not vary.
@@ -37,19 +39,12 @@ COLLAPSE_ADVICE = ("the discriminator has collapsed: every token gets nearly the
                    "(--warmup-steps / --min-warmup-steps), and the default --disc-bias-init prior.")
 
 
-def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
-    """Area under the ROC curve of `scores` for `labels` (1 = positive), ties counted half: (N,), (N,).
-
-    scikit-learn's (the library's metrics use it too); NaN when one class is absent.
-    """
+def tensor_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """`electric.evaluation.metrics.roc_auc` (the project's one ROC-AUC: ties count half, NaN with one class) of
+    `scores` for `labels` (1 = positive), both tensors of one shape."""
     if scores.shape != labels.shape:
         raise ValueError(f"scores {tuple(scores.shape)} and labels {tuple(labels.shape)} differ in shape")
-    y = labels.detach().bool().flatten().cpu().numpy()
-    if y.all() or not y.any():
-        return math.nan
-    from sklearn.metrics import roc_auc_score  # the train extra brings it (electric[metrics])
-
-    return float(roc_auc_score(y, scores.detach().double().flatten().cpu().numpy()))
+    return roc_auc(labels.detach().bool().flatten().cpu().numpy(), scores.detach().double().flatten().cpu().numpy())
 
 
 def logit_spread(logits: torch.Tensor, attention_mask: torch.Tensor) -> float:
@@ -124,16 +119,16 @@ def health_metrics(details: list[dict], unigram_lp: torch.Tensor | None) -> dict
         labels = torch.cat([d["labels"].flatten() for d in details])[mask]
         own_all = torch.cat([d["disc_output"].flatten().float() for d in details])  # all tokens, pads too
         own = own_all[mask]
-        out["disc_auc"] = roc_auc(logits, labels)
+        out["disc_auc"] = tensor_auc(logits, labels)
         if details[0].get("corrected"):  # Electric: also the energy alone, without log q
-            out["energy_auc"] = roc_auc(own, labels)
+            out["energy_auc"] = tensor_auc(own, labels)
         acc = ((logits > 0).float() == labels).float().mean()
         out["disc_acc_gain"] = float(acc - (labels == 0).float().mean())  # minus always answering "original"
         out["logit_spread"] = logit_spread(own_all, mask)
     if "noise_scores" in details[0]:  # the same discriminator against fixed unigram noise
         noise_scores = torch.cat([d["noise_scores"].flatten() for d in details])[mask]
         noise_labels = torch.cat([d["noise_labels"].flatten() for d in details])[mask]
-        out["unigram_noise_auc"] = roc_auc(noise_scores, noise_labels)
+        out["unigram_noise_auc"] = tensor_auc(noise_scores, noise_labels)
     out["token_cosine"] = _mean([token_cosine(d["hidden"], d["attention_mask"]) for d in details])
     nll = torch.cat([d["gen_nll"].flatten().float() for d in details])
     if nll.numel():
