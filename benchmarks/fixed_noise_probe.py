@@ -46,6 +46,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                       f"wiki_0{i}") for i in range(5)])
     ap.add_argument("--tokenizer", default=str(REPO / "runs" / "tok8k"), help="tokenizer directory (runs/tok8k)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--init-from", help="warm start: the discriminator's encoder from this masked LM directory (e.g. a "
+                                        "run's warm_start/); its head fresh, bias at the prior")
+    ap.add_argument("--freeze-encoder", action="store_true",
+                    help="train the head only (with --init-from: does the MLM's encoder already hold the signal?)")
     return ap.parse_args(argv)
 
 
@@ -57,12 +61,20 @@ def main(argv=None) -> None:
     train, val = build_datasets(args.data, tok, 128, 256)
     cfg = resolve_config("tiny", "electra", {"lr": args.lr})
     special = SpecialIds.from_tokenizer(tok)
-    model = PretrainingModel(cfg, special)
+    if args.init_from:
+        from electric.pretraining.warm_start import load_electra_mlm, warm_started_model
+
+        model = warm_started_model(cfg, special, load_electra_mlm(args.init_from))
+    else:
+        model = PretrainingModel(cfg, special)
     disc = model.discriminator
+    if args.freeze_encoder:
+        disc.electra.requires_grad_(False)
     noise = unigram_baseline(train, special.vocab_size, special.all_special).exp().float()  # (V,)
     noise[list(special.all_special)] = 0.0
     bf16 = resolve_precision("auto", "cpu")[0] == "bf16"
-    print(f"machine: {cpu_description()}; lr {args.lr:g}; bf16 {bf16}", flush=True)
+    print(f"machine: {cpu_description()}; lr {args.lr:g}; bf16 {bf16}; init from {args.init_from or 'scratch'}"
+          f"{', encoder frozen' if args.freeze_encoder else ''}", flush=True)
 
     def corrupt(ids, mask, rng):  # (B, T), (B, T): as training health's fixed-noise AUC corrupts
         return model.fixed_noise_inputs(ids, mask, noise, rng)
@@ -81,7 +93,7 @@ def main(argv=None) -> None:
         disc.train()
         return health.tensor_auc(torch.cat(scores), torch.cat(labels))
 
-    opt = torch.optim.AdamW(disc.parameters(), lr=args.lr, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
+    opt = torch.optim.AdamW([p for p in disc.parameters() if p.requires_grad], lr=args.lr, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
     rng = torch.Generator().manual_seed(0)
     start, step = time.time(), 0
     while time.time() - start < args.minutes * 60:
