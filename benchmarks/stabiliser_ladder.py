@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from electric.hardware import cpu_description  # noqa: E402
+from electric.shared_data import shared_data_dir  # noqa: E402
 
 ROWS: dict[str, list[str]] = {
     "base": [],
@@ -55,8 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--gen-lr", type=float, default=1e-3, help="the generator's lr in every row (default 1e-3)")
     ap.add_argument("--lanes", type=int, default=3, help="rows trained at a time (default 3)")
     ap.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
-    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "corpus" / "enwiki"))
-    ap.add_argument("--blimp", default=str(REPO.parent / "shared" / "data" / "blimp"))
+    ap.add_argument("--data", default=str(shared_data_dir() / "corpus" / "enwiki"))
+    ap.add_argument("--blimp", default=str(shared_data_dir() / "blimp"))
     ap.add_argument("--work", default=str(REPO / "runs" / "ladder"))
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "stabiliser_ladder.md"))
     return ap.parse_args(argv)
