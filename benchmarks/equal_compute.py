@@ -270,8 +270,8 @@ def stage_health(args) -> None:
         import torch
 
         trainer = torch.load(run_dir / "state" / "trainer.pt", map_location="cpu", weights_only=False)
-        summary = {"source": source, "steps": train[-1]["step"], "tokens": train[-1]["tokens"],
-                   "minutes": train[-1]["elapsed_s"] / 60, "warm_start": trainer.get("warm_start"), **health}
+        summary = {"source": source, "steps": trainer["step"], "tokens": trainer["tokens"],  # the last checkpoint's
+                   "minutes": trainer["elapsed"] / 60, "warm_start": trainer.get("warm_start"), **health}
         (work / "health" / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"{name} ({source}; {summary['tokens']:,} tokens): "
               + ", ".join(f"{k[4:]} {v:.3f}" for k, v in health.items() if k in HEALTH_KEYS), flush=True)

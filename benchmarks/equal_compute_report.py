@@ -260,7 +260,7 @@ def write_report(args, commands: list[str]) -> None:
                       "atis_wer": {m: row[row["chosen"]]["test"] for m, row in atis.get(name, {}).items()},
                       "glue_average": avg}
         warm_tokens = f" ({warm['tokens']:,})" if warm else ""
-        lines.append(f"| {name} | {recipe.objective} | {recipe_text} | {train[-1]['step']:,} | {h['tokens']:,}{warm_tokens} "
+        lines.append(f"| {name} | {recipe.objective} | {recipe_text} | {h.get('steps', train[-1]['step']):,} | {h['tokens']:,}{warm_tokens} "
                      f"| {h['tokens'] / max(60 * h['minutes'], 1e-9):,.0f} | {fmt(h.get('val_disc_auc'), 1, 3)} "
                      f"| {fmt(h.get('val_energy_auc'), 1, 3)} | {fmt(h.get('val_unigram_noise_auc'), 1, 3)} "
                      f"| {fmt(h.get('val_token_cosine'), 1, 3)} | {fmt(h.get('val_gen_nll'), 1, 2)} "
