@@ -293,7 +293,7 @@ def write_report(args, commands: list[str]) -> None:
         n = next(iter(next(iter(blimp.values())).values()))
         lines.append(f"\nThe first {n['pairs_per_set']} pairs of each of the 12 sets ({n['overall']['pairs']:,} pairs); "
                      "time: scoring alone (model loaded and warmed up), 2 threads, one method after another; CPU busy "
-                     "before: the share of both cores in use in the second before the timing began. Interval: paired bootstrap over the pairs ({BOOTSTRAP['resamples']:,} resamples, "
+                     f"before: the share of both cores in use in the second before the timing began. Interval: paired bootstrap over the pairs ({BOOTSTRAP['resamples']:,} resamples, "
                      f"seed {BOOTSTRAP['seed']}).")
     if atis:
         lines += ["", f"## ATIS reranking, adapted (the adaptation recipe, {args.atis_epochs:g} epochs)", "",
