@@ -2,16 +2,20 @@
 
     python -m training.pretrain --objective electric --preset tiny \\
         --data ../shared/data/corpus/enwiki --tokenizer runs/tok --time-budget 20 --out runs/electric-tiny
+    # at CPU budgets: the first 40% of the time on MLM, then ELECTRA on its encoder (docs/pretraining.md)
+    python -m training.pretrain --objective electra --warm-start 0.4 --gen-lr 1e-3 --time-budget 90 ...
     torchrun --nproc_per_node=8 -m training.pretrain --objective electra --preset small --data ... --out ...
 
 Writes OUT/discriminator/ (ElectraForPreTraining), OUT/generator/ (ElectraForMaskedLM, or the
 two-tower ElectricForClozeLM; for --objective mlm the full-size masked LM), OUT/config.json (the run's
 `RunConfig`: the model and recipe at the top level, the run's settings under "run"), OUT/metrics.jsonl and
-OUT/state/ for --resume. Ctrl-C saves a checkpoint and exits.
+OUT/state/ for --resume, and with --warm-start OUT/warm_start/ (the MLM of the first stage). Ctrl-C saves a
+checkpoint and exits.
 
 `main` resolves the command line into one frozen `RunConfig` (`resolve_run`); `train` runs it top to bottom:
 `setup` (data, model, optimizer), `start_or_resume` (trainer state, run directory, config.json), `take_steps`
-(the loop: `optimizer_step`, logging, `evaluate_and_log`, `checkpoint`), `finish`.
+(the loop: `optimizer_step`, logging, `evaluate_and_log`, `checkpoint`), with a warm start `switch_to_objective`
+and `take_steps` again, then `finish`.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ CALIBRATION_STEPS = 5  # a --time-budget run refits its schedule length every th
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = parse_args(argv, __doc__)
     try:
         run = resolve_run(args)
         tokenizer = load_tokenizer(run.tokenizer)

@@ -24,26 +24,12 @@ from electric.pretraining.data import DataError
 from training.init_from import adopt_architecture, init_source, masked_lm_source
 from training.run_dir import prepare_out_dir
 
-USAGE = """Pretrain an ELECTRA, Electric or MLM encoder from raw text.
-
-    python -m training.pretrain --objective electric --preset tiny \\
-        --data ../shared/data/corpus/enwiki --tokenizer runs/tok --time-budget 20 --out runs/electric-tiny
-    torchrun --nproc_per_node=8 -m training.pretrain --objective electra --preset small --data ... --out ...
-
-Writes OUT/discriminator/ (ElectraForPreTraining), OUT/generator/ (ElectraForMaskedLM, or the
-two-tower ElectricForClozeLM; for --objective mlm the full-size masked LM), OUT/config.json (the run's
-`RunConfig`: the model and recipe at the top level, the run's settings under "run"), OUT/metrics.jsonl and
-OUT/state/ for --resume. Ctrl-C saves a checkpoint and exits.
-
-`main` resolves the command line into one frozen `RunConfig` (`resolve_run`); `train` runs it top to bottom:
-`setup` (data, model, optimizer), `start_or_resume` (trainer state, run directory, config.json), `take_steps`
-(the loop: `optimizer_step`, logging, `evaluate_and_log`, `checkpoint`), `finish`.
-"""
 INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m training.pretrain", description=USAGE,
+def parse_args(argv: list[str] | None = None, description: str | None = None) -> argparse.Namespace:
+    """The command line; `description` heads --help (training.pretrain passes its own docstring)."""
+    ap = argparse.ArgumentParser(prog="python -m training.pretrain", description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--objective", choices=OBJECTIVES, default="electric",
                     help="mlm = BERT baseline; electra = replaced-token detection; electric = energy-based "
