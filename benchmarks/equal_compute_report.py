@@ -307,6 +307,9 @@ def write_report(args, commands: list[str]) -> None:
                 c = row[row["chosen"]]
                 lines.append(f"| {name} | {method} | {row['chosen']} | {c['test']:.2f}% | {c['dev']:.2f}% | "
                              f"{row['test_seconds']:.1f} |")
+        lines.append("\nAdaptation: `training.pretrain --init-from RUN` with the run's objective on the ATIS adaptation text "
+                     f"({args.atis_epochs:g} epochs, lr 1e-3, one thread), the generator trained jointly in every run (a "
+                     "frozen-generator run's full-size stage-1 MLM is trained too: --init-from has no frozen mode).")
         lines.append("\nScoring times: one thread, beside a fine-tuning lane (not alone; the BLiMP times are the speed "
                      "figures). Only adapted models are scored (in the defaults study neither unadapted LM added "
                      "anything over the word bonus).")
