@@ -59,6 +59,8 @@ def measure(code: Path, objective: str, flags: list[str], args, work: Path) -> d
            "--num-proc", "2", *flags]
     if code == REPO and "--threads" not in flags:
         cmd += ["--threads", str(args.threads)]
+    if code == REPO and objective != "mlm" and "--warm-start" not in flags:
+        cmd += ["--warm-start", "0"]  # the objective's own step, not tiny ELECTRA's default MLM warm start
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": str(args.threads),
            "TOKENIZERS_PARALLELISM": "false"}
     p = subprocess.run(cmd, cwd=code, env=env, capture_output=True, text=True)

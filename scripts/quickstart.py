@@ -3,12 +3,15 @@
     python scripts/quickstart.py                      # data from ../shared/data
     python scripts/quickstart.py --minutes 5 --data my_corpus.txt --shared /path/to/shared/data
 
-1. train a WordPiece tokenizer and a `tiny` Electric model (fp32, `--minutes` of training) on
-   Wikipedia text plus two thirds of the ATIS training references (in-domain text is what helps a small
-   model rerank; DESIGN §4);
-   and print one line on what its health figures mean (docs/pretraining.md "Training health");
-2. export it to ONNX with int8 quantisation (`electric export`), checking parity on and fitting /v1/detect's
-   calibration to real sentences (SST-2 dev from the shared data), loud when the calibration saw too few tokens;
+1. train a WordPiece tokenizer and a `tiny` Electric model (`--minutes` of training; its two-tower cloze model
+   at its own lr, --gen-lr 1e-3) on Wikipedia text plus two thirds of the ATIS training references (in-domain
+   text is what helps a small model rerank; DESIGN §4); and print one line on what its health figures mean
+   (docs/pretraining.md "Training health");
+2. export the scorer to ONNX with int8 quantisation (`electric export`), checking parity on real sentences (SST-2
+   dev from the shared data): by default the cloze model (`--scorer cloze`: log q(x_t | x without t) at every
+   token in one pass, the best one-pass reranker measured on ATIS, BENCHMARKS.md "Equal compute v3"), or the
+   energy model (`--scorer electric`, with /v1/detect's calibration fitted on those sentences, loud when it saw
+   too few tokens);
 3. start `electric serve` on a loopback port;
 4. POST the other third of the ATIS training n-best lists to /v1/rerank to get LM scores (and to /v1/score
    for the pieces each hypothesis has), tune the weights on them (electric.evaluation.nbest.tune_guarded), then
@@ -81,7 +84,7 @@ def train(args, work: Path, text_files: list[str]) -> Path:
     run = work / "electric-tiny"
     log(f"pretraining a tiny Electric model for {args.minutes:g} minutes ({args.precision})")
     rc = pretrain(["--objective", "electric", "--preset", "tiny", "--data", *text_files, "--tokenizer", str(tok),
-                   "--out", str(run), "--time-budget", str(args.minutes), "--precision", args.precision,
+                   "--out", str(run), "--time-budget", str(args.minutes), "--precision", args.precision, "--gen-lr", "1e-3",
                    "--num-proc", "1", "--overwrite", "--max-seq-length", "64", "--warmup-steps", "100"])
     if rc != 0:
         raise SystemExit(f"pretraining failed ({rc})")
@@ -116,19 +119,21 @@ def health_line(run: Path) -> str | None:
             '"Training health"')
 
 
-def export(run: Path, work: Path, shared: Path) -> Path:
+def export(run: Path, scorer: str, onnx_dir: Path, shared: Path) -> Path:
     from electric.export.exporter import export_model
 
-    out = work / "electric-tiny-onnx"
+    out = onnx_dir
+    model = run / ("generator" if scorer == "cloze" else "discriminator")
     sentences = shared / "glue" / "sst2" / "dev.tsv"  # real held-out text for parity and the calibration
-    log(f"exporting {run / 'discriminator'} to ONNX (fp32 + int8) -> {out}; parity and /v1/detect's calibration "
+    what = "parity" if scorer == "cloze" else "parity and /v1/detect's calibration"
+    log(f"exporting {model} to ONNX (fp32 + int8) -> {out}; {what} "
         f"on {sentences if sentences.is_file() else 'built-in sentences (no ' + str(sentences) + ')'}")
 
     def loud(msg: str) -> None:  # the export's progress is noise here, its warnings are not
         if "warning" in msg.lower():
             log(msg)
 
-    export_model(run / "discriminator", out, quantize="int8", overwrite=True, default_sentences=sentences, log=loud)
+    export_model(model, out, quantize="int8", overwrite=True, default_sentences=sentences, log=loud)
     return out
 
 
@@ -247,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                     help="auto (default): bf16 autocast on GPUs and CPUs with native bf16 (AVX-512 BF16/AMX), fp32 "
                          "elsewhere (on AVX2-only CPUs bf16 is far slower than fp32)")
+    ap.add_argument("--scorer", choices=("cloze", "electric"), default="cloze",
+                    help="what the server scores with: cloze (default; the cloze model's log q, one pass) or electric "
+                         "(the energy model's -s_t, one pass)")
     ap.add_argument("--utterances", type=int, default=100, help="ATIS test utterances to rerank (default 100)")
     ap.add_argument("--work", default=str(REPO / "runs" / "quickstart"))
     ap.add_argument("--retrain", action="store_true", help="train again even if --work has a model")
@@ -259,13 +267,14 @@ def main(argv: list[str] | None = None) -> int:
     atis_test = read_lists(nbest_dir / "atis_test.whisper5best.json")[: args.utterances]
     dev = atis_train[len(atis_train) * 2 // 3:]  # the references not used for training
 
-    onnx_dir = work / "electric-tiny-onnx"
-    if args.retrain or not (onnx_dir / "electric.json").is_file():
+    onnx_dir = work / ("electric-tiny-cloze-onnx" if args.scorer == "cloze" else "electric-tiny-onnx")
+    run = work / "electric-tiny"
+    if args.retrain or not (run / "state" / "trainer.pt").is_file():
         run = train(args, work, prepare_text(args, work, atis_train))
-        onnx_dir = export(run, work, Path(args.shared))
     else:
-        run = work / "electric-tiny"
-        log(f"reusing {onnx_dir} (pass --retrain to train again)")
+        log(f"reusing {run} (pass --retrain to train again)")
+    if args.retrain or not (onnx_dir / "electric.json").is_file():
+        onnx_dir = export(run, args.scorer, onnx_dir, Path(args.shared))
     line = health_line(run)
     if line:
         log(line)

@@ -196,3 +196,12 @@ def test_the_resume_flags_do_not_include_the_recipe():
     from electric.pretraining.config import RESUME_FLAGS
 
     assert not {"warm_start", "gen_lr", "generator_mode", "temperature_start"} & set(RESUME_FLAGS)
+
+
+def test_tiny_electra_warm_starts_by_default_unless_told_otherwise_or_given_weights():
+    cfg = resolve_config("tiny", "electra")
+    assert (cfg.warm_start, cfg.gen_lr, cfg.lr) == (0.4, 1e-3, 1e-4)
+    assert resolve_config("tiny", "electra", {"warm_start": 0.0}).warm_start == 0.0  # from scratch
+    assert resolve_config("tiny", "electra", {"init_from": "runs/mlm"}).warm_start == 0.0  # its weights instead
+    assert resolve_config("small", "electra").warm_start == 0.0  # GPU-scale presets: the paper's recipe
+    assert resolve_config("tiny", "electric").warm_start == 0.0

@@ -87,9 +87,15 @@ def export_onnx(model, path: Path, *, opset: int = DEFAULT_OPSET, exporter: str 
         elif exporter == "dynamo":
             batch, seq = torch.export.Dim("batch", min=1, max=4096), torch.export.Dim("sequence", min=2, max=4096)
             shapes = {name: {0: batch, 1: seq} for name in inputs}
-            program = torch.onnx.export(wrapper, args, input_names=list(inputs), output_names=[output],
-                                        dynamic_shapes=shapes, opset_version=max(opset, 18), dynamo=True,
-                                        optimize=True, verbose=False)
+            registry_log = logging.getLogger("torch.onnx._internal.exporter._registration")
+            level = registry_log.level
+            registry_log.setLevel(logging.ERROR)  # "torchvision is not installed": ops no ELECTRA graph has
+            try:
+                program = torch.onnx.export(wrapper, args, input_names=list(inputs), output_names=[output],
+                                            dynamic_shapes=shapes, opset_version=max(opset, 18), dynamo=True,
+                                            optimize=True, verbose=False)
+            finally:
+                registry_log.setLevel(level)
             program.save(str(path))
         else:
             raise ValueError(f"exporter {exporter!r}: expected 'legacy' or 'dynamo'")

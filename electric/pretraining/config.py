@@ -220,8 +220,13 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 # Where a preset's value does not suit one objective. MLM has no discriminator to keep healthy, and at `tiny`
 # it reaches at 3.8M tokens with lr 1e-3 the NLL that the discriminators' 1e-4 gives it at 30M (BENCHMARKS.md,
-# "three diagnostics").
-OBJECTIVE_PRESETS: dict[tuple[str, str], dict[str, Any]] = {("tiny", "mlm"): dict(lr=1e-3)}
+# "three diagnostics"). ELECTRA at `tiny` (CPU budgets) warm-starts from MLM: in the v3 study (90 minutes, side by
+# side) 40% MLM then ELECTRA with its generator at 1e-3 was never flagged collapsed and beat ELECTRA from scratch
+# on every measure (BENCHMARKS.md, "Equal compute v3"); --warm-start 0 trains from scratch.
+OBJECTIVE_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
+    ("tiny", "mlm"): dict(lr=1e-3),
+    ("tiny", "electra"): dict(warm_start=0.4, gen_lr=1e-3),
+}
 
 
 def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None = None) -> PretrainConfig:
@@ -231,7 +236,10 @@ def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     values: dict[str, Any] = {"objective": objective, "preset": preset, **PRESETS[preset],
                               **OBJECTIVE_PRESETS.get((preset, objective), {})}
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if given.get("init_from") and "warm_start" not in given:  # --init-from gives the first weights instead
+        values["warm_start"] = 0.0
+    values.update(given)
     return PretrainConfig.from_dict(values)
 
 
