@@ -204,4 +204,5 @@ def test_tiny_electra_warm_starts_by_default_unless_told_otherwise_or_given_weig
     assert resolve_config("tiny", "electra", {"warm_start": 0.0}).warm_start == 0.0  # from scratch
     assert resolve_config("tiny", "electra", {"init_from": "runs/mlm"}).warm_start == 0.0  # its weights instead
     assert resolve_config("small", "electra").warm_start == 0.0  # GPU-scale presets: the paper's recipe
-    assert resolve_config("tiny", "electric").warm_start == 0.0
+    electric = resolve_config("tiny", "electric")
+    assert (electric.warm_start, electric.gen_lr, electric.lr) == (0.0, 1e-3, 1e-4)  # the cloze model at its own lr
