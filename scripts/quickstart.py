@@ -4,7 +4,7 @@
     python scripts/quickstart.py --minutes 5 --data my_corpus.txt --shared /path/to/shared/data
 
 1. train a WordPiece tokenizer and a `tiny` Electric model (`--minutes` of training; its two-tower cloze model
-   at its own lr, --gen-lr 1e-3) on Wikipedia text plus two thirds of the ATIS training references (in-domain
+   at its own lr, 1e-3 at `tiny`) on Wikipedia text plus two thirds of the ATIS training references (in-domain
    text is what helps a small model rerank; DESIGN §4); and print one line on what its health figures mean
    (docs/pretraining.md "Training health");
 2. export the scorer to ONNX with int8 quantisation (`electric export`), checking parity on real sentences (SST-2
@@ -84,7 +84,7 @@ def train(args, work: Path, text_files: list[str]) -> Path:
     run = work / "electric-tiny"
     log(f"pretraining a tiny Electric model for {args.minutes:g} minutes ({args.precision})")
     rc = pretrain(["--objective", "electric", "--preset", "tiny", "--data", *text_files, "--tokenizer", str(tok),
-                   "--out", str(run), "--time-budget", str(args.minutes), "--precision", args.precision, "--gen-lr", "1e-3",
+                   "--out", str(run), "--time-budget", str(args.minutes), "--precision", args.precision,
                    "--num-proc", "1", "--overwrite", "--max-seq-length", "64", "--warmup-steps", "100"])
     if rc != 0:
         raise SystemExit(f"pretraining failed ({rc})")
