@@ -26,8 +26,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
 from electric.hardware import cpu_description  # noqa: E402
+from electric.shared_data import shared_data_dir  # noqa: E402
 
 DEFAULT_VARIANTS = ["mlm", "electra", "electric"]
 
@@ -38,7 +38,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="'OBJECTIVE [pretrain flags]' each (default: the three objectives, default flags)")
     ap.add_argument("--baseline-rev", help="also run each objective with the code of this git revision")
     ap.add_argument("--tokenizer", default=str(REPO / "runs" / "tok8k"), help="tokenizer directory (default runs/tok8k)")
-    ap.add_argument("--data", nargs="+", default=[str(REPO.parent / "shared" / "data" / "corpus" / "enwiki")],
+    ap.add_argument("--data", nargs="+", default=[str(shared_data_dir() / "corpus" / "enwiki")],
                     help="training text (default: the whole Wikipedia corpus, so the data order costs what it does "
                          "in a real run)")
     ap.add_argument("--steps", type=int, default=30, help="optimizer steps per variant (default 30)")

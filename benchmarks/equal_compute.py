@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.equal_compute_report import HEALTH_KEYS, RANDOM, read_metrics, write_report  # noqa: E402
 from benchmarks.glue_compare import TASK_DIRS, finetune_argv  # noqa: E402
+from electric.shared_data import shared_data_dir  # noqa: E402
 
 ADAPT_RECIPE = REPO / "scripts" / "adapt_recipe.py"
 _spec = importlib.util.spec_from_file_location("adapt_recipe", ADAPT_RECIPE)
@@ -83,7 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--study", default="defaults", choices=list(STUDIES), help="the set of recipes (default: defaults)")
     ap.add_argument("--runs", nargs="+", metavar="NAME", help="only these recipes of the study")
     ap.add_argument("--work", help="everything goes here (default: runs/equal-compute, runs/equal-compute-STUDY)")
-    ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the project's data folder")
+    ap.add_argument("--shared", default=str(shared_data_dir()), help="the project's data folder")
     ap.add_argument("--minutes", type=float, default=90.0, help="pretraining budget of each run (default 90)")
     ap.add_argument("--tokenizer", help="tokenizer directory (default: WORK/tok, trained with --vocab-size)")
     ap.add_argument("--vocab-size", type=int, default=8000,

@@ -26,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from electric.shared_data import shared_data_dir  # noqa: E402
 from training import finetune  # noqa: E402
 
 TASK_DIRS = {"sst2": "glue/sst2", "cola": "glue/cola", "mrpc": "glue/mrpc", "stsb": "glue/stsb", "rte": "glue/rte"}
@@ -46,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="skip the randomly initialised encoder (built like the first --runs entry)")
     ap.add_argument("--tasks", nargs="+", default=list(TASK_DIRS), choices=list(TASK_DIRS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"), help="folder holding glue/")
+    ap.add_argument("--data", default=str(shared_data_dir()), help="folder holding glue/")
     ap.add_argument("--max-train-examples", type=int, help="fixed seeded training sample per task")
     ap.add_argument("--max-eval-examples", type=int, help="first N dev examples per task")
     ap.add_argument("--epochs", type=int, help="epochs for every task (default: finetune's, 3 / 10 for RTE, STS-B)")
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     models: dict[str, tuple[str, bool]] = {}
     for run in args.runs:
         try:
-            finetune.resolve_model_dir(run)
+            finetune.encoder_dir(run)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

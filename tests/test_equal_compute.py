@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import equal_compute as ec  # noqa: E402
+from electric.shared_data import shared_data_dir  # noqa: E402
 
 # the four commands the v3 study was launched with (runs/ec4/COMMANDS, 2026-11-25)
 V3_COMMANDS = [
@@ -23,7 +24,7 @@ V3_COMMANDS = [
 
 def test_v3_study_launches_exactly_its_four_commands():
     a = ec.parse_args(["train", "--study", "v3", "--work", str(ec.REPO / "runs" / "ec4"),
-                       "--shared", str(ec.REPO.parent / "shared" / "data")])
+                       "--shared", str(shared_data_dir())])
     assert [shlex.join(ec.pretrain_command(a, n, r)) for n, r in a.recipes.items()] == V3_COMMANDS
     assert a.glue_models == list(a.recipes)  # no random init: v3 reuses the defaults study's row
     assert a.out.endswith("benchmarks/results/equal_compute_v3.md")

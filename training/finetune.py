@@ -123,10 +123,6 @@ def encoder_dir(path: str) -> Path:
     return d
 
 
-# TODO(issue 23): the old name, kept only for benchmarks/glue_compare.py (owned elsewhere right now), which calls
-# finetune.resolve_model_dir(run); remove once it calls encoder_dir: electric.checkpoint.resolve_model_dir is the
-# one resolve_model_dir.
-resolve_model_dir = encoder_dir
 
 
 def build_task(args: argparse.Namespace) -> tuple[Task, TaskData]:
