@@ -107,8 +107,9 @@ def nbest_lists(n: int, count: int) -> list[list[str]]:
 def raw_runtime(model: Path, texts: list[str], seconds: float, threads: int | None) -> dict:
     from electric.batching import pad_rows, plan_batches
     from electric.inference.classify import classify_row
+    from electric.inference.encoding import encode
     from electric.inference.runtime import OnnxBackend
-    from electric.inference.scoring import electric_score, encode
+    from electric.inference.scoring import electric_score
 
     be = OnnxBackend(model, threads=threads)
     if be.labels is None:  # a discriminator: the library's score

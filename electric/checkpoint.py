@@ -127,9 +127,9 @@ class WordPieceTokenizer:
     """A BERT/ELECTRA tokenizer from tokenizer.json on the Rust `tokenizers` library alone - no transformers, so
     no torch: what inference reads of a tokenizer (the Rust `backend_tokenizer`, the special tokens and their
     ids), under transformers' attribute names. It tokenises as `load_tokenizer`'s tokenizer does
-    (tests/test_server_tokenize.py compares them); encode with `electric.inference.scoring.encode`."""
+    (tests/test_server_tokenize.py compares them); encode with `electric.inference.encoding.encode`."""
 
-    is_fast = True  # electric.inference.scoring.encode asks
+    is_fast = True  # electric.inference.encoding.encode asks
 
     def __init__(self, backend_tokenizer, special_tokens: dict[str, str], split_special_tokens: bool = False,
                  where: str = "tokenizer"):

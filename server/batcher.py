@@ -36,7 +36,8 @@ import numpy as np
 
 from electric.batching import length_bucket, pad_rows, pad_values
 from electric.inference import classify
-from electric.inference.scoring import METHODS_OF_KIND, Encoded, InputTooLongError
+from electric.inference.encoding import Encoded, InputTooLongError
+from electric.inference.scoring import METHODS_OF_KIND
 from server import pipelines
 from server.errors import BackendError, ServerError, Timeout, ValidationError
 from server.metrics import Metrics

@@ -1,6 +1,6 @@
 """What each route does before and after the forward pass, per input, as pure functions.
 
-Before: `encode_requests` tokenises a round of requests (texts as `electric.inference.scoring.encode` does them,
+Before: `encode_requests` tokenises a round of requests (texts as `electric.inference.encoding.encode` does them,
 pairs as fine-tuning does). After: `post_score`, `post_detect`, `post_classify` and `post_tags` make the function
 that turns one input's row of logits into its result, calling the library (`score_row`, `electra_detect`,
 `electric.inference.classify`) so the server computes exactly what `electric score` computes; the engine reranks
@@ -17,15 +17,14 @@ import numpy as np
 
 from electric.inference import classify
 from electric.inference.calibration import Calibration
-from electric.inference.scoring import (
+from electric.inference.encoding import (
     Encoded,
     InputTooLongError,
-    electra_detect,
     encode_capped,
     from_encoding,
     rust_tokenizer,
-    score_row,
 )
+from electric.inference.scoring import electra_detect, score_row
 
 Post = Callable[[Any, np.ndarray], Any]  # (one input's encoding, its row of logits) -> its result
 
@@ -49,7 +48,7 @@ def encode_requests(tokenizer, requests: Sequence[tuple[Sequence[str | tuple[str
     """Tokenise the inputs of many requests - each (inputs, truncate), the inputs all texts or all (a, b)
     pairs - with ONE call of the Rust batch encoder. Per request: its `Encoded` / `PairEncoded` items, or
     the `InputTooLongError` of its first input over `max_length` tokens when it did not ask to truncate.
-    Texts are encoded as `electric.inference.scoring.encode` does them (truncation keeps the first pieces); pairs as
+    Texts are encoded as `electric.inference.encoding.encode` does them (truncation keeps the first pieces); pairs as
     fine-tuning does (token type ids 0 / 1, longest-first truncation)."""
     flat = [x if isinstance(x, str) else tuple(x) for inputs, _ in requests for x in inputs]
     encodings, cut = _encode(rust_tokenizer(tokenizer), flat, max_length)

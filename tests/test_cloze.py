@@ -12,7 +12,8 @@ import pytest
 from electric.checkpoint import CheckpointError
 from electric.cli import main
 from electric.inference.backend import TorchBackend
-from electric.inference.scoring import Scorer, check_model_dir, cloze_score, encode, load_scorer, score_row
+from electric.inference.encoding import encode
+from electric.inference.scoring import Scorer, check_model_dir, cloze_score, load_scorer, score_row
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,7 +13,7 @@ import pytest
 from electric.batching import length_bucket, pad_columns, pad_rows, pad_values, plan_batches
 from electric.checkpoint import CheckpointError, resolve_model_dir, run_parts
 from electric.inference.classify import classify_row, label_names, softmax, tag_row
-from electric.inference.scoring import Encoded
+from electric.inference.encoding import Encoded
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words, word_groups
 
 

@@ -51,7 +51,7 @@ def hf_tokenizer(model_dir: Path):
 
 def encode(be, texts, max_length=128):
     """Padded batches made by the transformers tokenizer of `be`'s directory (an OnnxBackend's own tokenizer is
-    the Rust one alone, for electric.inference.scoring.encode)."""
+    the Rust one alone, for electric.inference.encoding.encode)."""
     enc = hf_tokenizer(be.model_dir)(texts, padding=True, truncation=True, max_length=max_length,
                                      return_tensors="np", return_special_tokens_mask=True)
     cand = enc["attention_mask"].astype(bool) & ~enc["special_tokens_mask"].astype(bool)

@@ -9,14 +9,13 @@ import pytest
 import torch
 from conftest import require_shared
 
+from electric.inference.encoding import InputTooLongError, encode
 from electric.inference.masked_lm import load_masked_lm
 from electric.inference.scoring import (
-    InputTooLongError,
     MaskedLMScorer,
     Scorer,
     electra_detect,
     electra_score,
-    encode,
     load_scorer,
     plan_batches,
     run_logits,

@@ -246,7 +246,7 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
 def test_classify_texts_pairs_regression_and_tags(http, channel, models):
     from electric.batching import pad_rows
     from electric.inference.backend import load_backend
-    from electric.inference.scoring import encode
+    from electric.inference.encoding import encode
 
     texts = ["a gripping, beautifully acted film", "a tedious mess"]
     body = http.post("/v1/classify", json={"model": "sst2", "texts": texts}).json()

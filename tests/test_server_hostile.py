@@ -24,8 +24,8 @@ from conftest import GRPC_AUTH, KEY
 
 from electric.checkpoint import load_tokenizer
 from electric.evaluation.nbest import NBestList, Weights, rerank_lists
-from electric.inference import scoring
-from electric.inference.scoring import (
+from electric.inference import encoding
+from electric.inference.encoding import (
     CAP_CHARS_PER_TOKEN,
     InputTooLongError,
     encode,
@@ -88,7 +88,7 @@ class CountingTokenizer:
 
 def test_truncation_tokenises_a_bounded_prefix_of_a_huge_text(tok, monkeypatch):
     counting = CountingTokenizer(rust_tokenizer(tok))
-    monkeypatch.setattr(scoring, "rust_tokenizer", lambda *_: counting)
+    monkeypatch.setattr(encoding, "rust_tokenizer", lambda *_: counting)
     huge = "a " * 500_000
     [enc] = encode(tok, [huge], 64, truncate=True)
     assert enc.truncated and enc.length == 64

@@ -1,4 +1,4 @@
-"""Tokenisation through the Rust batch encoder: `electric.inference.scoring.encode` and the engine's rounds give what the
+"""Tokenisation through the Rust batch encoder: `electric.inference.encoding.encode` and the engine's rounds give what the
 transformers tokenizer call they replaced gave (ids, offsets, word ids, token types, truncation), one encoder call
 serves many concurrent requests, and the errors are unchanged: a request fails on its first input over the
 limit, named as before, and its neighbours in the round are not affected."""
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from electric.checkpoint import load_tokenizer
-from electric.inference.scoring import Encoded, InputTooLongError, Scorer, encode
+from electric.inference.encoding import Encoded, InputTooLongError, encode
+from electric.inference.scoring import Scorer
 from server import pipelines
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -98,7 +98,7 @@ def _run(fn, args) -> int:
     """Run a subcommand; input errors become one line on stderr and exit status 2."""
     from electric.checkpoint import CheckpointError, MissingExtra
     from electric.evaluation.nbest import NBestError
-    from electric.inference.scoring import InputTooLongError
+    from electric.inference.encoding import InputTooLongError
 
     prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
     try:
@@ -176,7 +176,8 @@ def cmd_score(args) -> int:
     total = check_text_file(src) if src != "-" else None
     from tqdm.auto import tqdm
 
-    from electric.inference.scoring import InputTooLongError, MaskedLMScorer
+    from electric.inference.encoding import InputTooLongError
+    from electric.inference.scoring import MaskedLMScorer
 
     scorer = _load_scorer(args)
     where = "stdin" if src == "-" else src

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from electric.inference.scoring import Encoded
+from electric.inference.encoding import Encoded
 from electric.words import word_groups
 
 
