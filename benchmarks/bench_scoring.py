@@ -58,7 +58,7 @@ def sentences_of_length(tokenizer, n: int, length: int, corpus: Path) -> list[st
 
 
 def get_tokenizer(path: str | None, workdir: Path):
-    from electric.checkpoint import load_tokenizer
+    from electric.tokenization import load_tokenizer
 
     if path:
         return load_tokenizer(path), path

@@ -285,10 +285,10 @@ def reevaluate(args, run_dir: Path) -> dict:
 
     import torch
 
-    from electric.checkpoint import load_tokenizer
     from electric.pretraining.config import RunConfig
     from electric.pretraining.data import build_datasets
     from electric.pretraining.modeling import SpecialIds
+    from electric.tokenization import load_tokenizer
     from training.evaluation import evaluate, unigram_baseline
     from training.pretrain import stage_model
 

@@ -25,13 +25,13 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from electric.checkpoint import load_tokenizer  # noqa: E402
 from electric.hardware import cpu_description, resolve_precision  # noqa: E402
 from electric.pretraining import health  # noqa: E402
 from electric.pretraining.config import resolve_config  # noqa: E402
 from electric.pretraining.data import build_datasets  # noqa: E402
 from electric.pretraining.modeling import PretrainingModel, SpecialIds  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
+from electric.tokenization import load_tokenizer  # noqa: E402
 from training.batches import collate  # noqa: E402
 from training.evaluation import unigram_baseline  # noqa: E402
 

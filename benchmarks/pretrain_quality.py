@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from electric.checkpoint import load_tokenizer  # noqa: E402
 from electric.pretraining.config import PretrainConfig  # noqa: E402
 from electric.pretraining.data import build_datasets  # noqa: E402
+from electric.tokenization import load_tokenizer  # noqa: E402
 
 
 def read_run(run: Path) -> tuple[PretrainConfig, list[dict], list[dict]]:

@@ -74,7 +74,7 @@ def electra_export(electra_run, sst2_halves, tmp_path_factory) -> Path:
 def held_out(export_dir: Path, run: Path, sentences: list[str]) -> tuple[float, float, float]:
     """(mean calibrated probability, replaced fraction, mean raw sigma(s)) over the candidate tokens of
     `sentences` corrupted by the run's generator with a seed the export never used."""
-    from electric.checkpoint import load_tokenizer  # the export's own tokenizer is the Rust one alone
+    from electric.tokenization import load_tokenizer  # the export's own tokenizer is the Rust one alone
 
     backend = load_backend(export_dir)
     settings = run_settings(run / "generator")
@@ -97,7 +97,7 @@ def test_platt_fit_recovers_the_generating_map_and_matches_the_base_rate():
 
 
 def test_corruption_replaces_about_mask_prob_of_the_candidate_tokens_only(electra_run, tokenizer_dir):
-    from electric.checkpoint import load_tokenizer
+    from electric.tokenization import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
     sents = ["the river flows past the old mill and into the sea", "a short sentence"]
@@ -115,8 +115,8 @@ def test_a_calibration_fitted_on_too_few_tokens_is_flagged_loudly(electra_run, t
     import torch
     from transformers import ElectraForPreTraining
 
-    from electric.checkpoint import load_tokenizer
     from electric.export.calibration import MIN_FIT_TOKENS, fit_calibration
+    from electric.tokenization import load_tokenizer
 
     disc = ElectraForPreTraining.from_pretrained(electra_run / "discriminator").eval()
 

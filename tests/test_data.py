@@ -55,7 +55,7 @@ def test_resolve_files_expands_dirs_and_globs_and_rejects_bad_paths(tmp_path):
 
 
 def test_build_datasets_on_real_wiki_text(wiki_sample, tokenizer_dir, tmp_path):
-    from electric.checkpoint import load_tokenizer
+    from electric.tokenization import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
     kw = dict(max_seq_length=64, val_sequences=20, num_proc=1, cache_dir=str(tmp_path))

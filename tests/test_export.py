@@ -12,11 +12,12 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from electric.checkpoint import MANIFEST, load_tokenizer  # noqa: E402
+from electric.checkpoint import MANIFEST  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
 from electric.export import exporter as ex  # noqa: E402
 from electric.export import graph, parity  # noqa: E402
 from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
+from electric.tokenization import load_tokenizer  # noqa: E402
 
 
 def no_leftovers(parent: Path) -> bool:

@@ -118,8 +118,8 @@ def test_tagging_end_to_end_maps_pieces_back_to_words(disc_dir, tmp_path):
 
     # word-level prediction: one tag per word, whatever the number of pieces, and a word cut by
     # truncation gets the fallback tag and is counted
-    from electric.checkpoint import load_tokenizer
     from electric.evaluation.tasks import Example
+    from electric.tokenization import load_tokenizer
 
     tok = load_tokenizer(out)
     words = ["Unbelievably", "long", "words", "here"] * 10

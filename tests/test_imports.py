@@ -75,9 +75,9 @@ def test_the_library_imports_neither_the_server_nor_training():
 
 
 # The library's layers (README "Layout", docs/architecture.md): each may import the ones listed, nothing else of
-# the library. The shared modules (checkpoint, textio, hardware, batching, words) import no layer.
-SHARED = {"electric", "electric.checkpoint", "electric.textio", "electric.hardware", "electric.batching", "electric.words",
-          "electric.shared_data"}
+# the library. The shared modules (checkpoint, tokenization, textio, hardware, batching, words) import no layer.
+SHARED = {"electric", "electric.checkpoint", "electric.tokenization", "electric.textio", "electric.hardware",
+          "electric.batching", "electric.words", "electric.shared_data"}
 LAYERS = {
     "electric.evaluation": set(),  # scores come in as numbers
     "electric.inference": {"electric.pretraining"},  # the torch path of the cloze model: its forward pass lives there
@@ -138,11 +138,12 @@ def test_torch_only_features_say_which_extra_to_install(disc_dir, monkeypatch):
     from electric import checkpoint
     from electric.inference.backend import TorchBackend
     from electric.inference.masked_lm import load_masked_lm
+    from electric.tokenization import load_tokenizer
 
     real = checkpoint.importlib.util.find_spec
     monkeypatch.setattr(checkpoint.importlib.util, "find_spec",
                         lambda name, *a: None if name in TORCH else real(name, *a))
-    for load in (TorchBackend, load_masked_lm, checkpoint.load_tokenizer):
+    for load in (TorchBackend, load_masked_lm, load_tokenizer):
         with pytest.raises(checkpoint.MissingExtra, match=r"lacks: pip install 'electric\[torch\]'"):
             load(disc_dir)
 

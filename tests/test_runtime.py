@@ -13,11 +13,12 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from electric.batching import bucket_length  # noqa: E402
-from electric.checkpoint import CheckpointError, WordPieceTokenizer, load_tokenizer  # noqa: E402
+from electric.checkpoint import CheckpointError  # noqa: E402
 from electric.evaluation.metrics import spearman  # noqa: E402
 from electric.export.exporter import export_model  # noqa: E402
 from electric.inference import runtime as rt  # noqa: E402
 from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
+from electric.tokenization import WordPieceTokenizer, load_tokenizer  # noqa: E402
 
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
 

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 from conftest import GRPC_AUTH, KEY
 
-from electric.checkpoint import load_tokenizer
 from electric.evaluation.nbest import NBestList, Weights, rerank_lists
 from electric.inference import encoding
 from electric.inference.encoding import (
@@ -32,6 +31,7 @@ from electric.inference.encoding import (
     from_encoding,
     rust_tokenizer,
 )
+from electric.tokenization import load_tokenizer
 from server import pipelines
 from server.app import BackgroundServer
 from server.batcher import Timing, _Item, _Request

@@ -11,9 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from electric.checkpoint import load_tokenizer
 from electric.inference.encoding import Encoded, InputTooLongError, encode
 from electric.inference.scoring import Scorer
+from electric.tokenization import load_tokenizer
 from server import pipelines
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -142,7 +142,7 @@ def cased_copy(src, dst):
 
 @pytest.mark.parametrize("variant", ["as saved", "cased by tokenizer_config.json"])
 def test_the_rust_only_tokenizer_of_an_export_tokenises_as_transformers_does(disc_dir, texts, tmp_path, variant):
-    from electric.checkpoint import WordPieceTokenizer, load_inference_tokenizer
+    from electric.tokenization import WordPieceTokenizer, load_inference_tokenizer
 
     d = disc_dir if variant == "as saved" else cased_copy(disc_dir, tmp_path / "cased")
     light, ref = load_inference_tokenizer(d), load_tokenizer(d)

@@ -48,7 +48,7 @@ def test_gdes_keeps_the_generators_loss_off_the_discriminators_embeddings(object
 
 def test_the_delta_moves_at_gen_lr_and_a_saved_gdes_generator_is_a_plain_model_with_its_effective_embeddings(
         tmp_path, tokenizer_dir):
-    from electric.checkpoint import load_tokenizer
+    from electric.tokenization import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
     cfg = resolve_config("debug", "electra", {"embedding_sharing": "gdes", "gen_lr": 2e-3})

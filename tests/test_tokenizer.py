@@ -3,7 +3,8 @@
 import pytest
 from transformers import AutoTokenizer
 
-from electric.checkpoint import CheckpointError, load_tokenizer
+from electric.checkpoint import CheckpointError
+from electric.tokenization import load_tokenizer
 from training.tokenizer import main
 
 

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from electric import checkpoint
 from electric.batching import pad_rows, pad_values, plan_batches
-from electric.checkpoint import CheckpointError, atomic_dir, check_out_dir, load_tokenizer
+from electric.checkpoint import CheckpointError, atomic_dir, check_out_dir
 from electric.evaluation.tasks import (
     FORMATS,
     TASK_TYPES,
@@ -54,6 +54,7 @@ from electric.evaluation.tasks import (
     task_metrics,
 )
 from electric.finetuning.config import FinetuneConfig
+from electric.tokenization import load_tokenizer
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
 
 # ---- setup ---------------------------------------------------------------------------------------

@@ -35,11 +35,12 @@ from typing import Any
 
 import torch
 
-from electric.checkpoint import CheckpointError, atomic_dir, load_tokenizer
+from electric.checkpoint import CheckpointError, atomic_dir
 from electric.pretraining.config import PretrainConfig, RunConfig
 from electric.pretraining.data import DataError, build_datasets
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from electric.pretraining.warm_start import warm_started_model
+from electric.tokenization import load_tokenizer
 from training.batches import Batches, step_rng
 from training.distributed import Dist
 from training.evaluation import evaluate, record_eval, unigram_baseline

@@ -48,11 +48,9 @@ import torch
 from electric.checkpoint import (
     ARCHITECTURE_KINDS,
     MANIFEST,
-    TOKENIZER_FILES,
     CheckpointError,
     Kind,
     atomic_dir,
-    load_tokenizer,
     require_local_dir,
     run_parts,
 )
@@ -88,6 +86,7 @@ from electric.inference.runtime import (
     select_providers,
 )
 from electric.inference.scoring import METHODS_OF_KIND
+from electric.tokenization import TOKENIZER_FILES, load_tokenizer
 
 FP32_TOLERANCE = 1e-4  # max |ONNX fp32 - torch| over real tokens
 MIN_SPEARMAN = 0.99  # int8/fp16 vs fp32, sentence-level

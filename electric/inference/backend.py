@@ -26,12 +26,12 @@ from electric.checkpoint import (
     MANIFEST,
     CheckpointError,
     Kind,
-    load_tokenizer,
     model_kind,
     require_extra,
     require_local_dir,
 )
 from electric.inference.calibration import Calibration
+from electric.tokenization import load_tokenizer
 
 __all__ = ["Backend", "TorchBackend", "load_backend", "resolve_backend"]  # Kind, MANIFEST...: electric.checkpoint
 
@@ -42,7 +42,7 @@ class Backend(Protocol):
     providers: list[str]  # e.g. ["torch:cpu"] or ["CUDAExecutionProvider", "CPUExecutionProvider"]
     config: dict  # the model's config.json (label names: config["id2label"])
     # scoring reads `backend_tokenizer` (Rust) and the special token ids: an OnnxBackend's is a
-    # checkpoint.WordPieceTokenizer (no transformers), a TorchBackend's a transformers tokenizer
+    # tokenization.WordPieceTokenizer (no transformers), a TorchBackend's a transformers tokenizer
     tokenizer: object
     calibration: Calibration | None  # discriminators: replaced-probability calibration (electric.inference.calibration)
 

@@ -22,7 +22,8 @@ from electric.batching import (
     plan_batches,
     progress_bar,
 )
-from electric.checkpoint import CheckpointError, load_tokenizer, require_extra, require_local_dir
+from electric.checkpoint import CheckpointError, require_extra, require_local_dir
+from electric.tokenization import load_tokenizer
 
 
 def read_config(d: Path) -> dict:

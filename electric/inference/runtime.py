@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from electric.batching import bucket_length, pad_columns
-from electric.checkpoint import MANIFEST, CheckpointError, Kind, load_inference_tokenizer, require_local_dir
+from electric.checkpoint import MANIFEST, CheckpointError, Kind, require_local_dir
 from electric.inference.calibration import Calibration
+from electric.tokenization import load_inference_tokenizer
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
