@@ -1,14 +1,27 @@
-# electric serve on GPU: ONNX Runtime with the CUDA execution provider (falls back to CPU without a GPU).
+# electric serve in a container: ONNX Runtime on CUDA (the default base) or on the CPU (a Debian base).
 #
+# GPU, the default base (from a registry that serves nvidia/cuda; run with the NVIDIA container toolkit):
 #   electric export --model runs/electric-tiny/discriminator --out models/scorer --quantize int8 --fp16
 #   docker build -t electric-serve .
 #   docker run --gpus all -p 8000:8000 -p 50051:50051 -v $PWD/models/scorer:/models:ro electric-serve
 #   docker run ... -e ELECTRIC_CLASSIFIERS=sst2=/classifiers/sst2 -v $PWD/models/sst2:/classifiers/sst2:ro ...
 #
+# CPU, with no registry at all: scripts/build_image.sh makes a Debian base with debootstrap, imports it into podman
+# and builds this file on it (what was built and run here: docs/scale.md, "The container image"):
+#   podman build --format docker --build-arg BASE_IMAGE=localhost/electric-base:bookworm \
+#       --build-arg ORT_PACKAGE=onnxruntime --secret id=pip_ca,src=/etc/ssl/certs/ca-certificates.crt -t IMAGE .
+#   podman run -p 8000:8000 -p 50051:50051 -v $PWD/models/scorer:/models:ro IMAGE
+#
+# Build arguments: BASE_IMAGE, any Ubuntu or Debian image whose apt has python3 >= 3.10 (python3.12 on the CUDA base,
+# 3.11 on Debian bookworm); ORT_PACKAGE, the ONNX Runtime requirement (onnxruntime-gpu on CUDA, onnxruntime on the
+# CPU). The optional build secret `pip_ca` is a CA bundle for pip, for a network whose TLS goes through a proxy that
+# re-signs it; it is mounted for that one step and never stored in a layer. Build with `--format docker` under
+# podman/buildah: the OCI image format has no HEALTHCHECK.
 # Every setting is an ELECTRIC_* environment variable (docs/server.md); the model directory is mounted
-# at /models. onnxruntime-gpu 1.20+ needs CUDA 12 and cuDNN 9, which this base image provides.
-FROM nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
-
+# at /models. onnxruntime-gpu 1.20+ needs CUDA 12 and cuDNN 9, which the default base provides.
+ARG BASE_IMAGE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
+FROM ${BASE_IMAGE}
+ARG ORT_PACKAGE="onnxruntime-gpu>=1.20"
 
 # DL3064: TOKENIZERS_PARALLELISM holds no secret
 # hadolint ignore=DL3064
@@ -21,7 +34,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     HF_HUB_OFFLINE=1 \
     TOKENIZERS_PARALLELISM=false
 
-# Ubuntu's python3 and curl follow the base image's release; the Python packages are pinned by pyproject.
+# python3 and curl follow the base image's release (apt); the Python packages are pinned by pyproject.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv curl \
@@ -36,11 +49,15 @@ COPY pyproject.toml README.md ./
 COPY electric ./electric
 COPY server ./server
 COPY proto ./proto
-# onnxruntime-gpu instead of the CPU onnxruntime: both provide the `onnxruntime` module.
+# ORT_PACKAGE other than the CPU onnxruntime (onnxruntime-gpu) replaces it: both provide the `onnxruntime` module.
+# DL3013: the versions are pyproject's ranges and ORT_PACKAGE, not pins repeated here.
 # hadolint ignore=DL3013
-RUN pip install . \
-    && pip uninstall -y onnxruntime \
-    && pip install "onnxruntime-gpu>=1.20"
+RUN --mount=type=secret,id=pip_ca \
+    if [ -f /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
+    && pip install . \
+    && if [ "${ORT_PACKAGE%%[<>=!~ ]*}" != onnxruntime ]; then \
+           pip uninstall -y onnxruntime && pip install "$ORT_PACKAGE"; \
+       fi
 
 RUN useradd --create-home --uid 10001 electric
 USER 10001
