@@ -10,7 +10,10 @@ one change each: separate / GDES embeddings, a 1/2-width generator, mask rate 25
 generator with a temperature schedule. Reported per row, at the end: the discriminator's AUC against fixed unigram
 noise (context only) and against its own generator, the token cosine, the generator NLL, and BLiMP-12 scored in
 one pass (200 pairs a set). Writes benchmarks/results/stabiliser_ladder.md and .json. A benchmark: it asserts
-nothing. Pre-LN is not a row: the discriminator is transformers' post-LN ELECTRA (see docs/pretraining.md).
+nothing.
+
+Pre-LN changes the encoder itself, so a post-LN masked LM cannot start it: its row runs in a second ladder whose
+rows each warm-start from scratch within their steps (`--warm-start 0.4 --rows base pre-LN`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ ROWS: dict[str, list[str]] = {
     "mask 25%": ["--mask-prob", "0.25"],
     "dropout 0.1": ["--dropout", "0.1"],
     "frozen generator, T 2 -> 1": ["--generator-mode", "frozen", "--temperature-start", "2"],
+    "pre-LN": ["--layer-norm", "pre"],  # only with --warm-start: a post-LN masked LM cannot start a pre-LN encoder
 }
 HEALTH = ("val_unigram_noise_auc", "val_disc_auc", "val_energy_auc", "val_token_cosine", "val_gen_nll",
           "val_unigram_nll")
@@ -47,15 +51,18 @@ BLIMP_METHOD = {"electra": "electra", "electric": "electric"}
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--init-from", required=True, help="the masked LM every row starts from (an MLM run or its "
-                                                       "warm_start/ directory)")
+    start = ap.add_mutually_exclusive_group(required=True)
+    start.add_argument("--init-from", help="the masked LM every row starts from (an MLM run or its warm_start/ "
+                                           "directory)")
+    start.add_argument("--warm-start", type=float, help="instead, every row trains its own masked LM for this "
+                                                        "fraction of --steps first (the pre-LN row needs this)")
     ap.add_argument("--tokenizer", required=True, help="its tokenizer directory")
     ap.add_argument("--objective", choices=("electra", "electric"), default="electra")
     ap.add_argument("--preset", default="tiny", help="model size (default tiny; debug checks the pipeline)")
     ap.add_argument("--steps", type=int, default=600, help="optimizer steps per row (default 600: 2.4M tokens)")
     ap.add_argument("--gen-lr", type=float, default=1e-3, help="the generator's lr in every row (default 1e-3)")
     ap.add_argument("--lanes", type=int, default=3, help="rows trained at a time (default 3)")
-    ap.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
+    ap.add_argument("--rows", nargs="+", choices=list(ROWS), default=[r for r in ROWS if r != "pre-LN"])
     ap.add_argument("--data", default=str(shared_data_dir() / "corpus" / "enwiki"))
     ap.add_argument("--blimp", default=str(shared_data_dir() / "blimp"))
     ap.add_argument("--work", default=str(REPO / "runs" / "ladder"))
@@ -73,8 +80,11 @@ def train_row(args, name: str) -> Path:
         return out
     if args.objective == "electric" and "--generator-mode" in ROWS[name]:
         raise SystemExit(f"row {name!r}: Electric has no frozen generator")
+    if args.init_from and "--layer-norm" in ROWS[name]:
+        raise SystemExit(f"row {name!r} needs --warm-start: --init-from {args.init_from} is a post-LN masked LM")
+    start = ["--init-from", args.init_from] if args.init_from else ["--warm-start", f"{args.warm_start:g}"]
     cmd = [sys.executable, "-m", "training.pretrain", "--objective", args.objective, "--preset", args.preset,
-           "--init-from", args.init_from, "--tokenizer", args.tokenizer, "--data", args.data, "--max-steps",
+           *start, "--tokenizer", args.tokenizer, "--data", args.data, "--max-steps",
            str(args.steps), "--gen-lr", f"{args.gen_lr:g}", "--threads", "1", "--num-proc", "1", "--out", str(out),
            "--overwrite", *ROWS[name]]
     if "--generator-mode" in ROWS[name]:
@@ -114,12 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = {"flags": ROWS[name], **final_health(run), "blimp12": b["overall"]["accuracy"]}
     cmd = "python benchmarks/stabiliser_ladder.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     summary = {"machine": cpu_description(), "command": cmd, "objective": args.objective, "steps": args.steps,
-               "init_from": args.init_from, "rows": results, "wall_minutes": round((time.time() - t0) / 60, 1)}
+               "init_from": args.init_from, "warm_start": args.warm_start, "rows": results, "wall_minutes": round((time.time() - t0) / 60, 1)}
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
+    origin = f"`{args.init_from}`" if args.init_from else f"its own masked LM (the first {args.warm_start:.0%} of its steps)"
     lines = [f"# Stabilisers' ladder ({args.objective}, warm-started, {args.steps} steps each)", "",
              f"Machine: {cpu_description()}. Command: `{cmd}`.", "",
-             f"Every row starts from `{args.init_from}` and trains {args.steps} optimizer steps at `{args.preset}`, one flag apart from the base recipe; health at the last evaluation; BLiMP-12 (first 200 pairs a "
+             f"Every row starts from {origin} and trains {args.steps} optimizer steps at `{args.preset}`, one flag apart from the base recipe; health at the last evaluation; BLiMP-12 (first 200 pairs a "
              f"set) with the {BLIMP_METHOD[args.objective]} one-pass score.", "",
              "| row | flags | tokens | unigram-noise AUC | own-generator AUC | token cosine | generator NLL | "
              "unigram NLL | BLiMP-12 |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
