@@ -54,6 +54,7 @@ from electric.evaluation.tasks import (
     task_metrics,
 )
 from electric.finetuning.config import FinetuneConfig
+from electric.pretraining.pre_layer_norm import require_post_layer_norm
 from electric.tokenization import load_tokenizer
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
 
@@ -155,6 +156,7 @@ def build_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> torc
                      attention_probs_dropout_prob=cfg.dropout, classifier_dropout=None,
                      problem_type="regression" if cfg.task_type == "regression" else
                      None if cfg.task_type == "tagging" else "single_label_classification")
+    require_post_layer_norm(model_dir, "fine-tuning")
     torch.manual_seed(cfg.seed)  # the new head's init depends on --seed
     if cfg.random_init:
         config = AutoConfig.from_pretrained(model_dir, **overrides)

@@ -43,8 +43,9 @@ def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> Pre
     A discriminator objective from a masked LM is a warm start: the MLM's encoder becomes the discriminator's."""
     if not init_from:
         return PretrainingModel(cfg, special)
-    from transformers import AutoModelForMaskedLM, ElectraForPreTraining
+    from transformers import AutoConfig, AutoModelForMaskedLM, ElectraForMaskedLM, ElectraForPreTraining
 
+    from electric.pretraining.pre_layer_norm import is_pre_layer_norm, load_electra_model
     from electric.pretraining.warm_start import load_electra_mlm, warm_started_model
 
     disc_dir, gen_dir, _ = init_source(init_from)
@@ -54,8 +55,10 @@ def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> Pre
             return PretrainingModel(cfg, special, generator=load_electra_mlm(mlm_dir or disc_dir or gen_dir))
         if mlm_dir is not None:
             return warm_started_model(cfg, special, load_electra_mlm(mlm_dir))
-        disc = ElectraForPreTraining.from_pretrained(disc_dir) if disc_dir else None
-        gen = AutoModelForMaskedLM.from_pretrained(gen_dir) if gen_dir else None
+        disc = load_electra_model(ElectraForPreTraining, disc_dir) if disc_dir else None
+        gen = None if gen_dir is None else (
+            load_electra_model(ElectraForMaskedLM, gen_dir) if is_pre_layer_norm(AutoConfig.from_pretrained(gen_dir))
+            else AutoModelForMaskedLM.from_pretrained(gen_dir))
     except (OSError, ValueError) as e:
         raise CheckpointError(f"--init-from {init_from!r}: {e}") from e
     if cfg.generator_mode == "frozen":
@@ -84,6 +87,7 @@ def adopt_architecture(cfg: PretrainConfig, init_from: str) -> PretrainConfig:
         "intermediate_size": src["intermediate_size"],
         "embedding_size": src.get("embedding_size", src["hidden_size"]),
         "max_seq_length": min(cfg.max_seq_length, src.get("max_position_embeddings", 512)),
+        "layer_norm": src.get("layer_norm_position", "post"),
     }
     if gen_dir is not None and cfg.objective != "mlm" and masked_lm_source(init_from) is None:
         sizes["generator_hidden_size"] = json.loads((gen_dir / "config.json").read_text())["hidden_size"]

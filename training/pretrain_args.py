@@ -67,6 +67,10 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
                     help="the generator's embeddings: shared with the discriminator (default, ELECTRA), separate, or "
                          "gdes (DeBERTa-v3: stopgrad(the discriminator's) + a delta of its own, so the generator's "
                          "loss never pulls on the discriminator's embeddings)")
+    ap.add_argument("--layer-norm", choices=("post", "pre"),
+                    help="where each layer's LayerNorms sit: post (default; BERT, ELECTRA) or pre (x + f(LN(x)) and a "
+                         "final LayerNorm; Cramming's choice for short runs). Pre-LN checkpoints train, resume and "
+                         "warm-start; export, serving and fine-tuning refuse them (not kept: BENCHMARKS.md)")
     ap.add_argument("--dropout", type=float, help="hidden and attention dropout (tiny 0, other presets 0.1)")
     ap.add_argument("--seed", type=int, help="seed for init, masking, sampling and data order")
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
@@ -117,7 +121,7 @@ CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "gra
                 "disc_bias_init",
                 "generator_hidden_size", "seed", "precision", "compile", "num_proc", "log_every", "eval_every",
                 "save_every", "init_from", "warm_start", "warm_start_lr", "gen_lr", "generator_mode", "temperature_start",
-                "embedding_sharing")
+                "embedding_sharing", "layer_norm")
 
 
 def resolve_run(args: argparse.Namespace) -> RunConfig:

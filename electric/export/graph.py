@@ -46,6 +46,9 @@ def load_for_export(model_dir: Path, arch: str, attn_implementation: str = "eage
     if ARCHITECTURE_KINDS.get(arch) == "cloze":
         return ClozeTokenLogProbs(load_cloze_model(model_dir)).eval()
 
+    from electric.pretraining.pre_layer_norm import require_post_layer_norm
+
+    require_post_layer_norm(model_dir, "the ONNX export")
     cls = getattr(transformers, arch)
     try:
         return cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn_implementation).eval()

@@ -74,6 +74,9 @@ class TorchBackend:
 
             self.model = ClozeTokenLogProbs(load_cloze_model(d, dtype or torch.float32)).to(self.device).eval()
         else:
+            from electric.pretraining.pre_layer_norm import require_post_layer_norm
+
+            require_post_layer_norm(d, "the torch scoring backend")
             cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
             try:
                 self.model = cls.from_pretrained(d, dtype=dtype or torch.float32).to(self.device).eval()

@@ -63,7 +63,10 @@ def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None)
     import torch
     from transformers import AutoModelForMaskedLM
 
+    from electric.pretraining.pre_layer_norm import require_post_layer_norm
+
     d = check_masked_lm_config(require_local_dir(model_dir, "model"))
+    require_post_layer_norm(d, "MLM pseudo-log-likelihood")
     try:
         model, info = AutoModelForMaskedLM.from_pretrained(d, output_loading_info=True,
                                                            **({"dtype": dtype} if dtype is not None else {}))

@@ -44,6 +44,7 @@ class PretrainConfig:
     generator_hidden_size: int = 0  # 0 = hidden_size // 4 (DESIGN §1); heads = max(1, h // 64), FFN = 4h
     embedding_sharing: EmbeddingSharing = "shared"  # shared (ELECTRA): one embedding module; separate: the
     #   generator has its own; gdes (DeBERTa-v3): its word embeddings are stopgrad(the discriminator's) + a delta
+    layer_norm: str = "post"  # post (BERT, ELECTRA) or pre (x + f(LN(x)); training only: pre_layer_norm.py)
     # --- objective hyper-parameters (paper names)
     mask_prob: float = 0.15  # fraction of candidate tokens masked / replaced
     gen_weight: float = 1.0  # weight of the generator (or cloze) likelihood loss
@@ -158,6 +159,8 @@ class PretrainConfig:
         if self.embedding_sharing == "gdes" and self.generator_mode == "frozen":
             raise ValueError("embedding_sharing gdes trains a delta on the generator's embeddings; a frozen "
                              "generator trains nothing (it keeps its own embeddings)")
+        if self.layer_norm not in ("post", "pre"):
+            raise ValueError(f"layer_norm must be post or pre, got {self.layer_norm!r}")
         if self.gen_lr < 0 or self.warm_start_lr < 0:
             raise ValueError(f"gen_lr and warm_start_lr must be >= 0, got {self.gen_lr}, {self.warm_start_lr}")
 

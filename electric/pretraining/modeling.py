@@ -32,6 +32,7 @@ from transformers.models.electra.modeling_electra import (
 
 from electric.pretraining import objectives as obj
 from electric.pretraining.config import PretrainConfig
+from electric.pretraining.pre_layer_norm import electra_model
 
 
 class ElectricClozeConfig(ElectraConfig):
@@ -150,7 +151,9 @@ def generator_samples(generator: nn.Module, input_ids: torch.Tensor, attention_m
 
 def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, *, generator: bool) -> dict:
     hidden = cfg.gen_hidden if generator else cfg.hidden_size
+    pre_ln = {"layer_norm_position": "pre"} if cfg.layer_norm == "pre" else {}  # the cloze model drops it
     return dict(
+        **pre_ln,
         vocab_size=vocab_size,
         embedding_size=cfg.embedding_size,
         hidden_size=hidden,
@@ -214,12 +217,12 @@ class PretrainingModel(nn.Module):
         V, pad = special.vocab_size, special.pad
         if cfg.objective == "mlm":
             self.discriminator = None
-            self.generator = generator or ElectraForMaskedLM(
-                ElectraConfig(**_electra_config(cfg, V, pad, generator=False))
-            )
+            self.generator = generator or electra_model(
+                ElectraForMaskedLM, ElectraConfig(**_electra_config(cfg, V, pad, generator=False)))
             return
         if discriminator is None:
-            discriminator = ElectraForPreTraining(ElectraConfig(**_electra_config(cfg, V, pad, generator=False)))
+            discriminator = electra_model(ElectraForPreTraining,
+                                          ElectraConfig(**_electra_config(cfg, V, pad, generator=False)))
             if cfg.disc_bias_init == "prior":  # first logits at the label prior (a zero bias can collapse it)
                 with torch.no_grad():
                     discriminator.discriminator_predictions.dense_prediction.bias.fill_(
@@ -228,8 +231,9 @@ class PretrainingModel(nn.Module):
         if generator is None:
             gen_kwargs = _electra_config(cfg, V, pad, generator=True)
             if cfg.objective == "electra":
-                generator = ElectraForMaskedLM(ElectraConfig(**gen_kwargs))
-            else:
+                generator = electra_model(ElectraForMaskedLM, ElectraConfig(**gen_kwargs))
+            else:  # the cloze towers stay post-LN
+                gen_kwargs.pop("layer_norm_position", None)
                 generator = ElectricForClozeLM(ElectricClozeConfig(**gen_kwargs))
         self.generator = generator
         self.sample_temperature = cfg.temperature  # the loop lowers it over a --temperature-start schedule

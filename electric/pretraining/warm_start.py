@@ -30,6 +30,7 @@ from transformers import (
 from electric.pretraining import objectives as obj
 from electric.pretraining.config import PretrainConfig
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
+from electric.pretraining.pre_layer_norm import electra_model, is_pre_layer_norm, load_electra_model
 
 # A BERT masked LM's parameters under ELECTRA's names (prefix of BERT's name -> prefix of ELECTRA's); the
 # encoder layers are the same modules, BERT's MLM head transform is ELECTRA's generator_predictions.
@@ -52,6 +53,8 @@ def is_masked_lm_dir(path: str | Path) -> bool:
 
 def load_electra_mlm(path: str | Path) -> ElectraForMaskedLM:
     """A masked LM from a local directory as an `ElectraForMaskedLM` (a `BertForMaskedLM` is converted)."""
+    if is_pre_layer_norm(AutoConfig.from_pretrained(path)):
+        return load_electra_model(ElectraForMaskedLM, path)
     model = AutoModelForMaskedLM.from_pretrained(path)
     if isinstance(model, BertForMaskedLM):
         return electra_from_bert(model)
@@ -101,7 +104,11 @@ def warm_started_model(cfg: PretrainConfig, special: SpecialIds, mlm: ElectraFor
     want = (cfg.hidden_size, cfg.embedding_size, cfg.num_hidden_layers, special.vocab_size)
     if sizes != want:
         raise ValueError(f"the masked LM has hidden/embedding/layers/vocab {sizes}, the run {want}")
-    disc = ElectraForPreTraining(ElectraConfig(**{**mc.to_dict(), "architectures": ["ElectraForPreTraining"]}))
+    if is_pre_layer_norm(mc) != (cfg.layer_norm == "pre"):
+        raise ValueError(f"the masked LM is {'pre' if is_pre_layer_norm(mc) else 'post'}-LayerNorm, the run "
+                         f"--layer-norm {cfg.layer_norm}")
+    disc = electra_model(ElectraForPreTraining,
+                         ElectraConfig(**{**mc.to_dict(), "architectures": ["ElectraForPreTraining"]}))
     missing, unexpected = disc.electra.load_state_dict(mlm.electra.state_dict(), strict=False)
     if unexpected or [k for k in missing if not k.endswith("position_ids")]:
         raise ValueError(f"the masked LM's encoder does not fit the discriminator: missing {missing}, "
