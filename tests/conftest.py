@@ -26,6 +26,22 @@ def pytest_configure(config):
                                 "does not exist: put the project's data there or set ELECTRIC_SHARED_DATA")
 
 
+# Fixtures that train a model, export ONNX or start a server (in-process or not). A test that uses one, directly or
+# through another fixture, is an integration test: `pytest -m "not integration"` (the fast tier) leaves it out.
+# A test that does one of these things in its own body carries `@pytest.mark.integration` itself.
+INTEGRATION_FIXTURES = {
+    "trained_run",  # a debug-preset pretraining run
+    "server",  # a running server (conftest's `http` and `channel` reach it)
+    "models", "onnx_dirs", "exported", "cloze_export", "electric_export", "electra_export",  # ONNX exports
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if INTEGRATION_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.integration)
+
+
 def require_shared(rel: str) -> Path:
     p = SHARED_DATA / rel
     if not p.exists():

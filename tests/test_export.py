@@ -130,6 +130,7 @@ def test_int8_graph_quantises_the_encoder_only(exported):
     assert len(kept) == 3  # head dense, head prediction, embedding projection stay fp32
 
 
+@pytest.mark.integration
 def test_fused_int8_graph_quantises_the_fused_attention_and_keeps_parity(disc_dir, tmp_path, sentences_file):
     out = tmp_path / "fused"
     rc = cli(["export", "--model", str(disc_dir), "--out", str(out), "--quantize", "int8", "--int8-graph", "fused",
@@ -158,6 +159,7 @@ def test_an_unknown_int8_graph_is_refused(disc_dir, tmp_path):
 
 # ---- classifier and tagger heads ----------------------------------------------------------------
 
+@pytest.mark.integration
 @pytest.mark.parametrize("arch,kind,num_labels", [("ElectraForSequenceClassification", "classifier", 3),
                                                    ("ElectraForTokenClassification", "tagger", 5)])
 def test_classifier_and_tagger_heads(tokenizer_dir, tmp_path, arch, kind, num_labels):
@@ -311,6 +313,7 @@ def test_not_electra_and_unsupported_heads(tmp_path, capsys, mlm_dir, tokenizer_
     assert not any((tmp_path / f"o{i}").exists() for i in range(1, 5)) and no_leftovers(tmp_path)
 
 
+@pytest.mark.integration
 def test_existing_output_is_refused_unless_overwrite(disc_dir, tmp_path, capsys, sentences_file):
     out = tmp_path / "o"
     out.mkdir()
@@ -323,6 +326,7 @@ def test_existing_output_is_refused_unless_overwrite(disc_dir, tmp_path, capsys,
     assert no_leftovers(tmp_path)
 
 
+@pytest.mark.integration
 def test_failed_quantisation_leaves_nothing(disc_dir, tmp_path, capsys, monkeypatch):
     import onnxruntime.quantization as q
 
@@ -347,6 +351,7 @@ def test_low_quantised_parity_fails_unless_forced(disc_dir, tmp_path, capsys, mo
     assert p["passed"] is False and p["forced"] is True
 
 
+@pytest.mark.integration
 def test_fp32_mismatch_always_fails(disc_dir, tmp_path, capsys, monkeypatch):
     import torch
 

@@ -194,6 +194,7 @@ OLD_PATHS = ("electric.nbest", "electric.scoring", "electric.backend", "electric
              "electric.objectives", "electric.data", "electric.health")
 
 
+@pytest.mark.integration
 def test_no_alias_modules_and_importing_the_modeling_module_registers_the_cloze_model():
     """No release shipped the old flat paths, so they are gone (one home per module, no shims); the modeling
     module registers ElectricForClozeLM with transformers' Auto classes when imported."""

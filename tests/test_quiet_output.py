@@ -41,6 +41,7 @@ def test_tokenising_whole_documents_does_not_warn_about_the_model_maximum(tokeni
     assert not [r for r in transformers_log if "longer than the specified maximum" in r.getMessage()]
 
 
+@pytest.mark.integration
 def test_int8_export_does_not_print_the_preprocessing_advice(disc_dir, tmp_path, caplog):
     from electric.export.exporter import export_model
 

@@ -18,6 +18,7 @@ from electric.evaluation.metrics import spearman  # noqa: E402
 from electric.export.exporter import export_model  # noqa: E402
 from electric.inference import runtime as rt  # noqa: E402
 from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
+from electric.inference.scoring import Scorer  # noqa: E402
 from electric.tokenization import WordPieceTokenizer, load_tokenizer  # noqa: E402
 
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -87,9 +88,8 @@ def test_fp32_logits_and_pll_match_torch(onnx_dirs, disc_dir, sentences):
 
 
 def test_scorer_gives_the_same_scores_on_onnx(onnx_dirs, disc_dir, sentences):
-    scoring = pytest.importorskip("electric.inference.scoring")
-    on_torch = scoring.Scorer.from_dir(disc_dir, backend="torch").score(sentences[:16])
-    on_onnx = scoring.Scorer.from_dir(onnx_dirs["fp32"], backend="onnx").score(sentences[:16])
+    on_torch = Scorer.from_dir(disc_dir, backend="torch").score(sentences[:16])
+    on_onnx = Scorer.from_dir(onnx_dirs["fp32"], backend="onnx").score(sentences[:16])
     np.testing.assert_allclose([s.score for s in on_onnx], [s.score for s in on_torch], rtol=1e-5, atol=1e-3)
 
 
@@ -214,7 +214,19 @@ def test_bad_calls_raise_clear_errors(onnx_dirs, disc_dir, tmp_path):
         rt.OnnxBackend(onnx_dirs["fp32"], device="tpu")
 
 
-def test_warmup_runs(onnx_dirs):
+def test_warmup_runs_a_batch_of_each_length_capped_at_max_length(onnx_dirs, monkeypatch):
+    be = load_backend(onnx_dirs["fp32"])
+    ran = []  # (input shape, output shape) of each batch the ONNX Runtime session ran
+    real = be.runner.run
+
+    def spy(input_ids, attention_mask, token_type_ids=None):
+        out = real(input_ids, attention_mask, token_type_ids)
+        ran.append((input_ids.shape, out.shape))
+        return out
+
+    monkeypatch.setattr(be.runner, "run", spy)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        load_backend(onnx_dirs["fp32"]).warmup(lengths=(8, 300))  # 300 is capped at max_length
+        be.warmup(lengths=(8, 300), batch_size=3)  # 300 is capped at max_length
+    assert be.max_length == 128
+    assert ran == [((3, 8), (3, 8)), ((3, 128), (3, 128))]
