@@ -49,15 +49,15 @@ COPY pyproject.toml README.md ./
 COPY electric ./electric
 COPY server ./server
 COPY proto ./proto
-# ORT_PACKAGE other than the CPU onnxruntime (onnxruntime-gpu) replaces it: both provide the `onnxruntime` module.
+# Then ORT_PACKAGE: another package (onnxruntime-gpu) replaces the CPU onnxruntime, as both provide the `onnxruntime`
+# module; onnxruntime itself is already there (or, with a version, installed at that version).
 # DL3013: the versions are pyproject's ranges and ORT_PACKAGE, not pins repeated here.
 # hadolint ignore=DL3013
 RUN --mount=type=secret,id=pip_ca \
     if [ -f /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
     && pip install . \
-    && if [ "${ORT_PACKAGE%%[<>=!~ ]*}" != onnxruntime ]; then \
-           pip uninstall -y onnxruntime && pip install "$ORT_PACKAGE"; \
-       fi
+    && if [ "${ORT_PACKAGE%%[<>=!~ ]*}" != onnxruntime ]; then pip uninstall -y onnxruntime; fi \
+    && pip install "$ORT_PACKAGE"
 
 RUN useradd --create-home --uid 10001 electric
 USER 10001
