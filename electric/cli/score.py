@@ -150,20 +150,11 @@ def _check_output(path: str | None, flag: str) -> None:
         raise InputError(f"{flag} {path}: is a directory, expected a file name")
 
 
-NO_TOKEN = "no token to score: the tokenizer keeps none of its characters (zero-width, control or lone combining)"
-
-
-def _blank_row(text: str, args) -> dict:
-    """The row of a blank line: no score (the server rejects blank texts too)."""
-    if args.method == "electra" and args.per_token:  # the fields of Detection.to_dict
-        return {"text": text, "score": None, "mean": None, "num_tokens": 0, "tokens": [], "words": [],
-                "error": "blank line: nothing to score"}
-    row = {"text": text, "score": None, "mean": None, "num_tokens": 0, "method": args.method,
-           "error": "blank line: nothing to score"}
-    return {**row, "tokens": []} if args.per_token else row
-
-
 def cmd_score(args) -> int:
+    if args.ray is not None:  # the same records, scored on a Ray cluster
+        from electric.cli.ray_score import cmd_score_ray
+
+        return cmd_score_ray(args)
     from electric.textio import check_text_file, iter_lines
 
     # arguments and files first, then the model (_load_scorer checks its directory first): a typo costs well
@@ -177,6 +168,7 @@ def cmd_score(args) -> int:
     from tqdm.auto import tqdm
 
     from electric.inference.encoding import InputTooLongError
+    from electric.inference.records import score_records
     from electric.inference.scoring import MaskedLMScorer
 
     scorer = _load_scorer(args)
@@ -190,25 +182,14 @@ def cmd_score(args) -> int:
     no_token: list[int] = []  # line numbers of lines the tokenizer keeps nothing of (not scored)
     try:
         for chunk in _chunks(iter_lines(fin, where), args.chunk_size):
-            keep = [i for i, t in enumerate(chunk) if t.strip()]
-            texts = [chunk[i] for i in keep]
             try:
-                if args.method == "electra" and args.per_token:
-                    scored = [d.to_dict(per_token=True) for d in scorer.detect(texts)]
-                else:
-                    scored = [s.to_dict() for s in scorer.score(texts, method=args.method, per_token=args.per_token)]
+                rows, chunk_blank, chunk_no_token = score_records(scorer, chunk, args.method, args.per_token)
             except InputTooLongError as e:
-                raise InputError(f"{where}: line {n + keep[e.index] + 1} has {e.count()} tokens ([CLS] and [SEP] "
+                raise InputError(f"{where}: line {n + e.index + 1} has {e.count()} tokens ([CLS] and [SEP] "
                                  f"included), more than the model's maximum of {e.max_length}; pass --truncate or "
                                  "--sliding-window") from e
-            rows = [_blank_row(t, args) for t in chunk]
-            for i, row in zip(keep, scored, strict=True):
-                if row["num_tokens"]:
-                    rows[i] = row
-                else:  # nothing the tokenizer keeps (zero-width, control characters): no score, as a blank line
-                    rows[i] = {**rows[i], "error": NO_TOKEN}
-                    no_token.append(n + i + 1)
-            blank += [n + i + 1 for i, t in enumerate(chunk) if not t.strip()]
+            blank += [n + i + 1 for i in chunk_blank]
+            no_token += [n + i + 1 for i in chunk_no_token]
             fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
             fout.flush()
             n += len(chunk)
@@ -297,19 +278,24 @@ def _nbest_job(args, *, write: bool) -> int:
     lm_grid = _grid(args.lm_grid, DEFAULT_LM_GRID, "--lm-grid")
     length_grid = _grid(args.length_grid, DEFAULT_LENGTH_GRID, "--length-grid")
 
-    scorer = _load_scorer(args)
     everything = lists + (dev_lists or [])
-
     no_token: list[str] = []  # hypotheses the tokenizer keeps nothing of: LM score NaN, never chosen
+    chunk_size = args.chunk_size
+    if getattr(args, "ray", None) is not None:  # every distinct hypothesis in one job on a Ray cluster
+        from electric.cli.ray_score import ray_score_fn
 
-    def score_fn(texts):
-        scored = scorer.score(texts, method=args.method)
-        no_token.extend(t for t, r in zip(texts, scored, strict=True) if not r.num_tokens)
-        # (sum, mean, pieces): the pieces give the no-LM baseline its per-piece bonus
-        return [row if r.num_tokens else (float("nan"), float("nan"), 0.0)
-                for row, r in zip(sum_mean_pieces(scored), scored, strict=True)]
+        score_fn, chunk_size = ray_score_fn(args, no_token), sys.maxsize
+    else:
+        scorer = _load_scorer(args)
 
-    pairs = score_nbest(everything, score_fn, chunk_size=args.chunk_size,
+        def score_fn(texts):
+            scored = scorer.score(texts, method=args.method)
+            no_token.extend(t for t, r in zip(texts, scored, strict=True) if not r.num_tokens)
+            # (sum, mean, pieces): the pieces give the no-LM baseline its per-piece bonus
+            return [row if r.num_tokens else (float("nan"), float("nan"), 0.0)
+                    for row, r in zip(sum_mean_pieces(scored), scored, strict=True)]
+
+    pairs = score_nbest(everything, score_fn, chunk_size=chunk_size,
                         progress=not args.quiet and sys.stderr.isatty())
     if no_token:
         print(f"note: {len(no_token)} distinct hypothes{'es' if len(no_token) != 1 else 'is'} had no token to score "
@@ -434,6 +420,8 @@ def cmd_eval_blimp(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    from electric.cli.ray_score import add_ray_options
+
     p = subparsers.add_parser("score", help="score each line of a file (one JSON object a line)",
                               description="Score each input line: one JSON object a line with text, score (higher "
                                           "= more likely), mean, num_tokens and, with --per-token, per-token scores "
@@ -444,6 +432,7 @@ def add_parser(subparsers) -> None:
                    help="per-token scores (electra: replaced probabilities per token and per word)")
     p.add_argument("--out", help="write JSON lines here (default: stdout)")
     p.add_argument("--chunk-size", type=int, default=1024, help="lines read and scored at a time (default 1024)")
+    add_ray_options(p, score=True)
     p.set_defaults(func=lambda a: _run(cmd_score, a))
 
     p = subparsers.add_parser("rerank", help="rerank n-best lists with an LM score, tuning the weights on dev",
@@ -451,6 +440,7 @@ def add_parser(subparsers) -> None:
                                           "on a dev split, write the reranked lists and print the report.")
     _model_options(p)
     _nbest_options(p, write=True)
+    add_ray_options(p, score=False)
     p.set_defaults(func=lambda a: _run(cmd_rerank, a))
 
     p = subparsers.add_parser("eval", help="evaluate a scorer: BLiMP minimal pairs or n-best reranking")

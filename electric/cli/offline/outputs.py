@@ -1,0 +1,98 @@
+"""What offline scoring writes beyond `electric score`'s records: n-best rows, and the Parquet schema of each kind.
+
+An n-best list becomes one row: its hypotheses with their LM scores (sum, mean and pieces, as `electric rerank`
+scores them), and with the weights of a tuned rerank (its --report) the combined score of each hypothesis and
+the reranked choice, by the same `combine`/`rerank_one` as `electric rerank`. A Parquet file needs one schema
+for every part, so each column is declared here (a JSON-lines part writes the records as they are).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job, where: str) -> tuple[list[dict], dict]:
+    """One record per n-best list of a shard; a list with a hypothesis too long for the model is a bad record
+    (`where`: "PATH: line" for JSON lines, "PATH: utterance" for a JSON document)."""
+    from electric.evaluation.nbest import (
+        Weights,
+        combine,
+        lm_score_column,
+        piece_counts,
+        rerank_one,
+        score_nbest,
+        sum_mean_pieces,
+    )
+    from electric.inference.encoding import InputTooLongError
+
+    weights = Weights(**job.weights) if job.weights else None
+    records, bad, stats = [], [], {"records": len(read), "scored": 0, "blank": 0, "tokens": 0}
+
+    asked: list[list[str]] = []
+
+    def score_fn(texts):
+        asked[:] = [texts]
+        scored = scorer.score(texts, method=job.method)
+        return [row if r.num_tokens else (math.nan, math.nan, 0.0)
+                for row, r in zip(sum_mean_pieces(scored), scored, strict=True)]
+
+    for line, nb, err in read:
+        if err is None:
+            try:
+                rows = score_nbest([nb], score_fn)[0]
+            except InputTooLongError as e:
+                hyp = nb.hyps.index(asked[0][e.index]) + 1
+                err = (f"{where} {line}: utterance {nb.utt_id!r}, hypothesis {hyp}: {e.count()} tokens, more than "
+                       f"the model's maximum of {e.max_length}; pass --truncate or --sliding-window")
+        if err is not None:
+            bad.append(err)
+            records.append({"line": line, "utt_id": None if nb is None else nb.utt_id, "error": err})
+            continue
+        rows = np.asarray(rows, dtype=np.float64).reshape(len(nb.hyps), 3)
+        rec = {"line": line, "utt_id": nb.utt_id, "hyps": nb.hyps, "score": _floats(rows[:, 0]),
+               "mean": _floats(rows[:, 1]), "num_tokens": [int(n) for n in rows[:, 2]],
+               "first_pass": nb.first_pass_scores, "ref": nb.ref}
+        if weights is not None:
+            lm = lm_score_column([rows], job.lm_score)[0]
+            pieces = piece_counts([rows])[0]
+            r = rerank_one(nb, lm, weights, pieces)
+            rec.update(total=_floats(combine(nb, lm, weights, pieces)), order=r.order, best=r.hyps[0],
+                       best_index=r.order[0], tied=r.tied)
+        records.append(rec)
+        stats["scored"] += 1
+        stats["blank"] += int((rows[:, 2] == 0).sum())
+        stats["tokens"] += int(rows[:, 2].sum())
+    return records, {**stats, "bad": bad}
+
+
+def _floats(xs) -> list[float | None]:
+    return [None if x != x else float(x) for x in xs]  # NaN (no token to score) -> null
+
+
+def record_schema(kind: str, job):
+    """The Parquet schema of a part of `kind` for `job` (method, per_token, weights)."""
+    import pyarrow as pa
+
+    f64, i64, s = pa.float64(), pa.int64(), pa.string()
+    if kind in ("nbest", "nbest-jsonl"):
+        fields = [("line", i64), ("utt_id", s), ("hyps", pa.list_(s)), ("score", pa.list_(f64)),
+                  ("mean", pa.list_(f64)), ("num_tokens", pa.list_(i64)), ("first_pass", pa.list_(f64)), ("ref", s)]
+        if job.weights:
+            fields += [("total", pa.list_(f64)), ("order", pa.list_(i64)), ("best", s), ("best_index", i64),
+                       ("tied", pa.bool_())]
+        return pa.schema([*fields, ("error", s)])
+    fields = [("line", i64), ("text", s), ("score", f64), ("mean", f64), ("num_tokens", i64)]
+    detect = job.method == "electra" and job.per_token
+    if not detect:
+        fields.append(("method", s))
+    fields += [("truncated", pa.bool_()), ("error", s)]
+    if detect:
+        fields.append(("tokens", pa.list_(pa.struct([("token", s), ("start", i64), ("end", i64), ("prob", f64),
+                                                     ("logit", f64)]))))
+        fields.append(("words", pa.list_(pa.struct([("word", s), ("start", i64), ("end", i64), ("max_prob", f64),
+                                                    ("mean_prob", f64), ("num_pieces", i64)]))))
+    elif job.per_token:
+        fields.append(("tokens", pa.list_(pa.struct([("token", s), ("start", i64), ("end", i64), ("score", f64)]))))
+    return pa.schema(fields)

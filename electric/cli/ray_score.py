@@ -1,0 +1,159 @@
+"""`electric score --ray [ADDRESS]` and `electric rerank --ray [ADDRESS]`: the same scores on a Ray cluster.
+
+    electric score --ray --model runs/electric-tiny/onnx big.txt --out scores.parquet [--per-token]
+    electric score --ray ray://head:10001 --model /nfs/onnx lists.jsonl --out lists.jsonl --weights report.json
+    electric rerank --ray --model runs/electric-tiny/onnx --nbest lists.json --out reranked.json
+
+Without ADDRESS a local Ray instance is started (and stopped at the end); with one the job joins that cluster
+(`ray start --head` on one machine, `ray start --address HEAD:6379` on the others, or a KubeRay cluster). The
+library side is electric.cli.offline.ray_job; this module turns flags into an `OfflineJob` and prints the
+summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def add_ray_options(p: argparse.ArgumentParser, score: bool) -> None:
+    from electric.cli.offline.files import INPUT_KINDS
+
+    g = p.add_argument_group("offline scoring on Ray Data (pip install 'electric[ray]'; docs/scale.md)")
+    g.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="score on Ray: a local instance without ADDRESS, else the cluster at ADDRESS (e.g. "
+                        "HEAD:6379 or ray://HEAD:10001); --model must be an `electric export` directory that every "
+                        "node reads at the same path")
+    g.add_argument("--actors", type=int, help="actors in the pool, each with one ONNX Runtime session (default: "
+                                              "the cluster's CPUs / --threads-per-actor)")
+    g.add_argument("--threads-per-actor", type=int, default=1,
+                   help="ONNX Runtime intra-op threads (and CPUs reserved) per actor (default 1)")
+    g.add_argument("--shard-size", type=int, default=1024,
+                   help="records per shard: the unit of work and of resuming an interrupted job (default 1024)")
+    g.add_argument("--on-bad-record", choices=("fail", "skip"), default="fail",
+                   help="a record that cannot be read or scored (not UTF-8, not JSON, too long): fail the job "
+                        "naming it (default), or write it with its \"error\" and go on (listed in the summary)")
+    g.add_argument("--keep-parts", action="store_true", help="keep OUT.parts/ (one file per shard) at the end")
+    if score:
+        g.add_argument("--input-kind", choices=("auto", *INPUT_KINDS), default="auto",
+                       help="text (a line each), jsonl (objects with --text-field), parquet (a --text-field column), "
+                            "nbest (HyPoradise or ESPnet JSON) or nbest-jsonl (a HyPoradise item a line); default: "
+                            "detect")
+        g.add_argument("--text-field", default="text", help="the text's field or column (default text)")
+        g.add_argument("--weights", metavar="REPORT",
+                       help="n-best input: the --report of an `electric rerank` run, whose tuned weights add each "
+                            "hypothesis's combined score and the reranked choice")
+
+
+def _job(args, out_format: str, weights: dict | None = None, lm_score: str = "sum"):
+    from electric.cli.offline.ray_job import OfflineJob, default_actors
+    from electric.inference.scoring import check_model_dir
+
+    for name in ("threads_per_actor", "shard_size") + (("actors",) if args.actors is not None else ()):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    model = check_model_dir(args.model, args.method, "onnx")
+    if not (model / "electric.json").is_file():
+        raise ValueError(f"--ray runs ONNX Runtime: --model {args.model} is not an `electric export` directory "
+                         f"(export it first: electric export --model {args.model} --out ONNX_DIR)")
+    if args.method not in ("electric", "electra", "cloze"):
+        raise ValueError(f"--ray scores one-pass methods (electric, electra, cloze), not {args.method}")
+    actors = args.actors or default_actors(args.threads_per_actor)
+    return OfflineJob(model=str(model.resolve()), method=args.method, per_token=getattr(args, "per_token", False),
+                      out_format=out_format, max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size,
+                      truncate=args.truncate, sliding_window=args.sliding_window, on_bad=args.on_bad_record,
+                      weights=weights, lm_score=lm_score, actors=actors, threads=args.threads_per_actor)
+
+
+def _report(summary, job, quiet: bool) -> None:
+    for b in summary.bad[:10]:
+        print(f"bad record (skipped, written with its error): {b}", file=sys.stderr)
+    if len(summary.bad) > 10:
+        print(f"... and {len(summary.bad) - 10} more bad records", file=sys.stderr)
+    if not quiet:
+        print(f"ray: {job.actors} actor{'s' if job.actors != 1 else ''} x {job.threads} thread"
+              f"{'s' if job.threads != 1 else ''}; " + "\n".join(summary.lines()), file=sys.stderr)
+
+
+def _read_weights(path: str) -> tuple[dict, str]:
+    report = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(report, dict) or not isinstance(report.get("weights"), dict):
+        raise ValueError(f"--weights {path}: not the --report of `electric rerank` (no \"weights\")")
+    return report["weights"], report.get("lm_score", "sum")
+
+
+def cmd_score_ray(args) -> int:
+    """`electric score --ray`: the input -> shards -> Ray Data actor pool -> parts -> --out."""
+    from electric.cli.offline import files, ray_job
+
+    ray_job.require_ray()
+    if args.input == "-" or not args.out or args.out == "-":
+        raise ValueError("--ray reads a file (not stdin) and writes --out FILE.parquet or FILE.jsonl")
+    src, out = Path(args.input), Path(args.out)
+    if not src.is_file():
+        raise ValueError(f"{src}: no such file")
+    fmt = files.out_format(out)
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: the folder {out.parent} does not exist; create it first")
+    kind = files.detect_kind(src, args.input_kind)
+    weights, lm_score = _read_weights(args.weights) if args.weights else (None, "sum")
+    if weights and kind not in ("nbest", "nbest-jsonl"):
+        raise ValueError(f"--weights reranks n-best lists; {src} is read as {kind}")
+    shards = files.plan_shards(src, kind, args.shard_size, args.text_field)
+    if not shards:
+        raise ValueError(f"{src}: no records")
+    started = ray_job.connect(args.ray)
+    try:
+        job = _job(args, fmt, weights, lm_score)
+        parts = files.parts_dir(out)
+        files.open_parts(parts, {**job.plan(), "input": files.fingerprint(src), "kind": kind,
+                                      "shard_size": args.shard_size, "text_field": args.text_field})
+        summary = ray_job.run_job(job, shards, parts, progress=not args.quiet)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+    files.assemble(parts, shards, out, fmt, keep_parts=args.keep_parts)
+    _report(summary, job, args.quiet)
+    if not args.quiet:
+        print(f"{kind} {src} -> {out} ({fmt})", file=sys.stderr)
+    return 0
+
+
+def ray_score_fn(args, no_token: list[str]):
+    """`electric rerank --ray`: a score_fn for `score_nbest` that scores all its texts in one Ray job and returns
+    (sum, mean, pieces) per text, NaN for a text without a score (no token, or a bad record under skip)."""
+    from electric.cli.offline import files, ray_job
+
+    ray_job.require_ray()
+
+    def score_fn(texts: list[str]) -> list[tuple[float, float, float]]:
+        shards = files.text_shards(texts, args.shard_size)
+        started = ray_job.connect(args.ray)
+        try:
+            job = _job(args, "jsonl")
+            parts = files.parts_dir(Path(args.out).with_name(Path(args.out).name + ".scores"))
+            files.open_parts(parts, {**job.plan(), "texts": files.texts_fingerprint(texts),
+                                          "shard_size": args.shard_size})
+            summary = ray_job.run_job(job, shards, parts, progress=not args.quiet)
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
+        records = files.read_parts(parts, shards, "jsonl")
+        _report(summary, job, args.quiet)
+        if not args.keep_parts:
+            import shutil
+
+            shutil.rmtree(parts)
+        no_token.extend(r["text"] for r in records if r["score"] is None and "error" in r and r["num_tokens"] == 0
+                        and r["text"].strip())
+        return [(math.nan, math.nan, 0.0) if r["score"] is None else (r["score"], r["mean"], float(r["num_tokens"]))
+                for r in records]
+
+    return score_fn
