@@ -18,10 +18,12 @@
 # re-signs it; it is mounted for that one step and never stored in a layer. Build with `--format docker` under
 # podman/buildah: the OCI image format has no HEALTHCHECK.
 # Every setting is an ELECTRIC_* environment variable (docs/server.md); the model directory is mounted
-# at /models. onnxruntime-gpu 1.20+ needs CUDA 12 and cuDNN 9, which the default base provides.
+# at /models. PyPI's onnxruntime-gpu 1.20 to 1.26 is built for CUDA 12 and cuDNN 9, which the default base provides;
+# from 1.27 on it links CUDA 13 (libcublasLt.so.13), whose provider would fail to load here and leave the CPU.
+# A CUDA 13 base takes ORT_PACKAGE=onnxruntime-gpu>=1.27.
 ARG BASE_IMAGE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
 FROM ${BASE_IMAGE}
-ARG ORT_PACKAGE="onnxruntime-gpu>=1.20"
+ARG ORT_PACKAGE="onnxruntime-gpu>=1.20,<1.27"
 
 # DL3064: TOKENIZERS_PARALLELISM holds no secret
 # hadolint ignore=DL3064
