@@ -3,7 +3,7 @@
     python benchmarks/bench_huge_inputs.py --label after                     # this tree
     python benchmarks/bench_huge_inputs.py --label before --repo /tmp/electric-before   # another checkout
 
-Serves bench_server's random-weight `tiny` int8 export (`python -m server`, from `--repo`), then for `--seconds`
+Serves the benchmarks' random-weight `tiny` int8 export (`python -m server`, from `--repo`), then for `--seconds`
 runs `--concurrency` clients that each POST maximal /v1/score requests one after the other - as many texts of
 `--text-chars` characters (`"a " * (chars // 2)`) as fit in the 1 MiB body limit, `"truncate": true` - and one
 client that POSTs a 4-word request every 0.2 s. Samples the server's RSS every 0.1 s. Prints one line and appends
@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,21 +24,12 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-from bench_server import ServerProcess, build_model, free_port, machine, rss_mb  # noqa: E402
+from _bench_models import build_model  # noqa: E402
+from _server_harness import ServerProcess, free_port, machine, rss_mb  # noqa: E402
 
 SMALL = {"texts": ["show me flights today"]}
-
-
-class Checkout(ServerProcess):
-    """bench_server's ServerProcess, run in the checkout `repo` (its `server` and `electric` packages)."""
-
-    def __init__(self, cmd: list[str], http_port: int, log: Path, repo: Path):
-        self.cmd, self.ready_path = " ".join(cmd[1:]), "/ready"
-        self.log = open(log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, cwd=repo, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONPATH": str(repo)})
-        self.url = f"http://127.0.0.1:{http_port}"
 
 
 def big_body(text_chars: int, max_body: int) -> bytes:
@@ -106,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     http = free_port()
     cmd = [sys.executable, "-m", "server", "--model", str(model), "--http-port", str(http), "--grpc-port", "-1",
            "--threads", "1", "--no-access-log", "--max-body-bytes", str(args.max_body_bytes)]
-    server = Checkout(cmd, http, work / f"huge-inputs-{args.label}.log", Path(args.repo))
+    server = ServerProcess(cmd, http, work / f"huge-inputs-{args.label}.log", cwd=Path(args.repo),
+                           env={"PYTHONPATH": args.repo})  # that checkout's `server` and `electric` packages
     try:
         server.wait_ready()
         rest = rss_mb(server.proc.pid)

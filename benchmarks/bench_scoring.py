@@ -26,17 +26,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+from _bench_models import SIZES  # noqa: E402  - the presets' discriminator shapes
+
 from electric.shared_data import shared_data_dir  # noqa: E402
 
 SHARED = shared_data_dir()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SIZES = {  # hidden, layers, heads, FFN, embedding
-    "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512, embedding_size=128),
-    "small": dict(hidden_size=256, num_hidden_layers=12, num_attention_heads=4, intermediate_size=1024,
-                  embedding_size=128),
-}
 
 
 def sentences_of_length(tokenizer, n: int, length: int, corpus: Path) -> list[str]:
@@ -65,10 +62,11 @@ def get_tokenizer(path: str | None, workdir: Path):
     default = REPO / "runs" / "tok"
     if default.is_dir():
         return load_tokenizer(default), str(default.relative_to(REPO))
-    from training.tokenizer import train_tokenizer
+    import training.tokenizer
 
     out = workdir / "tok"
-    train_tokenizer([str(SHARED / "corpus/enwiki/wiki_00")], vocab_size=16000, out=out)
+    if training.tokenizer.main(["--data", str(SHARED / "corpus/enwiki/wiki_00"), "--vocab-size", "16000", "--out", str(out)]):
+        raise SystemExit("training the tokenizer failed")
     return load_tokenizer(out), "16,000 pieces trained on enwiki wiki_00"
 
 

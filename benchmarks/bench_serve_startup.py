@@ -35,8 +35,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import bench_server  # noqa: E402  - the model builder, free_port, rss_mb
+from _bench_models import build_model  # noqa: E402
+from _server_harness import free_port, rss_mb  # noqa: E402
 
 HEAVY = ("torch", "transformers", "grpc")
 ENGINE_PROBE = """
@@ -70,7 +72,7 @@ def checkout(rev: str, into: Path) -> Path:
 
 def time_to_ready(python: str, code: Path, model: Path, env: dict) -> tuple[float, float]:
     """(seconds from spawn to the first 200 from /ready, VmRSS in MB then) of one `electric serve`."""
-    http, grpc_port = bench_server.free_port(), bench_server.free_port()
+    http, grpc_port = free_port(), free_port()
     cmd = [python, "-m", "electric.cli", "serve", "--model", str(model), "--host", "127.0.0.1",
            "--http-port", str(http), "--grpc-port", str(grpc_port), "--log-level", "warning"]
     t0 = time.perf_counter()
@@ -80,7 +82,7 @@ def time_to_ready(python: str, code: Path, model: Path, env: dict) -> tuple[floa
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{http}/ready", timeout=1) as r:
                     if r.status == 200:
-                        return time.perf_counter() - t0, bench_server.rss_mb(proc.pid)
+                        return time.perf_counter() - t0, rss_mb(proc.pid)
             except OSError:
                 pass
             if proc.poll() is not None:
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     args.work.mkdir(parents=True, exist_ok=True)
-    model = bench_server.build_model("tiny", args.work)
+    model = build_model("tiny", args.work)
     base_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     tmp = tempfile.TemporaryDirectory(prefix="serve-startup-")
     variants = [("this checkout", sys.executable, REPO)]

@@ -4,8 +4,8 @@
     python benchmarks/profile_server.py --sizes small --concurrency 1 --transports http --seconds 20
 
 Starts the server in its own process (`python -m server`, the int8 export of a random-weight `tiny` or
-`small` discriminator, built as benchmarks/bench_server.py builds it), drives it with bench_server's
-clients (one ATIS sentence per request), and samples every thread of the server with py-spy (an
+`small` discriminator, built as benchmarks/bench_server.py builds it: _bench_models), drives it with the
+benchmarks' load clients (_server_harness) (one ATIS sentence per request), and samples every thread of the server with py-spy (an
 outside sampler: no GIL, no instrumentation; it pauses the process for each sample so stacks are
 consistent; only on-CPU samples are kept). Each sample is charged to the innermost stage it is in:
 
@@ -42,8 +42,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
-import bench_server  # noqa: E402  - the model builder, the server process and the load clients
+from _bench_models import SIZES, build_model, sentences  # noqa: E402
+from _server_harness import Server, load_grpc, load_http  # noqa: E402
 
 # (stage, pattern on "function (file:line)"; py-spy writes methods as Class.method) - a sample goes to the
 # innermost frame that matches any pattern, patterns tried in this order.
@@ -105,7 +107,7 @@ def parse_raw(path: Path) -> dict[str, Counter]:
     return out
 
 
-def profile(server: bench_server.Server, transport: str, texts: list[str], concurrency: int, seconds: float,
+def profile(server: Server, transport: str, texts: list[str], concurrency: int, seconds: float,
             rate: int, raw: Path) -> tuple[dict, dict]:
     """Load the server for `seconds` while py-spy samples it; (load summary, per-thread stage counts)."""
     spy = subprocess.Popen(["py-spy", "record", "--pid", str(server.proc.pid), "--rate", str(rate), "--duration",
@@ -113,9 +115,9 @@ def profile(server: bench_server.Server, transport: str, texts: list[str], concu
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)  # py-spy attached
     if transport == "http":
-        load = asyncio.run(bench_server.load_http(server.url, texts, concurrency, seconds))
+        load = asyncio.run(load_http(server.url, texts, concurrency, seconds))
     else:
-        load = asyncio.run(bench_server.load_grpc(f"127.0.0.1:{server.grpc}", texts, concurrency, seconds))
+        load = asyncio.run(load_grpc(f"127.0.0.1:{server.grpc}", texts, concurrency, seconds))
     _, err = spy.communicate(timeout=seconds + 60)
     if spy.returncode != 0 or not raw.is_file():
         raise RuntimeError(f"py-spy failed ({spy.returncode}): {err.strip()[-500:]}")
@@ -146,7 +148,7 @@ def render(title: str, load: dict, counts: dict[str, Counter], rate: int, second
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", nargs="+", default=["tiny"], choices=sorted(bench_server.SIZES))
+    ap.add_argument("--sizes", nargs="+", default=["tiny"], choices=sorted(SIZES))
     ap.add_argument("--transports", nargs="+", default=["http", "grpc"], choices=("http", "grpc"))
     ap.add_argument("--concurrency", nargs="+", type=int, default=[64])
     ap.add_argument("--seconds", type=float, default=15.0, help="load (and sampling) time per point")
@@ -162,21 +164,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    texts = bench_server.sentences(args.sentences)
+    texts = sentences(args.sentences)
     load_start = os.getloadavg()
     reports = []
     with tempfile.TemporaryDirectory() as tmp:
         keep = Path(args.keep or tmp)
         keep.mkdir(parents=True, exist_ok=True)
         for size in args.sizes:
-            model = bench_server.build_model(size, work)
-            server = bench_server.Server(model, args.threads or None, keep / f"server-{size}.log",
-                                         args.server_args.split())
+            model = build_model(size, work)
+            server = Server(model, args.threads or None, keep / f"server-{size}.log", args.server_args.split())
             try:
                 server.wait_ready()
                 for transport in args.transports:
                     for c in args.concurrency:
-                        asyncio.run(bench_server.load_http(server.url, texts, c, 1.0))  # warm connections
+                        asyncio.run(load_http(server.url, texts, c, 1.0))  # warm connections
                         raw = keep / f"{size}-{transport}-c{c}.txt"
                         load, counts = profile(server, transport, texts, c, args.seconds, args.rate, raw)
                         report = render(f"{size} int8, {transport}, concurrency {c}", load, counts, args.rate,
