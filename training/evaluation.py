@@ -46,12 +46,12 @@ def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, 
     for b in range(min(cfg.eval_batches, math.ceil(len(val_ds) / bs))):
         ids, mask = collate(val_ds[b * bs: (b + 1) * bs]["input_ids"], pad_id)
         with autocast():
-            out = model(ids.to(device), mask.to(device), step_rng(cfg.seed + 7, 0, b, 0, device), details=True)
+            out = model(ids.to(device), mask.to(device), step_rng(cfg.seed + 7, 0, b, device), details=True)
         details.append({k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in out.pop("details").items()})
         if noise_probs is not None:
             with autocast():
                 s, labels = model.fixed_noise_scores(ids.to(device), mask.to(device), noise_probs,
-                                                     step_rng(cfg.seed + 11, 0, b, 0, device))
+                                                     step_rng(cfg.seed + 11, 0, b, device))
             details[-1].update(noise_scores=s.float().cpu(), noise_labels=labels.cpu())
         for k, v in out.items():
             totals[k] = totals.get(k, 0.0) + float(v)

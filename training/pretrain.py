@@ -79,11 +79,15 @@ def train(run: RunConfig, tokenizer) -> int:
         d.close()
         return 2
     trainer = start_or_resume(run, parts)
+    first_step = trainer["step"]
     reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
     if reason == WARM_START_DONE:  # the MLM stage ran its share: its encoder becomes the discriminator's
         parts = switch_to_objective(run, parts, trainer)
         reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
     finish(run, parts, trainer, last, reason)
+    if d.world > 1:  # each process's own account, on its own node's log: every rank did its share
+        print(f"{d}: steps {first_step + 1}-{trainer['step']}, {parts.batches.tokens_read:,} tokens read from "
+              "its shard", file=sys.stderr)
     return 3 if reason == "collapse" else 0
 
 
@@ -112,16 +116,11 @@ def setup(run: RunConfig, tokenizer, d: Dist) -> Parts:
                         f"{d.world} processes")
     torch.manual_seed(cfg.seed)
     special = SpecialIds.from_tokenizer(tokenizer)
-    if not d.main:  # rank 0 tokenises first and fills the cache; the others then read it
-        d.barrier()
-    try:
+    with d.leaders_first():  # rank 0, then each node's local rank 0, tokenise and fill the cache; the rest read it
         train_ds, val_ds = build_datasets(list(run.train_files), tokenizer, cfg.max_seq_length, cfg.val_sequences,
                                           cfg.num_proc, run.cache_dir, rank0=d.main)
         batches = Batches(train_ds, per_rank_batch, special.pad, cfg.seed, d.rank, d.world)
         model = stage_model(run, special)
-    finally:
-        if d.main:
-            d.barrier()
     unigram_lp = unigram_baseline(train_ds, special.vocab_size, special.all_special) if d.main else None
     model.to(d.device).train()
     optimizer = build_optimizer(model, model.cfg)
@@ -210,6 +209,7 @@ def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, traine
                 trainer["total_steps"] = d.broadcast_int(min(stage_end_step, max(fitted, step + 1)))
 
             if step % cfg.log_every == 0 or step == 1:
+                sums = d.average(sums)  # the global batch's metrics, not rank 0's share
                 dt = time.time() - window["t"]
                 tok_s = window["tokens"] / dt if dt > 0 else 0.0
                 last.update({"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer["tokens"],
@@ -256,7 +256,7 @@ def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfi
         # Gradients are all-reduced once per optimizer step, on the last micro-step.
         no_sync = contextlib.nullcontext if last_micro or d.world == 1 else step_model.no_sync
         with no_sync(), parts.autocast():
-            res = step_model(ids, mask, step_rng(cfg.seed, step, micro, d.rank, d.device))
+            res = step_model(ids, mask, step_rng(cfg.seed, step, micro * d.world + d.rank, d.device))
         (res["loss"] / cfg.grad_accum).backward()
         for k, v in res.items():
             sums[k] = sums.get(k, 0) + v.detach() / cfg.grad_accum
