@@ -107,6 +107,18 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
         require_ray()
 
 
+def test_wrong_arguments_are_one_line_before_ray_starts(capsys, disc_dir, tmp_path):
+    pytest.importorskip("ray")
+    src = tmp_path / "in.txt"
+    src.write_text("the cat sat\n")
+    rc, _, err = run(capsys, "score", "--ray", "--model", disc_dir, "--out", tmp_path / "o.jsonl", src)
+    assert rc == 2 and "is not an `electric export` directory" in err
+    rc, _, err = run(capsys, "score", "--ray", "--model", disc_dir, "--out", tmp_path / "o.csv", src)
+    assert rc == 2 and "the extension says the format: .parquet, or .jsonl" in err
+    rc, _, err = run(capsys, "score", "--ray", "--model", disc_dir, src)
+    assert rc == 2 and "--ray reads a file (not stdin) and writes --out" in err
+
+
 # ---- jobs on a local Ray instance ----------------------------------------------------------------------
 
 

@@ -48,21 +48,28 @@ def add_ray_options(p: argparse.ArgumentParser, score: bool) -> None:
                             "hypothesis's combined score and the reranked choice")
 
 
-def _job(args, out_format: str, weights: dict | None = None, lm_score: str = "sum"):
-    from electric.cli.offline.ray_job import OfflineJob, default_actors
+def _check_args(args) -> Path:
+    """The export --model names for --method, and the numbers, checked before Ray starts."""
     from electric.inference.scoring import check_model_dir
 
     for name in ("threads_per_actor", "shard_size") + (("actors",) if args.actors is not None else ()):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.method not in ("electric", "electra", "cloze"):
+        raise ValueError(f"--ray scores one-pass methods (electric, electra, cloze), not {args.method}")
     model = check_model_dir(args.model, args.method, "onnx")
     if not (model / "electric.json").is_file():
         raise ValueError(f"--ray runs ONNX Runtime: --model {args.model} is not an `electric export` directory "
                          f"(export it first: electric export --model {args.model} --out ONNX_DIR)")
-    if args.method not in ("electric", "electra", "cloze"):
-        raise ValueError(f"--ray scores one-pass methods (electric, electra, cloze), not {args.method}")
+    return model.resolve()
+
+
+def _job(args, model: Path, out_format: str, weights: dict | None = None, lm_score: str = "sum"):
+    """The job of these flags on the connected cluster (the default number of actors comes from its CPUs)."""
+    from electric.cli.offline.ray_job import OfflineJob, default_actors
+
     actors = args.actors or default_actors(args.threads_per_actor)
-    return OfflineJob(model=str(model.resolve()), method=args.method, per_token=getattr(args, "per_token", False),
+    return OfflineJob(model=str(model), method=args.method, per_token=getattr(args, "per_token", False),
                       out_format=out_format, max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size,
                       truncate=args.truncate, sliding_window=args.sliding_window, on_bad=args.on_bad_record,
                       weights=weights, lm_score=lm_score, actors=actors, threads=args.threads_per_actor)
@@ -102,12 +109,13 @@ def cmd_score_ray(args) -> int:
     weights, lm_score = _read_weights(args.weights) if args.weights else (None, "sum")
     if weights and kind not in ("nbest", "nbest-jsonl"):
         raise ValueError(f"--weights reranks n-best lists; {src} is read as {kind}")
+    model = _check_args(args)
     shards = files.plan_shards(src, kind, args.shard_size, args.text_field)
     if not shards:
         raise ValueError(f"{src}: no records")
     started = ray_job.connect(args.ray)
     try:
-        job = _job(args, fmt, weights, lm_score)
+        job = _job(args, model, fmt, weights, lm_score)
         parts = files.parts_dir(out)
         files.open_parts(parts, {**job.plan(), "input": files.fingerprint(src), "kind": kind,
                                       "shard_size": args.shard_size, "text_field": args.text_field})
@@ -130,12 +138,13 @@ def ray_score_fn(args, no_token: list[str]):
     from electric.cli.offline import files, ray_job
 
     ray_job.require_ray()
+    model = _check_args(args)
 
     def score_fn(texts: list[str]) -> list[tuple[float, float, float]]:
         shards = files.text_shards(texts, args.shard_size)
         started = ray_job.connect(args.ray)
         try:
-            job = _job(args, "jsonl")
+            job = _job(args, model, "jsonl")
             parts = files.parts_dir(Path(args.out).with_name(Path(args.out).name + ".scores"))
             files.open_parts(parts, {**job.plan(), "texts": files.texts_fingerprint(texts),
                                           "shard_size": args.shard_size})

@@ -21,7 +21,7 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-OUT_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
+OUT_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl"}
 INPUT_KINDS = ("text", "jsonl", "parquet", "nbest", "nbest-jsonl")
 PLAN = "plan.json"
 
@@ -121,6 +121,10 @@ def plan_shards(path: str | os.PathLike, kind: str, size: int, text_field: str =
         import pyarrow.parquet as pq
 
         meta, first, shards = pq.ParquetFile(p).metadata, 1, []
+        columns = pq.ParquetFile(p).schema_arrow.names
+        if text_field not in columns:
+            raise ValueError(f"{p}: no column {text_field!r} (columns: {', '.join(columns)}); name the text column "
+                             "with --text-field")
         for g in range(meta.num_row_groups):
             n = meta.row_group(g).num_rows
             shards.append({"kind": kind, "path": str(p), "first": first, "count": n, "row_group": g})

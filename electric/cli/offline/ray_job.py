@@ -75,8 +75,9 @@ class Summary:
         nodes = Counter()
         for (node, _pid), n in self.workers.items():
             nodes[node] += n
-        out.append("shards by node: " + ", ".join(f"{node[:12]} {n}" for node, n in sorted(nodes.items())) +
-                   f" ({len(self.workers)} actor process{'es' if len(self.workers) != 1 else ''})")
+        if nodes:
+            out.append("shards by node: " + ", ".join(f"{node[:12]} {n}" for node, n in sorted(nodes.items())) +
+                       f" ({len(self.workers)} actor process{'es' if len(self.workers) != 1 else ''})")
         return out
 
 
