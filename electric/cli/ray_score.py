@@ -1,7 +1,7 @@
 """`electric score --ray [ADDRESS]` and `electric rerank --ray [ADDRESS]`: the same scores on a Ray cluster.
 
     electric score --ray --model runs/electric-tiny/onnx big.txt --out scores.parquet [--per-token]
-    electric score --ray ray://head:10001 --model /nfs/onnx lists.jsonl --out lists.jsonl --weights report.json
+    electric score --ray HEAD:6379 --model /nfs/onnx /nfs/lists.jsonl --out /nfs/choices.jsonl --weights report.json
     electric rerank --ray --model runs/electric-tiny/onnx --nbest lists.json --out reranked.json
 
 Without ADDRESS a local Ray instance is started (and stopped at the end); with one the job joins that cluster
@@ -25,7 +25,7 @@ def add_ray_options(p: argparse.ArgumentParser, score: bool) -> None:
     g = p.add_argument_group("offline scoring on Ray Data (pip install 'electric[ray]'; docs/scale.md)")
     g.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="score on Ray: a local instance without ADDRESS, else the cluster at ADDRESS (e.g. "
-                        "HEAD:6379 or ray://HEAD:10001); --model must be an `electric export` directory that every "
+                        "HEAD:6379, or auto on a node of it); --model must be an `electric export` directory that every "
                         "node reads at the same path")
     g.add_argument("--actors", type=int, help="actors in the pool, each with one ONNX Runtime session (default: "
                                               "the cluster's CPUs / --threads-per-actor)")
@@ -118,7 +118,7 @@ def cmd_score_ray(args) -> int:
         job = _job(args, model, fmt, weights, lm_score)
         parts = files.parts_dir(out)
         files.open_parts(parts, {**job.plan(), "input": files.fingerprint(src), "kind": kind,
-                                      "shard_size": args.shard_size, "text_field": args.text_field})
+                                 "shard_size": args.shard_size, "text_field": args.text_field})
         summary = ray_job.run_job(job, shards, parts, progress=not args.quiet)
     finally:
         if started:
@@ -136,6 +136,7 @@ def ray_score_fn(args, no_token: list[str]):
     """`electric rerank --ray`: a score_fn for `score_nbest` that scores all its texts in one Ray job and returns
     (sum, mean, pieces) per text, NaN for a text without a score (no token, or a bad record under skip)."""
     from electric.cli.offline import files, ray_job
+    from electric.inference.records import NO_TOKEN
 
     ray_job.require_ray()
     model = _check_args(args)
@@ -147,7 +148,7 @@ def ray_score_fn(args, no_token: list[str]):
             job = _job(args, model, "jsonl")
             parts = files.parts_dir(Path(args.out).with_name(Path(args.out).name + ".scores"))
             files.open_parts(parts, {**job.plan(), "texts": files.texts_fingerprint(texts),
-                                          "shard_size": args.shard_size})
+                                     "shard_size": args.shard_size})
             summary = ray_job.run_job(job, shards, parts, progress=not args.quiet)
         finally:
             if started:
@@ -160,8 +161,7 @@ def ray_score_fn(args, no_token: list[str]):
             import shutil
 
             shutil.rmtree(parts)
-        no_token.extend(r["text"] for r in records if r["score"] is None and "error" in r and r["num_tokens"] == 0
-                        and r["text"].strip())
+        no_token.extend(r["text"] for r in records if r.get("error") == NO_TOKEN)  # bad records: in the summary
         return [(math.nan, math.nan, 0.0) if r["score"] is None else (r["score"], r["mean"], float(r["num_tokens"]))
                 for r in records]
 

@@ -205,12 +205,13 @@ def run_job(job: OfflineJob, shards: list[dict], parts: Path, progress: bool = T
     summary = Summary()
     todo = [s for s in shards if not files.finished_part(parts, s, job.out_format)]
     summary.skipped_shards = len(shards) - len(todo)
-    summary.records = sum(s["count"] for s in shards if s not in todo)
+    summary.records = sum(s["count"] for s in shards) - sum(s["count"] for s in todo)  # counted again below
     t0 = time.perf_counter()
     if todo:
         ds = ray.data.from_items([{"spec": json.dumps(s)} for s in todo], override_num_blocks=len(todo))
-        ds = ds.map_batches(ShardScorer, batch_size=1, compute=ray.data.ActorPoolStrategy(size=min(job.actors, len(todo))),
-                            num_cpus=job.threads, fn_constructor_kwargs={"job": job, "parts": str(parts)})
+        pool = ray.data.ActorPoolStrategy(size=min(job.actors, len(todo)))
+        ds = ds.map_batches(ShardScorer, batch_size=1, compute=pool, num_cpus=job.threads,
+                            fn_constructor_kwargs={"job": job, "parts": str(parts)})
         for row in ds.iter_rows():
             bad = json.loads(row["bad"])
             if bad and job.on_bad == "fail":
