@@ -78,6 +78,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 [ "$(id -u)" = 0 ] || die "run as root: debootstrap needs it, and the base is imported into rootful podman storage"
 
+# one build at a time (two test runs on one machine would otherwise debootstrap into the same directory)
+mkdir -p "$WORK"
+exec 9>"$WORK/.lock"
+flock 9
+
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$REPO/scripts/containers.conf}"
 log "podman $(podman --version | awk '{print $3}'), CONTAINERS_CONF=$CONTAINERS_CONF"
 
