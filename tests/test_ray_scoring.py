@@ -23,7 +23,7 @@ import pytest
 from electric.cli import main
 from electric.cli.offline import files
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # a bound even on a loaded machine (the module builds and exports a model)
 
 SENTENCES = [
     "the cat sat on the mat .", "show me flights from boston to denver", "", "a short one",
