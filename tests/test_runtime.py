@@ -143,6 +143,7 @@ def test_cuda_build_without_a_gpu_falls_back_to_cpu_and_int8(onnx_dirs, monkeypa
     assert be.providers == ["CPUExecutionProvider"]
     assert be.precision == "int8"  # not the fp16 graph meant for the GPU
     assert any("CPUExecutionProvider" in str(w.message) for w in caught)  # says where it runs
+    assert any("could not load it" in str(w.message) and "CUDA 13" in str(w.message) for w in caught)  # and why
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime-gpu and a CUDA device")

@@ -104,9 +104,13 @@ def make_session(path: str | Path, providers: Sequence[str] | None = None, threa
             raise
         warnings.warn(f"could not start {chosen} ({e}); falling back to {CPU}", RuntimeWarning, stacklevel=2)
         session = ort.InferenceSession(str(path), sess_options=so, providers=[CPU])
-    if providers and providers[0] != session.get_providers()[0]:
-        warnings.warn(f"asked for {list(providers)}, running on {session.get_providers()}", RuntimeWarning,
-                      stacklevel=2)
+    running = session.get_providers()
+    if CUDA in chosen and CUDA not in running:  # onnxruntime logs why at a level we silenced: say it here
+        warnings.warn(f"asked for {chosen}, running on {running}: onnxruntime offers {CUDA} but could not load it; "
+                      "the CUDA libraries must match the build (onnxruntime-gpu 1.20-1.26 needs CUDA 12 and cuDNN 9, "
+                      "1.27 and later CUDA 13)", RuntimeWarning, stacklevel=2)
+    elif providers and providers[0] != running[0]:
+        warnings.warn(f"asked for {list(providers)}, running on {running}", RuntimeWarning, stacklevel=2)
     return session, threads
 
 
