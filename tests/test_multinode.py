@@ -132,7 +132,7 @@ def test_two_nodes_train_checkpoint_resume_and_match_one_process(wiki_sample, to
 
     # two nodes x 2 sequences, stopped with a checkpoint at step 3 ...
     first = two_nodes([*common, "--out", str(nodes), "--stop-at", "3"])
-    # each launcher's node got its rank from the rendezvous (in order of arrival) and stepped
+    # the rendezvous numbered the launchers' nodes 0 and 1, and each one's rank stepped
     assert [(r, n, a, b) for r, n, a, b, _ in rank_lines(first)] == [(0, 0, 1, 3), (1, 1, 1, 3)]
     assert all(tokens > 0 for *_, tokens in rank_lines(first)), "each rank read its own shard"
     assert sum(stdout.count("stopped after 3 steps") for _, stdout, _ in first) == 1, "only rank 0 reports"

@@ -21,7 +21,7 @@ class Dist:
         self.rank = int(os.environ.get("RANK", 0))
         self.world = int(os.environ.get("WORLD_SIZE", 1))
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        self.node = int(os.environ.get("GROUP_RANK", 0))  # torchrun's node rank (c10d assigns it on arrival)
+        self.node = int(os.environ.get("GROUP_RANK", 0))  # the node's rank: c10d numbers the nodes by address
         if device is None:
             device = f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
