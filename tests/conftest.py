@@ -32,7 +32,7 @@ def pytest_configure(config):
 INTEGRATION_FIXTURES = {
     "trained_run",  # a debug-preset pretraining run
     "server",  # a running server (conftest's `http` and `channel` reach it)
-    "models", "onnx_dirs", "exported", "cloze_export", "electric_export", "electra_export",  # ONNX exports
+    "models", "onnx_dir", "onnx_dirs", "exported", "cloze_export", "electric_export", "electra_export",  # ONNX exports
 }
 
 

@@ -692,6 +692,7 @@ def test_not_ready_until_loaded_and_warm(models):
         srv.stop()
 
 
+@pytest.mark.integration
 def test_a_model_that_does_not_load_fails_the_server(tmp_path):
     s = Settings(model=tmp_path / "missing", http_port=0, grpc_port=-1, access_log=False)
     srv = BackgroundServer(s)
