@@ -70,9 +70,10 @@ def checkout(rev: str, into: Path) -> Path:
     return into
 
 
-def time_to_ready(python: str, code: Path, model: Path, env: dict) -> tuple[float, float]:
-    """(seconds from spawn to the first 200 from /ready, VmRSS in MB then) of one `electric serve`."""
-    http, grpc_port = free_port(), free_port()
+def time_to_ready(python: str, code: Path, model: Path, env: dict, grpc: bool = True) -> tuple[float, float]:
+    """(seconds from spawn to the first 200 from /ready, VmRSS in MB then) of one `electric serve` (`grpc` False:
+    --grpc-port -1, which skips importing grpc)."""
+    http, grpc_port = free_port(), free_port() if grpc else -1
     cmd = [python, "-m", "electric.cli", "serve", "--model", str(model), "--host", "127.0.0.1",
            "--http-port", str(http), "--grpc-port", str(grpc_port), "--log-level", "warning"]
     t0 = time.perf_counter()
@@ -104,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", metavar="REV", help="also measure this commit (e.g. the one before a change)")
     ap.add_argument("--python", action="append", default=[], metavar="PY",
                     help="also measure this checkout on this interpreter (repeatable), e.g. a base-install venv")
+    ap.add_argument("--grpc-off", action="store_true", help="also measure this checkout with --grpc-port -1")
     ap.add_argument("--starts", type=int, default=5, help="starts per variant (default 5)")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "serve_startup.md")
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "bench-server", help="where the model is built")
     args = ap.parse_args(argv)
 
@@ -112,16 +115,18 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model("tiny", args.work)
     base_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     tmp = tempfile.TemporaryDirectory(prefix="serve-startup-")
-    variants = [("this checkout", sys.executable, REPO)]
+    variants = [("this checkout", sys.executable, REPO, True)]
     if args.before:
-        variants.insert(0, (f"before ({args.before})", sys.executable, checkout(args.before, Path(tmp.name))))
-    variants += [(f"this checkout, {py}", py, REPO) for py in args.python]
-    results = {name: {"ready": [], "rss": [], "probe": []} for name, _, _ in variants}
+        variants.insert(0, (f"before ({args.before})", sys.executable, checkout(args.before, Path(tmp.name)), True))
+    if args.grpc_off:
+        variants.append(("this checkout, gRPC off", sys.executable, REPO, False))
+    variants += [(f"this checkout, {py}", py, REPO, True) for py in args.python]
+    results = {name: {"ready": [], "rss": [], "probe": []} for name, *_ in variants}
     load_start = os.getloadavg()
     for _ in range(args.starts):
-        for name, python, code in variants:
+        for name, python, code, grpc in variants:
             env = {**base_env, "PYTHONPATH": str(code)}
-            ready, rss = time_to_ready(python, code, model, env)
+            ready, rss = time_to_ready(python, code, model, env, grpc)
             results[name]["ready"].append(ready)
             results[name]["rss"].append(rss)
             results[name]["probe"].append(probe(python, code, model, env))
@@ -129,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp.cleanup()
 
     rows = []
-    for name, _, _ in variants:
+    for name, *_ in variants:
         r = results[name]
         p = r["probe"]
         rows.append(f"| {name} | {', '.join(p[0]['imported']) or 'none'} "
@@ -158,9 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ])
     print(report)
-    out = REPO / "benchmarks" / "results" / "serve_startup.md"
-    out.write_text(report, encoding="utf-8")
-    print(f"wrote {out.relative_to(REPO)}", file=sys.stderr)
+    args.out.write_text(report, encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 
