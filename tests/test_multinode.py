@@ -163,3 +163,17 @@ def test_two_nodes_train_checkpoint_resume_and_match_one_process(wiki_sample, to
         weight_diff = max(weight_diff, *((a[k] - b[k]).abs().max().item() for k in a))
     assert weight_diff < 1e-5, f"the weights differ by up to {weight_diff:.2e}"
     print(f"two nodes vs one process: logged losses differ by up to {loss_diff:.1e}, weights by {weight_diff:.1e}")
+
+
+def test_a_run_resumes_only_with_the_number_of_processes_that_checkpointed_it(wiki_sample, tokenizer_dir, tmp_path,
+                                                                              capsys):
+    from training.pretrain import main
+
+    out = tmp_path / "run"
+    assert main(["--objective", "mlm", "--preset", "debug", "--data", str(wiki_sample), "--tokenizer",
+                 str(tokenizer_dir), "--out", str(out), "--max-steps", "4", "--stop-at", "2", "--num-proc", "1"]) == 0
+    state = torch.load(out / "state" / "trainer.pt", weights_only=False)
+    assert state["processes"] == 1
+    torch.save({**state, "processes": 2}, out / "state" / "trainer.pt")  # as if two ranks had written it
+    assert main(["--resume", "--out", str(out), "--data", str(wiki_sample)]) == 2
+    assert "checkpointed by 2 processes, this run has 1" in capsys.readouterr().err

@@ -74,11 +74,11 @@ def train(run: RunConfig, tokenizer) -> int:
     d = Dist(run.device)
     try:
         parts = setup(run, tokenizer, d)
+        trainer = start_or_resume(run, parts)
     except (DataError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         d.close()
         return 2
-    trainer = start_or_resume(run, parts)
     first_step = trainer["step"]
     reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
     if reason == WARM_START_DONE:  # the MLM stage ran its share: its encoder becomes the discriminator's
@@ -141,12 +141,16 @@ def start_or_resume(run: RunConfig, parts: Parts) -> dict:
     # total_steps is where the current stage's schedule ends, run_steps where the run's does
     trainer = {"step": 0, "total_steps": total_steps, "elapsed": 0.0, "tokens": 0, "batches": None,
                "collapse": None, "stage": "warm" if cfg.warm_start else "main", "stage_step": 0,
-               "stage_elapsed": 0.0, "run_steps": total_steps, "warm_start": None}
+               "stage_elapsed": 0.0, "run_steps": total_steps, "warm_start": None, "processes": d.world}
     if cfg.warm_start:
         trainer["total_steps"] = max(1, round(cfg.warm_start * total_steps))
     metrics_path = out / "metrics.jsonl"
     if run.resume:
-        trainer.update(load_checkpoint(out, parts.model, parts.optimizer, d.device))
+        saved = load_checkpoint(out, parts.model, parts.optimizer, d.device)
+        if saved.get("processes", d.world) != d.world:  # each process's data position is its own
+            raise CheckpointError(f"--resume: {str(out)!r} was checkpointed by {saved['processes']} processes, this "
+                                  f"run has {d.world}; resume with the same number (nodes x processes per node)")
+        trainer.update(saved)
         parts.batches.load_state_dict(trainer["batches"])
         if "max_steps" in run.extended:
             trainer["run_steps"] = cfg.max_steps
