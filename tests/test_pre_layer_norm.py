@@ -2,6 +2,7 @@
 encoder; it trains, warm-starts and loads back, and what cannot run it (export, scoring, fine-tuning) refuses it."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -58,17 +59,14 @@ def test_a_saved_pre_ln_model_loads_back_with_the_same_outputs(cls, tmp_path):
     assert torch.allclose(again(ids).logits, model(ids).logits, atol=1e-6)
 
 
-def test_export_scoring_and_fine_tuning_refuse_a_pre_ln_checkpoint(tmp_path):
-    electra_model(ElectraForPreTraining, small_config(layer_norm_position="pre")).save_pretrained(tmp_path)
-    with pytest.raises(CheckpointError, match="pre-LayerNorm checkpoint.*the ONNX export"):
-        require_post_layer_norm(tmp_path, "the ONNX export")
+def test_export_and_fine_tuning_refuse_a_pre_ln_checkpoint(tmp_path):
     from electric.export.graph import load_for_export
-    from electric.inference.backend import TorchBackend
 
-    with pytest.raises(CheckpointError, match="pre-LayerNorm"):
+    electra_model(ElectraForPreTraining, small_config(layer_norm_position="pre")).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="pre-LayerNorm checkpoint.*fine-tuning"):
+        require_post_layer_norm(tmp_path, "fine-tuning")
+    with pytest.raises(CheckpointError, match="pre-LayerNorm checkpoint.*the ONNX export"):
         load_for_export(tmp_path, "ElectraForPreTraining")
-    with pytest.raises(CheckpointError, match="pre-LayerNorm"):
-        TorchBackend(tmp_path)
 
 
 def test_layer_norm_is_post_or_pre():
@@ -91,6 +89,12 @@ def test_a_pre_ln_run_warm_starts_trains_and_an_electra_run_initialises_from_it(
     assert not torch.equal(disc.electra.encoder.final_layer_norm.weight, warm.electra.encoder.final_layer_norm.weight)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in rows if "loss" in r)
+    # the torch scorer runs it as the pre-LN network it is
+    from electric.inference.scoring import load_scorer
+
+    scorer = load_scorer(run, "electra", backend="torch")
+    assert isinstance(scorer.backend.model.electra.encoder, PreLayerNormEncoder)
+    assert all(math.isfinite(r.score) for r in scorer.score(["the cat sat on the mat .", "a b c"], method="electra"))
     # a user's pre-LN masked LM as --init-from: the architecture (pre-LN included) is adopted
     again = tmp_path / "again"
     assert main(["--objective", "electra", "--init-from", str(run / "warm_start"), "--max-steps", "2",

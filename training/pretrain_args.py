@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
     ap.add_argument("--layer-norm", choices=("post", "pre"),
                     help="where each layer's LayerNorms sit: post (default; BERT, ELECTRA) or pre (x + f(LN(x)) and a "
                          "final LayerNorm; Cramming's choice for short runs). Pre-LN checkpoints train, resume and "
-                         "warm-start; export, serving and fine-tuning refuse them (not kept: BENCHMARKS.md)")
+                         "warm-start and score with the torch backend; export and fine-tuning refuse them")
     ap.add_argument("--dropout", type=float, help="hidden and attention dropout (tiny 0, other presets 0.1)")
     ap.add_argument("--seed", type=int, help="seed for init, masking, sampling and data order")
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",

@@ -74,12 +74,14 @@ class TorchBackend:
 
             self.model = ClozeTokenLogProbs(load_cloze_model(d, dtype or torch.float32)).to(self.device).eval()
         else:
-            from electric.pretraining.pre_layer_norm import require_post_layer_norm
+            from electric.pretraining.pre_layer_norm import load_electra_model
 
-            require_post_layer_norm(d, "the torch scoring backend")
             cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
             try:
-                self.model = cls.from_pretrained(d, dtype=dtype or torch.float32).to(self.device).eval()
+                if self.config.get("layer_norm_position") == "pre":  # --layer-norm pre: no transformers class
+                    self.model = load_electra_model(cls, d).to(self.device, dtype or torch.float32).eval()
+                else:
+                    self.model = cls.from_pretrained(d, dtype=dtype or torch.float32).to(self.device).eval()
             except (OSError, ValueError) as e:
                 raise CheckpointError(f"could not load {str(d)!r}: {e}") from e
         self.tokenizer = load_tokenizer(d)

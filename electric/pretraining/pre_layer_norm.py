@@ -5,9 +5,10 @@ warmup than BERT's post-LN (LN(x + f(x))), which is what transformers' ELECTRA i
 A pre-LN model is an ELECTRA model whose layers moved their LayerNorms, keeping their parameters and names:
 `attention.output.LayerNorm` normalises the attention's input and `output.LayerNorm` the feed-forward's, and the
 encoder gains `final_layer_norm`. Its config carries `layer_norm_position: "pre"`; `electra_model` builds one
-and `load_electra_model` loads one. It is a training option (`--layer-norm pre`) measured in the stabilisers'
-ladder and not kept (BENCHMARKS.md): export, serving and fine-tuning refuse such a checkpoint
-(`require_post_layer_norm`) rather than load it as the post-LN network it is not.
+and `load_electra_model` loads one (the torch scoring backend does). It is a training option
+(`--layer-norm pre`) measured in the stabilisers' ladder (BENCHMARKS.md); no transformers class loads it, so the
+ONNX export and fine-tuning refuse such a checkpoint (`require_post_layer_norm`) rather than load it as the post-LN
+network it is not.
 """
 
 from __future__ import annotations
