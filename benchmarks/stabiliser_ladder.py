@@ -9,7 +9,7 @@ so the wall time does not enter it). Rows: the base recipe (joint generator at -
 one change each: separate / GDES embeddings, a 1/2-width generator, mask rate 25%, dropout 0.1, a frozen
 generator with a temperature schedule. Reported per row, at the end: the discriminator's AUC against fixed unigram
 noise (context only) and against its own generator, the token cosine, the generator NLL, and BLiMP-12 scored in
-one pass (200 pairs a set). Writes benchmarks/results/stabiliser_ladder.md and .json. A benchmark: it asserts
+one pass (200 pairs a set, with a paired bootstrap against the base row). Writes benchmarks/results/stabiliser_ladder.md and .json. A benchmark: it asserts
 nothing.
 
 Pre-LN changes the encoder itself, so a post-LN masked LM cannot start it: its row runs in a second ladder whose
@@ -31,7 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from electric.evaluation.blimp import blimp_accuracy, read_blimp  # noqa: E402
+from electric.evaluation.metrics import paired_bootstrap_mean_diff  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
+from electric.inference.scoring import load_scorer  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
 
 ROWS: dict[str, list[str]] = {
@@ -99,11 +102,26 @@ def train_row(args, name: str) -> Path:
 
 
 def blimp(args, run: Path) -> dict:
+    """BLiMP-12 (200 pairs a set) in one pass with the torch scorer, per-pair correctness kept (run/blimp12.json)."""
     report = run / "blimp12.json"
-    if not report.is_file():
-        subprocess.check_call(["electric", "eval", "blimp", "--model", str(run), "--method", BLIMP_METHOD[args.objective],
-                               "--data", args.blimp, "--limit", "200", "--quiet", "--report", str(report)], cwd=REPO)
+    if not report.is_file() or "correct" not in json.loads(report.read_text()):
+        method = BLIMP_METHOD[args.objective]
+        scorer = load_scorer(run, method, backend="torch")
+        res = blimp_accuracy(read_blimp(args.blimp, 200),
+                             lambda texts: [r.score for r in scorer.score(texts, method=method)], per_pair=True)
+        report.write_text(json.dumps({"model": str(run), "method": method, **res}) + "\n")
     return json.loads(report.read_text())
+
+
+def versus_base(results: dict, reports: dict) -> None:
+    """Each row's BLiMP-12 accuracy minus the base row's, paired bootstrap over the same pairs (in points)."""
+    if "base" not in reports:
+        return
+    order = list(reports["base"]["correct"])
+    base = [c for k in order for c in reports["base"]["correct"][k]]
+    for name, rep in reports.items():
+        r = paired_bootstrap_mean_diff([c for k in order for c in rep["correct"][k]], base, resamples=2000, seed=0)
+        results[name]["blimp12_vs_base"] = {"diff": 100 * r["diff"], "ci": [100 * x for x in r["ci"]]}
 
 
 def final_health(run: Path) -> dict:
@@ -118,10 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     with ThreadPoolExecutor(args.lanes) as pool:
         runs = dict(zip(args.rows, pool.map(lambda n: train_row(args, n), args.rows), strict=True))
-    results = {}
+    results, reports = {}, {}
     for name, run in runs.items():  # one at a time, after training: nothing else on the CPU
-        b = blimp(args, run)
-        results[name] = {"flags": ROWS[name], **final_health(run), "blimp12": b["overall"]["accuracy"]}
+        reports[name] = blimp(args, run)
+        results[name] = {"flags": ROWS[name], **final_health(run), "blimp12": reports[name]["overall"]["accuracy"]}
+    versus_base(results, reports)
     cmd = "python benchmarks/stabiliser_ladder.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     summary = {"machine": cpu_description(), "command": cmd, "objective": args.objective, "steps": args.steps,
                "init_from": args.init_from, "warm_start": args.warm_start, "rows": results, "wall_minutes": round((time.time() - t0) / 60, 1)}
@@ -133,16 +152,20 @@ def main(argv: list[str] | None = None) -> int:
              f"Every row starts from {origin} and trains {args.steps} optimizer steps at `{args.preset}`, one flag apart from the base recipe; health at the last evaluation; BLiMP-12 (first 200 pairs a "
              f"set) with the {BLIMP_METHOD[args.objective]} one-pass score.", "",
              "| row | flags | tokens | unigram-noise AUC | own-generator AUC | token cosine | generator NLL | "
-             "unigram NLL | BLiMP-12 |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "unigram NLL | BLiMP-12 | vs base, points [95% CI] |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
 
     def f(v, d=3):
         return "–" if v is None else f"{v:.{d}f}"
+
+    def vs_base(r):
+        v = r.get("blimp12_vs_base")
+        return "–" if v is None else f"{v['diff']:+.2f} [{v['ci'][0]:+.2f}, {v['ci'][1]:+.2f}]"
 
     for name, r in results.items():
         acc = r["blimp12"]
         lines.append(f"| {name} | `{' '.join(r['flags']) or '(base)'}` | {r['tokens']:,} | {f(r['unigram_noise_auc'])} "
                      f"| {f(r['disc_auc'])} | {f(r['token_cosine'])} | {f(r['gen_nll'], 2)} | "
-                     f"{f(r['unigram_nll'], 2)} | {acc:.2f}% |")
+                     f"{f(r['unigram_nll'], 2)} | {acc:.2f}% | {vs_base(r)} |")
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
     return 0
