@@ -28,7 +28,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
+from _bench_models import random_discriminator  # noqa: E402
+
 from electric.shared_data import shared_data_dir  # noqa: E402
 
 SUMMARY = re.compile(r"([\d,]+) records \(.*\), ([\d,]+) tokens in ([\d.]+) s")
@@ -47,22 +50,16 @@ def enwiki_lines(n: int) -> list[str]:
 
 
 def random_export(work: Path, sample: list[str]) -> Path:
-    """A random-weight `tiny` discriminator (hidden 128, 4 layers, 8k pieces) exported to ONNX fp32."""
-    import torch
-    from transformers import AutoTokenizer, ElectraConfig, ElectraForPreTraining
-
+    """A random-weight `tiny` discriminator (`_bench_models`' shape, 8k pieces trained on `sample`), exported to ONNX
+    fp32."""
+    import training.tokenizer
     from electric.export.exporter import export_model
-    from training.tokenizer import train_tokenizer
 
     (work / "sample.txt").write_text("\n".join(sample), encoding="utf-8")
-    train_tokenizer([str(work / "sample.txt")], vocab_size=8000, out=work / "tok")
-    tok = AutoTokenizer.from_pretrained(work / "tok")
-    torch.manual_seed(0)
-    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=128, hidden_size=128, num_hidden_layers=4,
-                        num_attention_heads=2, intermediate_size=512, max_position_embeddings=512,
-                        pad_token_id=tok.pad_token_id)
-    ElectraForPreTraining(cfg).save_pretrained(work / "disc")
-    tok.save_pretrained(work / "disc")
+    if training.tokenizer.main(["--data", str(work / "sample.txt"), "--vocab-size", "8000", "--out", str(work / "tok"),
+                                "--overwrite"]):
+        raise SystemExit("training the tokenizer failed")
+    random_discriminator("tiny", work / "tok", work / "disc", max_positions=512)
     export_model(work / "disc", work / "onnx", calibrate=False, log=lambda _: None)
     return work / "onnx"
 
