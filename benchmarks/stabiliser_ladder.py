@@ -65,6 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=600, help="optimizer steps per row (default 600: 2.4M tokens)")
     ap.add_argument("--gen-lr", type=float, default=1e-3, help="the generator's lr in every row (default 1e-3)")
     ap.add_argument("--lanes", type=int, default=3, help="rows trained at a time (default 3)")
+    ap.add_argument("--seed", type=int, default=0, help="the runs' seed: init, masking, data order (default 0)")
     ap.add_argument("--rows", nargs="+", choices=list(ROWS), default=[r for r in ROWS if r != "pre-LN"])
     ap.add_argument("--data", default=str(shared_data_dir() / "corpus" / "enwiki"))
     ap.add_argument("--blimp", default=str(shared_data_dir() / "blimp"))
@@ -88,7 +89,8 @@ def train_row(args, name: str) -> Path:
     start = ["--init-from", args.init_from] if args.init_from else ["--warm-start", f"{args.warm_start:g}"]
     cmd = [sys.executable, "-m", "training.pretrain", "--objective", args.objective, "--preset", args.preset,
            *start, "--tokenizer", args.tokenizer, "--data", args.data, "--max-steps",
-           str(args.steps), "--gen-lr", f"{args.gen_lr:g}", "--threads", "1", "--num-proc", "1", "--out", str(out),
+           str(args.steps), "--gen-lr", f"{args.gen_lr:g}", "--seed", str(args.seed), "--threads", "1",
+           "--num-proc", "1", "--out", str(out),
            "--overwrite", *ROWS[name]]
     if "--generator-mode" in ROWS[name]:
         cmd[cmd.index("--gen-lr"): cmd.index("--gen-lr") + 2] = []  # a frozen generator has no lr
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     versus_base(results, reports)
     cmd = "python benchmarks/stabiliser_ladder.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     summary = {"machine": cpu_description(), "command": cmd, "objective": args.objective, "steps": args.steps,
-               "init_from": args.init_from, "warm_start": args.warm_start, "rows": results, "wall_minutes": round((time.time() - t0) / 60, 1)}
+               "init_from": args.init_from, "warm_start": args.warm_start, "seed": args.seed, "rows": results, "wall_minutes": round((time.time() - t0) / 60, 1)}
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
     origin = f"`{args.init_from}`" if args.init_from else f"its own masked LM (the first {args.warm_start:.0%} of its steps)"
