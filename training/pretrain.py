@@ -41,6 +41,7 @@ from electric.pretraining.data import DataError, build_datasets
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from electric.pretraining.warm_start import warm_started_model
 from electric.tokenization import load_tokenizer
+from training.allocator import keep_freed_memory
 from training.batches import Batches, step_rng
 from training.distributed import Dist
 from training.evaluation import evaluate, record_eval, unigram_baseline
@@ -71,6 +72,7 @@ def train(run: RunConfig, tokenizer) -> int:
     Exit status 0; 2 when the data or the model cannot be set up; 3 when --stop-on-collapse ended the run."""
     if run.threads:
         torch.set_num_threads(run.threads)
+    keep_freed_memory()  # each step reuses the last one's memory, however setup left the heap
     d = Dist(run.device)
     try:
         parts = setup(run, tokenizer, d)
