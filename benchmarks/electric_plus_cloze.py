@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def one_pass_rows(model: str, lists) -> dict[str, list[np.ndarray]]:
-    """{method: (sum, mean, pieces) rows per list} for the energy and the cloze model, with the seconds each took."""
+    """{method: (sum, mean, pieces) rows per list} for the energy and the cloze model."""
     out = {}
     for method in ("electric", "cloze"):
         scorer = load_scorer(model, method)

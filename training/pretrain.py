@@ -253,10 +253,9 @@ def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfi
     for group in parts.optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
     sums: dict[str, torch.Tensor] = {}  # metrics stay on the device until a log step reads them
-    tokens = 0
+    read_before = parts.batches.tokens_read  # Batches counts each batch's tokens on the host, before the copy
     for micro in range(cfg.grad_accum):
         ids, mask = parts.batches.next()  # (B, T) each
-        tokens += int(mask.sum()) * d.world  # counted on the host, before the copy
         ids, mask = ids.to(d.device, non_blocking=True), mask.to(d.device, non_blocking=True)
         last_micro = micro == cfg.grad_accum - 1
         # Gradients are all-reduced once per optimizer step, on the last micro-step.
@@ -269,7 +268,7 @@ def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfi
     grad_norm = torch.nn.utils.clip_grad_norm_(parts.model.parameters(), cfg.max_grad_norm)
     parts.optimizer.step()
     parts.optimizer.zero_grad(set_to_none=True)
-    return sums, grad_norm, tokens
+    return sums, grad_norm, (parts.batches.tokens_read - read_before) * d.world
 
 
 @contextlib.contextmanager
