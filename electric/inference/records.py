@@ -1,6 +1,6 @@
 """Texts -> the JSON records `electric score` writes, one per input line (blank and tokenless lines included).
 
-`electric score` writes them as JSON lines; `electric score --ray` (electric.inference.offline_ray) writes the same
+`electric score` writes them as JSON lines; `electric score --ray` (electric.cli.offline.ray_job) writes the same
 records, with the line number, as Parquet or JSON lines. A blank line or one the tokenizer keeps nothing of gets
 `"score": null` and an `"error"`, never a silent 0.0 (which would outrank every real sentence).
 """
