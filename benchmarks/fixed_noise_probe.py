@@ -61,10 +61,11 @@ def main(argv=None) -> None:
     train, val = build_datasets(args.data, tok, 128, 256)
     cfg = resolve_config("tiny", "electra", {"lr": args.lr})
     special = SpecialIds.from_tokenizer(tok)
-    if args.init_from:
-        from electric.pretraining.warm_start import load_electra_mlm, warm_started_model
+    if args.init_from:  # any checkpoint --init-from takes: its encoder under a fresh head at the label prior
+        from training.init_from import adopt_architecture, build_model, resolve_init
 
-        model = warm_started_model(cfg, special, load_electra_mlm(args.init_from))
+        source = resolve_init(args.init_from)
+        model = build_model(adopt_architecture(cfg, source), special, source)
     else:
         model = PretrainingModel(cfg, special)
     disc = model.discriminator

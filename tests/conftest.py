@@ -126,7 +126,7 @@ def save_random_cloze(tokenizer_dir: Path, out: Path, hidden: int = 32) -> Path:
     import torch
     from transformers import AutoTokenizer
 
-    from electric.pretraining.modeling import ElectricClozeConfig, ElectricForClozeLM
+    from electric.modeling.cloze import ElectricClozeConfig, ElectricForClozeLM
 
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)

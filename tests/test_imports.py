@@ -80,11 +80,13 @@ SHARED = {"electric", "electric.checkpoint", "electric.tokenization", "electric.
           "electric.batching", "electric.words", "electric.shared_data"}
 LAYERS = {
     "electric.evaluation": set(),  # scores come in as numbers
-    "electric.inference": {"electric.pretraining"},  # the torch path of the cloze model: its forward pass lives there
-    "electric.pretraining": {"electric.evaluation"},  # health measures AUC with the one roc_auc
+    "electric.modeling": set(),  # the networks: every layer that loads a model imports them, they import none
+    "electric.inference": {"electric.modeling"},  # never pretraining: loading a model needs the networks only
+    "electric.pretraining": {"electric.evaluation", "electric.modeling"},  # health measures AUC with the one roc_auc
     "electric.finetuning": {"electric.evaluation"},  # the fine-tuning config names the tasks
-    "electric.export": {"electric.inference", "electric.pretraining", "electric.evaluation"},
-    "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.pretraining"},
+    "electric.export": {"electric.inference", "electric.modeling", "electric.pretraining", "electric.evaluation"},
+    "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.modeling",
+                     "electric.pretraining"},
 }
 
 
@@ -190,13 +192,12 @@ assert "pip install 'electric[torch]'" in str(err), err
 """, TORCH)
 
 
-OLD_PATHS = ("electric.nbest", "electric.scoring", "electric.backend", "electric.config", "electric.modeling",
-             "electric.objectives", "electric.data", "electric.health")
+OLD_PATHS = ("electric.nbest", "electric.scoring", "electric.backend", "electric.config", "electric.objectives", "electric.data", "electric.health")
 
 
 @pytest.mark.integration
-def test_no_alias_modules_and_importing_the_modeling_module_registers_the_cloze_model():
-    """No release shipped the old flat paths, so they are gone (one home per module, no shims); the modeling
+def test_no_alias_modules_and_importing_the_cloze_module_registers_the_cloze_model():
+    """No release shipped the old flat paths, so they are gone (one home per module, no shims); the cloze model's
     module registers ElectricForClozeLM with transformers' Auto classes when imported."""
     assert not [m for m in OLD_PATHS if (REPO / (m.replace(".", "/") + ".py")).exists()]
     code = ("import importlib\n"
@@ -207,6 +208,6 @@ def test_no_alias_modules_and_importing_the_modeling_module_registers_the_cloze_
             "        continue\n"
             "    raise AssertionError(old)\n")
     assert imported_by(code, ()) == []
-    assert imported_by("import electric.pretraining.modeling\nfrom transformers import AutoConfig\n"
+    assert imported_by("import electric.modeling.cloze\nfrom transformers import AutoConfig\n"
                        "assert type(AutoConfig.for_model('electric-cloze')).__name__ == 'ElectricClozeConfig'",
-                       ("electric.pretraining.modeling",)) == ["electric.pretraining.modeling"]
+                       ("electric.modeling.cloze", "electric.pretraining")) == ["electric.modeling.cloze"]

@@ -65,7 +65,7 @@ def test_left_to_right_tower_matches_transformers_causal_electra():
     ref.embeddings_project.load_state_dict(m.embeddings_project.state_dict())
     ref.encoder.load_state_dict(m.ltr.state_dict())
     ids, am = batch(B=3, T=9)
-    from electric.pretraining.modeling import _tower_mask
+    from electric.modeling.cloze import _tower_mask
 
     with torch.no_grad():
         h = m.embeddings_project(m.embeddings(input_ids=ids))

@@ -11,13 +11,13 @@ from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTrainin
 from transformers.models.electra.modeling_electra import ElectraEncoder
 
 from electric.checkpoint import CheckpointError
-from electric.pretraining.config import resolve_config
-from electric.pretraining.pre_layer_norm import (
+from electric.modeling.pre_layer_norm import (
     PreLayerNormEncoder,
     electra_model,
     load_electra_model,
     require_post_layer_norm,
 )
+from electric.pretraining.config import resolve_config
 from training.pretrain import main
 
 

@@ -182,16 +182,17 @@ def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
     from electric.pretraining.config import resolve_config
     from electric.pretraining.modeling import SpecialIds
     from electric.tokenization import load_tokenizer
-    from training.init_from import adopt_architecture, build_model
+    from training.init_from import adopt_architecture, build_model, resolve_init
 
     tok = load_tokenizer(trained_run / "discriminator")
     tiny = resolve_config("tiny", "electric", {"init_from": str(trained_run)})
-    cfg = adopt_architecture(tiny, tiny.init_from)
+    source = resolve_init(tiny.init_from)
+    cfg = adopt_architecture(tiny, source)
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.gen_hidden) == (64, 2, 16)
     assert (tiny.hidden_size, tiny.num_hidden_layers) == (128, 4), "a new config; the preset's is unchanged"
     special = SpecialIds(tok.pad_token_id, tok.mask_token_id, tok.cls_token_id, tok.sep_token_id, len(tok),
                          tuple(tok.all_special_ids))
-    model = build_model(cfg, special, cfg.init_from)
+    model = build_model(cfg, special, source)
     src = load_file(trained_run / "discriminator" / "model.safetensors")
     for k, v in model.discriminator.state_dict().items():
         if k in src:

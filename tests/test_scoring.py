@@ -241,7 +241,7 @@ def test_mlm_pll_sliding_window_matches_short_text(mlm):
 def test_mlm_rejects_electric_cloze_generator_and_discriminator(tmp_path, tokenizer_dir, disc_dir):
     from transformers import AutoTokenizer
 
-    from electric.pretraining.modeling import ElectricClozeConfig, ElectricForClozeLM
+    from electric.modeling.cloze import ElectricClozeConfig, ElectricForClozeLM
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     cfg = ElectricClozeConfig(vocab_size=len(tok), embedding_size=16, hidden_size=16, num_hidden_layers=1,

@@ -4,8 +4,9 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM
 
+from electric.modeling.cloze import ElectricForClozeLM
 from electric.pretraining.config import resolve_config
-from electric.pretraining.modeling import ElectricForClozeLM, PretrainingModel, SpecialIds
+from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from training.pretrain_args import parse_args, resolve_run
 from training.run_dir import save_checkpoint
 from training.schedule import build_optimizer

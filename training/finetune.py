@@ -54,7 +54,7 @@ from electric.evaluation.tasks import (
     task_metrics,
 )
 from electric.finetuning.config import FinetuneConfig
-from electric.pretraining.pre_layer_norm import require_post_layer_norm
+from electric.modeling.pre_layer_norm import require_post_layer_norm
 from electric.tokenization import load_tokenizer
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
 

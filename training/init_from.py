@@ -1,94 +1,126 @@
-"""Where a run's first weights come from: --init-from (a run directory or a transformers model directory)."""
+"""Where a run's first weights come from: --init-from (a run directory, or any BERT-family checkpoint) and
+--init-generator-from, resolved once into an `InitSource`.
+
+    source = resolve_init("ckpt/all-MiniLM-L6-v2")   # a sentence-transformers BertModel directory
+    cfg = adopt_architecture(cfg, source)            # the checkpoint's sizes, positions, token types
+    model = build_model(cfg, special, source)        # its encoder as the discriminator / energy model
+
+The encoder becomes the discriminator (Electric's energy model) under a fresh head at the label prior, unless the
+source is a discriminator already (ours, or an ELECTRA one), whose head is kept. The generator / cloze model
+comes from --init-generator-from or the run directory's generator/, else is built fresh at the configured width
+over the checkpoint's vocabulary. Objective mlm continues the checkpoint as a masked LM (its own MLM head, or a
+fresh one). `electric.modeling.pretrained` reads and converts the checkpoints.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from electric.checkpoint import CheckpointError, existing_dir, require_local_dir
+from electric.checkpoint import CheckpointError, require_local_dir, run_parts
+from electric.modeling.pretrained import Pretrained, discriminator_from, masked_lm_from, read_pretrained
+from electric.pretraining import objectives as obj
 from electric.pretraining.config import PretrainConfig
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
 
 
-def init_source(path: str) -> tuple[Path | None, Path | None, Path]:
-    """(discriminator dir, generator dir, tokenizer dir) of --init-from: a run directory or a model dir."""
-    d = require_local_dir(path, "--init-from")
-    disc, gen = existing_dir(d / "discriminator"), existing_dir(d / "generator")
-    if disc.is_dir() or gen.is_dir():
-        disc = disc if disc.is_dir() else None
-        gen = gen if gen.is_dir() else None
-        return disc, gen, (disc or gen)
-    if (d / "config.json").is_file():
-        return d, None, d
-    raise CheckpointError(f"--init-from {path!r} is neither a run directory nor a model directory (no config.json)")
+@dataclass(frozen=True)
+class InitSource:
+    """--init-from (and --init-generator-from), resolved: where each network's first weights are."""
+
+    encoder: Pretrained  # the discriminator's (or the MLM's) encoder: a run's discriminator/ or MLM, a checkpoint
+    generator: Path | None  # the generator / cloze model to continue, or None (a fresh one)
+    tokenizer: Path  # the tokenizer that goes with the encoder
+
+    @property
+    def fresh_head(self) -> bool:
+        """True when a discriminator objective puts a fresh head on the encoder (a warm start): the source is not
+        a discriminator already."""
+        return self.encoder.carries != "discriminator"
 
 
-def masked_lm_source(init_from: str) -> Path | None:
-    """The masked LM that --init-from names, when it names one: an MLM run's generator/, or a transformers
-    `BertForMaskedLM` / `ElectraForMaskedLM` directory. A discriminator objective warm-starts from it."""
-    from electric.pretraining.warm_start import is_masked_lm_dir
+def resolve_init(init_from: str, init_generator_from: str = "") -> InitSource:
+    """The source of --init-from: a run directory (its discriminator/, else its masked LM generator/), or a
+    checkpoint directory (`electric.modeling.pretrained.read_pretrained`). CheckpointError, naming the flag,
+    otherwise."""
+    d = require_local_dir(init_from, "--init-from")
+    parts = run_parts(d)
+    generator = None
+    if parts:
+        disc, gen = parts.get("discriminator"), parts.get("generator")
+        encoder = read_pretrained(disc or gen, "--init-from")
+        generator = gen if disc is not None else None  # a run's own generator goes with its discriminator
+    else:
+        encoder = read_pretrained(d, "--init-from")
+    if init_generator_from:
+        generator = require_local_dir(init_generator_from, "--init-generator-from")
+        if not (generator / "config.json").is_file():
+            raise CheckpointError(f"--init-generator-from {init_generator_from!r} holds no config.json")
+    return InitSource(encoder, generator, encoder.tokenizer_dir)
 
-    disc_dir, gen_dir, _ = init_source(init_from)
-    if disc_dir is None and gen_dir is not None and is_masked_lm_dir(gen_dir):
-        return gen_dir
-    if disc_dir is not None and gen_dir is None and is_masked_lm_dir(disc_dir):
-        return disc_dir
-    return None
 
-
-def build_model(cfg: PretrainConfig, special: SpecialIds, init_from: str) -> PretrainingModel:
-    """A fresh model, or one whose weights come from --init-from (`cfg` has its architecture: `adopt_architecture`).
-    A discriminator objective from a masked LM is a warm start: the MLM's encoder becomes the discriminator's."""
-    if not init_from:
+def build_model(cfg: PretrainConfig, special: SpecialIds, source: InitSource | None) -> PretrainingModel:
+    """A fresh model, or one whose weights come from `source` (`cfg` has its architecture: `adopt_architecture`)."""
+    if source is None:
         return PretrainingModel(cfg, special)
-    from transformers import AutoConfig, AutoModelForMaskedLM, ElectraForMaskedLM, ElectraForPreTraining
-
-    from electric.pretraining.pre_layer_norm import is_pre_layer_norm, load_electra_model
-    from electric.pretraining.warm_start import load_electra_mlm, warm_started_model
-
-    disc_dir, gen_dir, _ = init_source(init_from)
-    mlm_dir = masked_lm_source(init_from)
-    try:
-        if cfg.objective == "mlm":
-            return PretrainingModel(cfg, special, generator=load_electra_mlm(mlm_dir or disc_dir or gen_dir))
-        if mlm_dir is not None:
-            return warm_started_model(cfg, special, load_electra_mlm(mlm_dir))
-        disc = load_electra_model(ElectraForPreTraining, disc_dir) if disc_dir else None
-        gen = None if gen_dir is None else (
-            load_electra_model(ElectraForMaskedLM, gen_dir) if is_pre_layer_norm(AutoConfig.from_pretrained(gen_dir))
-            else AutoModelForMaskedLM.from_pretrained(gen_dir))
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"--init-from {init_from!r}: {e}") from e
-    if cfg.generator_mode == "frozen":
-        raise ValueError(f"--generator-mode frozen needs a masked LM to freeze; --init-from {init_from!r} is not one")
-    expected = "ElectricForClozeLM" if cfg.objective == "electric" else "ElectraForMaskedLM"
-    if gen is not None and type(gen).__name__ != expected:
-        print(f"note: --init-from generator is {type(gen).__name__}, objective {cfg.objective} needs "
-              f"{expected}; starting a fresh generator", file=sys.stderr)
-        gen = None
-    sizes = (cfg.hidden_size, cfg.embedding_size)
-    if disc is not None and (disc.config.hidden_size, disc.config.embedding_size) != sizes:
+    if source.encoder.config.get("vocab_size", special.vocab_size) != special.vocab_size:
+        raise CheckpointError(f"--init-from {str(source.encoder.root)!r} has a vocabulary of "
+                              f"{source.encoder.config['vocab_size']}, the tokenizer {special.vocab_size}: pass its own "
+                              "tokenizer (or none: the checkpoint's is the default)")
+    if cfg.objective == "mlm":
+        return PretrainingModel(cfg, special, generator=masked_lm_from(source.encoder))
+    disc = discriminator_from(source.encoder, obj.disc_output_bias(cfg.objective, cfg.mask_prob, special.vocab_size))
+    if disc.config.hidden_size != cfg.hidden_size or disc.config.embedding_size != cfg.embedding_size:
         raise ValueError(f"--init-from discriminator has hidden/embedding size {disc.config.hidden_size}/"
-                         f"{disc.config.embedding_size}, the config {sizes[0]}/{sizes[1]} (use adopt_architecture)")
-    return PretrainingModel(cfg, special, discriminator=disc, generator=gen)
+                         f"{disc.config.embedding_size}, the config {cfg.hidden_size}/{cfg.embedding_size} "
+                         "(use adopt_architecture)")
+    if cfg.generator_mode == "frozen":
+        if source.encoder.carries != "mlm":
+            raise ValueError(f"--generator-mode frozen needs a masked LM to freeze; --init-from "
+                             f"{str(source.encoder.root)!r} is a {source.encoder.architecture}")
+        return PretrainingModel(cfg, special, discriminator=disc, generator=masked_lm_from(source.encoder))
+    return PretrainingModel(cfg, special, discriminator=disc, generator=load_generator(cfg, source.generator))
 
 
-def adopt_architecture(cfg: PretrainConfig, init_from: str) -> PretrainConfig:
-    """`cfg` with the architecture of the --init-from source (its config.json decides the sizes)."""
-    disc_dir, gen_dir, _ = init_source(init_from)
-    mlm_dir = masked_lm_source(init_from)
-    src = json.loads(((mlm_dir or disc_dir or gen_dir) / "config.json").read_text())
+def load_generator(cfg: PretrainConfig, path: Path | None):
+    """The generator to continue from `path` when it is the kind the objective trains, else None (a fresh one)."""
+    if path is None:
+        return None
+    from transformers import AutoConfig, AutoModelForMaskedLM, ElectraForMaskedLM
+
+    from electric.modeling.pre_layer_norm import is_pre_layer_norm, load_electra_model
+
+    try:
+        gen = (load_electra_model(ElectraForMaskedLM, path) if is_pre_layer_norm(AutoConfig.from_pretrained(path))
+               else AutoModelForMaskedLM.from_pretrained(path))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"generator {str(path)!r}: {e}") from e
+    expected = "ElectricForClozeLM" if cfg.objective == "electric" else "ElectraForMaskedLM"
+    if type(gen).__name__ != expected:
+        print(f"note: the generator in {str(path)!r} is a {type(gen).__name__}, objective {cfg.objective} needs "
+              f"{expected}; starting a fresh generator", file=sys.stderr)
+        return None
+    return gen
+
+
+def adopt_architecture(cfg: PretrainConfig, source: InitSource) -> PretrainConfig:
+    """`cfg` with the architecture of the --init-from source: its sizes, position and token-type vocabularies
+    (and, continuing a generator, its width)."""
+    src = source.encoder.config
     sizes = {
         "hidden_size": src["hidden_size"],
         "num_hidden_layers": src["num_hidden_layers"],
         "num_attention_heads": src["num_attention_heads"],
         "intermediate_size": src["intermediate_size"],
         "embedding_size": src.get("embedding_size", src["hidden_size"]),
+        "max_position_embeddings": src.get("max_position_embeddings", 512),
         "max_seq_length": min(cfg.max_seq_length, src.get("max_position_embeddings", 512)),
+        "type_vocab_size": src.get("type_vocab_size", 2),
         "layer_norm": src.get("layer_norm_position", "post"),
     }
-    if gen_dir is not None and cfg.objective != "mlm" and masked_lm_source(init_from) is None:
-        sizes["generator_hidden_size"] = json.loads((gen_dir / "config.json").read_text())["hidden_size"]
+    if source.generator is not None and cfg.objective != "mlm":
+        sizes["generator_hidden_size"] = json.loads((source.generator / "config.json").read_text())["hidden_size"]
     return dataclasses.replace(cfg, **sizes)

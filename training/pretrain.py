@@ -45,7 +45,7 @@ from training.allocator import keep_freed_memory
 from training.batches import Batches, step_rng
 from training.distributed import Dist
 from training.evaluation import evaluate, record_eval, unigram_baseline
-from training.init_from import build_model
+from training.init_from import build_model, resolve_init
 from training.pretrain_args import parse_args, resolve_run
 from training.progress import TrainProgress
 from training.report import print_summary, progress_fields, write_curves
@@ -322,7 +322,8 @@ def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
         return PretrainingModel(cfg.warm_stage, special)
     if run.resume and (cfg.warm_start or cfg.generator_mode == "frozen"):  # a discriminator on an MLM's encoder
         return warm_started_model(cfg, special, PretrainingModel(cfg.warm_stage, special).generator)
-    return build_model(cfg, special, cfg.init_from if not run.resume else "")
+    return build_model(cfg, special, resolve_init(cfg.init_from, cfg.init_generator_from)
+                       if cfg.init_from and not run.resume else None)
 
 
 def switch_to_objective(run: RunConfig, parts: Parts, trainer: dict) -> Parts:

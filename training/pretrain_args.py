@@ -21,7 +21,7 @@ from electric.pretraining.config import (
     resolve_config,
 )
 from electric.pretraining.data import DataError
-from training.init_from import adopt_architecture, init_source, masked_lm_source
+from training.init_from import adopt_architecture, resolve_init
 from training.run_dir import prepare_out_dir
 
 INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr
@@ -85,8 +85,16 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
     ap.add_argument("--log-every", type=int, help="steps between metrics.jsonl lines")
     ap.add_argument("--eval-every", type=int, help="steps between validation passes")
     ap.add_argument("--save-every", type=int, help="steps between resumable checkpoints")
-    ap.add_argument("--init-from", help="start from the weights of a run directory or an ELECTRA discriminator "
-                                        "directory (continued pretraining)")
+    ap.add_argument("--init-from", metavar="DIR",
+                    help="start from a checkpoint you have (continued pretraining): a run directory, or any local "
+                         "BERT-family directory - BertModel, BertForMaskedLM, BertForPreTraining, ElectraModel, "
+                         "ElectraForPreTraining, ElectraForMaskedLM, or a sentence-transformers folder of one. The run "
+                         "adopts its sizes, positions and tokenizer; its encoder becomes the discriminator (energy "
+                         "model) under a fresh head, or the masked LM for --objective mlm (docs/pretraining.md)")
+    ap.add_argument("--init-generator-from", metavar="DIR",
+                    help="with --init-from: the generator (ElectraForMaskedLM) or cloze model (an Electric run's "
+                         "generator/) to continue; default a fresh one at --generator-hidden-size over the "
+                         "checkpoint's vocabulary")
     ap.add_argument("--warm-start", type=float, metavar="FRACTION",
                     help="electra/electric: spend this fraction of the run (--time-budget or --max-steps) on MLM at "
                          "its own lr first, then hand its encoder to the discriminator and switch objective in the "
@@ -120,7 +128,7 @@ CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "gra
                 "min_warmup_steps", "max_seq_length", "mask_prob", "disc_weight", "gen_weight", "temperature",
                 "disc_bias_init",
                 "generator_hidden_size", "seed", "precision", "compile", "num_proc", "log_every", "eval_every",
-                "save_every", "init_from", "warm_start", "warm_start_lr", "gen_lr", "generator_mode", "temperature_start",
+                "save_every", "init_from", "init_generator_from", "warm_start", "warm_start_lr", "gen_lr", "generator_mode", "temperature_start",
                 "embedding_sharing", "layer_norm")
 
 
@@ -137,13 +145,14 @@ def resolve_run(args: argparse.Namespace) -> RunConfig:
         if args.dropout is not None:
             overrides["hidden_dropout_prob"] = overrides["attention_probs_dropout_prob"] = args.dropout
         cfg = resolve_config(args.preset, args.objective, overrides)
-        if cfg.init_from:  # the source's architecture; continued pretraining (not a warm start) at a lower lr
-            cfg = adopt_architecture(cfg, cfg.init_from)
-            warm = cfg.objective != "mlm" and masked_lm_source(cfg.init_from) is not None
-            if args.lr is None and not warm:
+        if cfg.init_from:  # the source's architecture; continuing a trained head (not a fresh one) at a lower lr
+            source = resolve_init(cfg.init_from, cfg.init_generator_from)
+            cfg = adopt_architecture(cfg, source)
+            fresh_head = source.fresh_head if cfg.objective != "mlm" else source.encoder.carries != "mlm"
+            if args.lr is None and not fresh_head:
                 cfg = dataclasses.replace(cfg, lr=cfg.lr * INIT_FROM_LR_SCALE)
     if not args.resume and cfg.generator_mode == "frozen" and not cfg.warm_start and not (
-            cfg.init_from and masked_lm_source(cfg.init_from)):
+            cfg.init_from and resolve_init(cfg.init_from).encoder.carries == "mlm"):
         raise ValueError("--generator-mode frozen needs a masked LM to freeze: train one first with --warm-start, or "
                          "pass --init-from an MLM run or a BertForMaskedLM / ElectraForMaskedLM directory")
     nbest_text = nbest_references(args.data_from_nbest)
@@ -175,7 +184,7 @@ def tokenizer_dir(given: str | None, cfg: PretrainConfig, out: Path, resume: boo
         disc = out / "discriminator"
         return str(disc if cfg.objective != "mlm" and disc.is_dir() else out / "generator")
     if cfg.init_from:
-        return str(init_source(cfg.init_from)[2])
+        return str(resolve_init(cfg.init_from).tokenizer)
     raise CheckpointError("--tokenizer is required (train one with `python -m training.tokenizer`)")
 
 

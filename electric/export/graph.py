@@ -46,7 +46,7 @@ def load_for_export(model_dir: Path, arch: str, attn_implementation: str = "eage
     if ARCHITECTURE_KINDS.get(arch) == "cloze":
         return ClozeTokenLogProbs(load_cloze_model(model_dir)).eval()
 
-    from electric.pretraining.pre_layer_norm import require_post_layer_norm
+    from electric.modeling.pre_layer_norm import require_post_layer_norm
 
     require_post_layer_norm(model_dir, "the ONNX export")
     cls = getattr(transformers, arch)

@@ -74,7 +74,7 @@ class TorchBackend:
 
             self.model = ClozeTokenLogProbs(load_cloze_model(d, dtype or torch.float32)).to(self.device).eval()
         else:
-            from electric.pretraining.pre_layer_norm import load_electra_model
+            from electric.modeling.pre_layer_norm import load_electra_model
 
             cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
             try:

@@ -23,7 +23,7 @@ from electric.checkpoint import CheckpointError
 
 # the one home of its forward pass; importing it also registers the model with transformers' Auto classes, which
 # reading its directory's config.json (the tokenizer does) needs
-from electric.pretraining.modeling import ElectricForClozeLM
+from electric.modeling.cloze import ElectricForClozeLM
 
 
 def input_token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:

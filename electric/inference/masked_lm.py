@@ -63,7 +63,7 @@ def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None)
     import torch
     from transformers import AutoModelForMaskedLM
 
-    from electric.pretraining.pre_layer_norm import require_post_layer_norm
+    from electric.modeling.pre_layer_norm import require_post_layer_norm
 
     d = check_masked_lm_config(require_local_dir(model_dir, "model"))
     require_post_layer_norm(d, "MLM pseudo-log-likelihood")

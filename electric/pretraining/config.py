@@ -38,6 +38,8 @@ class PretrainConfig:
     intermediate_size: int = 1024  # FFN width of the discriminator
     embedding_size: int = 128  # shared embedding width; each network projects to its hidden size
     max_seq_length: int = 128  # tokens per packed sequence, [CLS] and [SEP] included
+    max_position_embeddings: int = 0  # position table size (0 = max(512, max_seq_length)); --init-from adopts its own
+    type_vocab_size: int = 2  # token-type (segment) vocabulary; --init-from adopts the checkpoint's
     hidden_dropout_prob: float = 0.1  # dropout after embeddings / attention output / FFN
     attention_probs_dropout_prob: float = 0.1  # dropout on attention weights
     # --- generator (electra: masked LM; electric: two-tower cloze model)
@@ -75,7 +77,8 @@ class PretrainConfig:
     eval_every: int = 200  # optimizer steps between validation passes
     save_every: int = 500  # optimizer steps between resumable checkpoints
     eval_batches: int = 8  # validation batches per evaluation
-    init_from: str = ""  # start from this run's (or ELECTRA directory's) weights
+    init_from: str = ""  # start from this run's or checkpoint's weights (any BERT-family directory: init_from.py)
+    init_generator_from: str = ""  # the generator / cloze model to continue (default: the run's, else a fresh one)
     # --- warm start (at CPU budgets the binary signal cannot bootstrap context; a likelihood objective can)
     warm_start: float = 0.0  # electra/electric: this fraction of the run (time budget or max_steps) is MLM first
     warm_start_lr: float = 0.0  # the MLM stage's peak lr (0 = the MLM recipe's for this preset)
@@ -100,6 +103,10 @@ class PretrainConfig:
     @property
     def gen_intermediate(self) -> int:
         return 4 * self.gen_hidden
+
+    @property
+    def position_table(self) -> int:
+        return self.max_position_embeddings or max(512, self.max_seq_length)
 
     @property
     def max_predictions(self) -> int:
@@ -131,6 +138,10 @@ class PretrainConfig:
             raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length must be at least 8, got {self.max_seq_length}")
+        if self.max_seq_length > self.position_table:
+            raise ValueError(f"max_seq_length {self.max_seq_length} exceeds the {self.position_table} positions")
+        if self.init_generator_from and not self.init_from:
+            raise ValueError("init_generator_from continues a generator beside --init-from's encoder; pass --init-from")
         if self.batch_size < 1 or self.grad_accum < 1 or self.batch_size % self.grad_accum:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be a positive multiple of grad_accum ({self.grad_accum})"
