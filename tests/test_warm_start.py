@@ -197,3 +197,35 @@ def test_tiny_electra_warm_starts_by_default_unless_told_otherwise_or_given_weig
     assert resolve_config("small", "electra").warm_start == 0.0  # GPU-scale presets: the paper's recipe
     electric = resolve_config("tiny", "electric")
     assert (electric.warm_start, electric.gen_lr, electric.lr) == (0.0, 1e-3, 1e-4)  # the cloze model at its own lr
+
+
+@pytest.mark.integration
+def test_an_mlm_still_in_its_unigram_phase_is_not_handed_over_and_the_run_ends_healthy(wiki_sample, tokenizer_dir,
+                                                                                       tmp_path, capsys):
+    """A short warm start at a hot MLM lr leaves the MLM predicting word frequencies from one shared state (token
+    cosine ~0.97): handing that encoder over started ELECTRA collapsed (issue 34). The discriminator starts fresh
+    instead, and the run ends with a discriminator that tells replaced tokens apart."""
+    out = tmp_path / "warm"
+    args = run_args(wiki_sample, tokenizer_dir, out, "--warm-start", "0.4", "--warm-start-lr", "5e-3", steps=60)
+    args[args.index("--eval-every") + 1] = "10"
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    warm = torch.load(out / "state" / "trainer.pt", weights_only=False)["warm_start"]
+    assert warm["token_cosine"] >= 0.9 and warm["handed_over"] is False
+    assert "still in the unigram phase" in err and "starts fresh" in err
+    last = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_disc_auc" in line][-1]
+    assert last["val_disc_auc"] >= 0.65 and last["val_token_cosine"] < 0.9, last
+    assert "collapsed" not in last
+
+
+def test_the_collapse_advice_never_tells_a_run_to_do_what_it_did():
+    from electric.pretraining import health
+
+    assert "--warm-start 0.4" in health.collapse_advice("scratch")
+    assert "--init-from" in health.collapse_advice("scratch")
+    warm, ckpt = health.collapse_advice("warm"), health.collapse_advice("checkpoint")
+    assert "--warm-start 0.4" not in warm and "warm-start it" not in warm and "larger --warm-start" in warm
+    assert "warm-start" not in ckpt and "lower --lr" in ckpt
+    assert resolve_config("tiny", "electra").start == "warm"
+    assert resolve_config("tiny", "electra", {"init_from": "x"}).start == "checkpoint"
+    assert resolve_config("tiny", "electric").start == "scratch"

@@ -61,8 +61,9 @@ def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, 
             **{f"val_{k}": v for k, v in health.health_metrics(details, unigram_lp).items()}}
 
 
-def record_eval(metrics_path: Path, step: int, trainer: dict, val: dict, last: dict, bar) -> bool:
-    """Log one evaluation; warn (once) when it finds the discriminator collapsed. True iff it did."""
+def record_eval(metrics_path: Path, step: int, trainer: dict, val: dict, last: dict, bar, start: str) -> bool:
+    """Log one evaluation; warn (once) when it finds the discriminator collapsed, with the advice for a run that
+    started `start` (`PretrainConfig.start`). True iff it did."""
     if not val:
         return False
     reasons = health.collapse_reasons_in(val)
@@ -74,6 +75,6 @@ def record_eval(metrics_path: Path, step: int, trainer: dict, val: dict, last: d
     last.update(val)
     if reasons and trainer.get("collapse") is None:
         trainer["collapse"] = {"step": step, "reasons": reasons}
-        msg = f"WARNING at step {step}: {health.COLLAPSE_ADVICE} ({'; '.join(reasons)})"
+        msg = f"WARNING at step {step}: {health.collapse_advice(start)} ({'; '.join(reasons)})"
         (bar.write if bar is not None else print)(msg, file=sys.stderr)
     return bool(reasons)

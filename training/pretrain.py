@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from electric.checkpoint import CheckpointError, atomic_dir
+from electric.pretraining import health
 from electric.pretraining.config import PretrainConfig, RunConfig
 from electric.pretraining.data import DataError, build_datasets
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
@@ -310,7 +311,7 @@ def evaluate_and_log(run: RunConfig, parts: Parts, trainer: dict, last: dict, ba
     """Evaluate on the validation slice and log it (rank 0); True iff it finds the discriminator collapsed."""
     val = evaluate(parts.model, parts.val_ds, run.pretrain, parts.special.pad, parts.d.device, parts.autocast,
                    parts.unigram_lp)
-    return record_eval(Path(run.out) / "metrics.jsonl", trainer["step"], trainer, val, last, bar)
+    return record_eval(Path(run.out) / "metrics.jsonl", trainer["step"], trainer, val, last, bar, run.pretrain.start)
 
 
 def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
@@ -328,24 +329,46 @@ def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
 
 def switch_to_objective(run: RunConfig, parts: Parts, trainer: dict) -> Parts:
     """End the warm start: keep its MLM as OUT/warm_start/, build the objective's model on its encoder with a
-    fresh optimizer, start the objective's schedule (its own warmup) and checkpoint, so a resume lands after it."""
+    fresh optimizer, start the objective's schedule (its own warmup) and checkpoint, so a resume lands after it.
+
+    An MLM still in its unigram phase (a short run: it predicts the corpus' word frequencies from one state shared
+    by every token, token cosine >= health.COLLAPSE_MIN_COSINE) is not handed over: its encoder would start the
+    discriminator collapsed, so the discriminator starts fresh instead (BENCHMARKS.md, "The warm start's switch")."""
     mlm, d = parts.model.generator, parts.d
+    cosine = warm_encoder_cosine(run, parts) if d.main else 0.0
+    handed_over = bool(d.broadcast_int(int(not cosine >= health.COLLAPSE_MIN_COSINE)))  # nan: hand over
     if d.main:
         with atomic_dir(Path(run.out) / "warm_start") as tmp:
             mlm.save_pretrained(tmp)
             parts.tokenizer.save_pretrained(tmp)
-    model = warm_started_model(run.pretrain, parts.special, mlm).to(d.device).train()
-    trainer["warm_start"] = {"steps": trainer["step"], "tokens": trainer["tokens"], "elapsed": trainer["elapsed"]}
+    if handed_over:
+        model = warm_started_model(run.pretrain, parts.special, mlm)
+    else:  # a frozen generator is the MLM itself, whatever its stage
+        model = PretrainingModel(run.pretrain, parts.special,
+                                 generator=mlm if run.pretrain.generator_mode == "frozen" else None)
+    model = model.to(d.device).train()
+    trainer["warm_start"] = {"steps": trainer["step"], "tokens": trainer["tokens"], "elapsed": trainer["elapsed"],
+                             "token_cosine": round(cosine, 5), "handed_over": handed_over}
     trainer.update(stage="main", stage_step=trainer["step"], stage_elapsed=trainer["elapsed"],
                    total_steps=trainer["run_steps"])
     if d.main:
-        print(f"warm start done after {trainer['step']} steps ({trainer['tokens']:,} tokens, "
-              f"{trainer['elapsed'] / 60:.1f} min): MLM saved to {Path(run.out) / 'warm_start'}; "
-              f"{run.pretrain.objective} continues on its encoder", file=sys.stderr)
+        done = (f"warm start done after {trainer['step']} steps ({trainer['tokens']:,} tokens, "
+                f"{trainer['elapsed'] / 60:.1f} min): MLM saved to {Path(run.out) / 'warm_start'}; ")
+        print(done + (f"{run.pretrain.objective} continues on its encoder" if handed_over else
+                      f"its encoder is still in the unigram phase (token cosine {cosine:.3f} >= "
+                      f"{health.COLLAPSE_MIN_COSINE}), so {run.pretrain.objective}'s discriminator starts fresh "
+                      "(a longer run or a larger --warm-start hands over a trained encoder)"), file=sys.stderr)
     parts = dataclasses.replace(parts, model=model, optimizer=build_optimizer(model, run.pretrain))
     checkpoint(run, parts, trainer)
     d.barrier()
     return parts
+
+
+def warm_encoder_cosine(run: RunConfig, parts: Parts) -> float:
+    """The warm start's MLM encoder: mean cosine between its last-layer token states on the validation slice."""
+    val = evaluate(parts.model, parts.val_ds, run.pretrain.warm_stage, parts.special.pad, parts.d.device,
+                   parts.autocast)
+    return float(val.get("val_token_cosine", float("nan")))
 
 
 def checkpoint(run: RunConfig, parts: Parts, trainer: dict) -> None:

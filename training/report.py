@@ -77,7 +77,8 @@ def print_summary(out: Path, cfg: PretrainConfig, trainer: dict, last: dict, rea
         lines.append("health: " + ", ".join(f"{k[4:]} {last[k]:.4f}" for k in health_keys))
     if trainer.get("collapse"):
         c = trainer["collapse"]
-        lines.append(f"WARNING: collapsed at step {c['step']} ({'; '.join(c['reasons'])}): {health.COLLAPSE_ADVICE}")
+        lines.append(f"WARNING: collapsed at step {c['step']} ({'; '.join(c['reasons'])}): "
+                     f"{health.collapse_advice(cfg.start)}")
     if (out / "curves.png").is_file():
         lines.append(f"curves: {out / 'curves.png'}")
     for name in ("discriminator", "generator"):

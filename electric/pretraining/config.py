@@ -105,6 +105,12 @@ class PretrainConfig:
         return 4 * self.gen_hidden
 
     @property
+    def start(self) -> str:
+        """Where the discriminator's first weights come from: "checkpoint" (init_from), "warm" (warm_start) or
+        "scratch"."""
+        return "checkpoint" if self.init_from else "warm" if self.warm_start else "scratch"
+
+    @property
     def position_table(self) -> int:
         return self.max_position_embeddings or max(512, self.max_seq_length)
 

@@ -31,12 +31,26 @@ COLLAPSE_MAX_SPREAD = 0.01
 # that (an untrained generator) healthy runs dip below 0.5 too (debug Electric: 0.42 at step 10).
 COLLAPSE_BELOW_CHANCE_AUC = 0.47
 
-COLLAPSE_ADVICE = ("the discriminator has collapsed: every token gets nearly the same state and it cannot tell "
-                   "replaced tokens from original ones (or ranks them the wrong way), so it is learning nothing. "
-                   "At CPU budgets a discriminator trained from scratch stalls like this once its generator is "
-                   "good: warm-start it from MLM (--warm-start 0.4, or --init-from an MLM run; docs/pretraining.md). "
-                   "Otherwise try a lower --lr (the tiny preset's default is tuned), a longer warmup "
-                   "(--warmup-steps / --min-warmup-steps), and the default --disc-bias-init prior.")
+COLLAPSE_WHAT = ("the discriminator has collapsed: every token gets nearly the same state and it cannot tell "
+                 "replaced tokens from original ones (or ranks them the wrong way), so it is learning nothing.")
+COLLAPSE_GENERIC = ("Otherwise try a lower --lr (the tiny preset's default is tuned), a longer warmup "
+                    "(--warmup-steps / --min-warmup-steps), and the default --disc-bias-init prior.")
+
+
+def collapse_advice(start: str) -> str:
+    """What to do about a collapse, for a run that started `start`: "scratch", "warm" (--warm-start) or
+    "checkpoint" (--init-from). A run is never told to do what it already did."""
+    if start == "warm":
+        return (f"{COLLAPSE_WHAT} This run warm-started from MLM: its MLM stage may have been too short to leave the "
+                "unigram phase (a longer run or a larger --warm-start gives it more), or start from a checkpoint you "
+                f"have (--init-from; docs/pretraining.md). {COLLAPSE_GENERIC}")
+    if start == "checkpoint":
+        return (f"{COLLAPSE_WHAT} This run started from --init-from: continue it at a lower --lr (its encoder is "
+                "trained; the fresh head needs a gentle start) or a longer warmup (--warmup-steps / "
+                "--min-warmup-steps), with the default --disc-bias-init prior.")
+    return (f"{COLLAPSE_WHAT} At CPU budgets a discriminator trained from scratch stalls like this once its generator "
+            "is good: start from a checkpoint you have (--init-from DIR) or warm-start it from MLM (--warm-start 0.4); "
+            f"docs/pretraining.md. {COLLAPSE_GENERIC}")
 
 
 def tensor_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
