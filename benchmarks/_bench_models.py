@@ -1,5 +1,6 @@
 """The models and inputs the speed benchmarks share: random-weight ELECTRA discriminators of the pretraining presets'
-shapes (`tiny`, `small`), their int8 exports, and real ASR sentences and n-best lists from ATIS.
+shapes (`tiny`, `small`), their int8 exports, a real checkpoint's export (`export_checkpoint`), and real ASR
+sentences and n-best lists from ATIS.
 
 Imported by the benchmark scripts (bench_server, bench_runtime, profile_server, bench_huge_inputs,
 bench_serve_startup), which put the repository on sys.path first.
@@ -49,6 +50,29 @@ def build_model(size: str, work: Path) -> Path:
     from electric.export.exporter import export_model
 
     export_model(random_checkpoint(size, work), out, quantize="int8", overwrite=True, log=lambda *_: None)
+    return out
+
+
+def model_label(model_dir: str | Path) -> str:
+    """How the reports name a checkpoint: its directory's name, with the run's name for a pretraining run's
+    RUN/discriminator (runs/fc/electric/discriminator -> electric/discriminator)."""
+    d = Path(model_dir).resolve()
+    return f"{d.parent.name}/{d.name}" if d.name == "discriminator" else d.name
+
+
+def export_checkpoint(model_dir: str | Path, work: Path, log=print) -> Path:
+    """WORK/model-LABEL-onnx: the checkpoint `model_dir` (e.g. a pretraining run's discriminator) exported as
+    `electric export --model DIR --out OUT --quantize int8` exports it (fp32 and int8 graphs, parity gates,
+    calibration with the run's generator, electric.json); reused while the checkpoint's files are unchanged.
+    Raises electric.checkpoint.CheckpointError or electric.export.errors.ExportError."""
+    from electric.cli.export import default_sentences
+    from electric.export.exporter import checkpoint_hash, export_model
+
+    out = work / f"model-{model_label(model_dir).replace('/', '-')}-onnx"
+    manifest = out / "electric.json"
+    if manifest.is_file() and json.loads(manifest.read_text())["source"]["sha256"] == checkpoint_hash(Path(model_dir)):
+        return out
+    export_model(model_dir, out, quantize="int8", overwrite=True, default_sentences=default_sentences(), log=log)
     return out
 
 

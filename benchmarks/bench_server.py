@@ -2,8 +2,11 @@
 
     python benchmarks/bench_server.py                       # tiny and small int8, 30 s per point
     python benchmarks/bench_server.py --sizes tiny --seconds 10 --concurrency 1 8
+    python benchmarks/bench_server.py --model runs/fc/electric/discriminator --seconds 10   # a real model only
 
-For each model size (random weights, `tiny` and `small` presets, exported with int8 quantisation):
+For each model - the `--sizes` (random weights, `tiny` and `small` presets) and the `--model` checkpoints (e.g. a
+pretraining run's discriminator, labelled electric/discriminator), exported with int8 quantisation by the
+project's exporter into WORK (cached) - and at the precision the server picks on CPU (int8):
 1. raw runtime (OnnxBackend in this process, same thread count as the server): batch-1 latency, and the
    best throughput over batch sizes on the same sentences, sorted by length (runtime only: ids already
    tokenised), plus the library end to end (encode + run + electric_score);
@@ -25,15 +28,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _bench_models import SIZES, build_model, nbest_lists, sentences  # noqa: E402
+from _bench_models import SIZES, build_model, export_checkpoint, model_label, nbest_lists, sentences  # noqa: E402
 from _peer_comparison import run_peer  # noqa: E402
 from _raw_engines import raw_runtime  # noqa: E402
 from _server_harness import Server, batch_stats, load_grpc, load_http, machine, rss_mb  # noqa: E402
 
+from electric.checkpoint import CheckpointError  # noqa: E402
+from electric.export.errors import ExportError  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", nargs="+", default=["tiny", "small"], choices=sorted(SIZES))
+    ap.add_argument("--sizes", nargs="*", choices=sorted(SIZES),
+                    help="random-weight models of these preset shapes (default: tiny small, none with --model)")
+    ap.add_argument("--model", nargs="+", metavar="DIR",
+                    help="also (or, without --sizes, only) these checkpoints, e.g. runs/fc/electric/discriminator: "
+                         "exported like `electric export --quantize int8` into WORK (redone when the checkpoint "
+                         "changes), labelled by the directory's name (a run's discriminator: RUN/discriminator)")
     ap.add_argument("--concurrency", nargs="+", type=int, default=[1, 8, 64])
     ap.add_argument("--seconds", type=float, default=30.0, help="per load point (default 30)")
     ap.add_argument("--raw-seconds", type=float, default=12.0, help="for the raw runtime, per model")
@@ -57,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
                          "interleaved; writes benchmarks/results/server_peer.md unless --out is given")
     ap.add_argument("--peer-batch-size", type=int, default=32, help="the peer's --batch-size (default 32, its own)")
     args = ap.parse_args(argv)
+    if args.sizes is None and not args.model:
+        args.sizes = ["tiny", "small"]
+    if not args.sizes and not args.model and not args.peer:
+        ap.error("nothing to benchmark: give --sizes or --model")
+    if len({model_label(d) for d in args.model or ()}) < len(args.model or ()):
+        ap.error("--model: two directories with the same label")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     texts = sentences(args.sentences)
@@ -70,15 +87,23 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or None
     load_start = os.getloadavg()
     rows, raws, notes, nbest_rows = [], {}, [], []
-    for size in args.sizes:
-        model = build_model(size, work)
+    models = [(size, build_model(size, work)) for size in args.sizes or ()]
+    for d in args.model or ():
+        label = model_label(d)
+        try:
+            out = export_checkpoint(d, work, log=lambda msg, lb=label: print(f"[{lb}] {msg}", flush=True))
+        except (CheckpointError, ExportError, OSError) as e:
+            raise SystemExit(f"--model {d}: {e}") from e
+        models.append((label, out))
+        notes.append(describe_export(label, d, out))
+    for size, model in models:  # size: the preset's name or the --model's label
         print(f"[{size}] raw runtime ...", flush=True)
         raw = raws[size] = raw_runtime(model, texts, args.raw_seconds, threads)
         if threads is not None:
             raws[f"{size} (runtime default threads)"] = raw_runtime(model, texts, args.raw_seconds, None)
         print(f"[{size}] raw: batch-1 p50 {raw['b1_p50_ms']:.2f} ms, best {raw['best_throughput']:.0f} sent/s "
               f"at batch {raw['best_batch']}", flush=True)
-        server = Server(model, threads, work / f"server-{size}.log", args.server_args.split())
+        server = Server(model, threads, work / f"server-{size.replace('/', '-')}.log", args.server_args.split())
         try:
             server.wait_ready()
             rss0 = rss_mb(server.proc.pid)
@@ -122,20 +147,20 @@ def render(args, rows, raws, notes, load_start, load_end, server_cmd, nbest_rows
         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
         for k, v in vars(args).items() if k not in ("work", "out") and v not in ("", None))
     out = ["# `electric serve` under load", "",
-           f"Command: `{cmd}`  ", f"Server: `python {server_cmd.replace(str(REPO) + '/', '')}` (per size)  ",
+           f"Command: `{cmd}`  ", f"Server: `python {server_cmd.replace(str(REPO) + '/', '')}` (per model)  ",
            f"Machine: {machine()}; "
            f"load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end ("
            + ("other jobs shared the cores; " if load_start[0] > 1.0 else "nothing else running; ")
            + "the load generator runs on the same cores: figures are noisy, ±30% or worse).", "",
-           "Random-weight ELECTRA discriminators of the `tiny` and `small` preset shapes, exported by "
-           "`electric export --quantize int8` (CPU runs the int8 graph). Sentences: the first hypothesis of "
-           f"each of {args.sentences} ATIS test utterances. One sentence per request.", "",
+           f"{models_text(args)}, exported by `electric export --quantize int8` (CPU runs the int8 graph). "
+           f"Sentences: the first hypothesis of each of {args.sentences} ATIS test utterances. One sentence per "
+           "request.", "",
            "## Raw runtime (OnnxBackend in one process, no server)", "",
            "| model | threads | mean tokens | batch-1 p50 / p99 (ms) | encode+run+score batch-1 p50 (ms) | "
            "sentences/s at batch 8 / 32 / 64 / 128 | best |", "|---|---|---|---|---|---|---|"]
     for size, r in raws.items():
         t = r["throughput"]
-        out.append(f"| {size} int8 | {r['threads']} | {r['mean_tokens']:.1f} | {r['b1_p50_ms']:.2f} / "
+        out.append(f"| {size} {r['precision']} | {r['threads']} | {r['mean_tokens']:.1f} | {r['b1_p50_ms']:.2f} / "
                    f"{r['b1_p99_ms']:.2f} | {r['e2e_b1_p50_ms']:.2f} | {t[8]:.0f} / {t[32]:.0f} / {t[64]:.0f} / "
                    f"{t[128]:.0f} | {r['best_throughput']:.0f} (batch {r['best_batch']}) |")
     out += ["", "## Server (loopback, asyncio clients)", "",
@@ -149,8 +174,6 @@ def render(args, rows, raws, notes, load_start, load_end, server_cmd, nbest_rows
             "| model | transport | c=64 throughput / raw best | target ≥ 80% | c=1 p99 | 2 × raw batch-1 + 2 ms | met |",
             "|---|---|---|---|---|---|---|"]
     for size, raw in raws.items():
-        if size not in SIZES:
-            continue
         for transport in ("http", "grpc"):
             hi = next((r for r in rows if r["size"] == size and r["transport"] == transport and r["concurrency"] == 64),
                       None)
@@ -175,6 +198,26 @@ def render(args, rows, raws, notes, load_start, load_end, server_cmd, nbest_rows
                 "one list. The raw best is the runtime's at the server's threads (table above)."]
     out += ["", "Notes:", *[f"- {n}" for n in notes], *[f"- {n}" for n in READING], ""]
     return "\n".join(out)
+
+
+def models_text(args) -> str:
+    parts = [f"random-weight ELECTRA discriminators of the {' and '.join(f'`{s}`' for s in args.sizes)} preset shapes"
+             ] if args.sizes else []
+    parts += [f"the checkpoint {model_label(d)} (`{d}`)" for d in args.model or ()]
+    text = " and ".join(parts)
+    return text[0].upper() + text[1:]
+
+
+def describe_export(label: str, src: str, out: Path) -> str:
+    """A note on a --model's export: its shape and the exporter's parity and calibration."""
+    cfg = json.loads((out / "config.json").read_text())
+    m = json.loads((out / "electric.json").read_text())
+    p = m["parity"]
+    return (f"{label}: `{src}`, {cfg['architectures'][0]} hidden {cfg['hidden_size']}, {cfg['num_hidden_layers']} "
+            f"layers, vocabulary {cfg['vocab_size']}, max length {m['max_length']}; export parity on {p['sentences']} "
+            f"sentences: fp32 vs torch max |diff| {p['fp32']['max_abs_diff']:.1e}, int8 vs fp32 {p['int8']['spearman_of']}"
+            f" Spearman {p['int8']['spearman']:.4f}; calibration "
+            + ("fitted" if m.get("calibration") else "none (no generator beside it)"))
 
 
 READING = (

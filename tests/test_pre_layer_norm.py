@@ -11,10 +11,10 @@ from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTrainin
 from transformers.models.electra.modeling_electra import ElectraEncoder
 
 from electric.checkpoint import CheckpointError
+from electric.modeling.loading import load_model
 from electric.modeling.pre_layer_norm import (
     PreLayerNormEncoder,
     electra_model,
-    load_electra_model,
     require_post_layer_norm,
 )
 from electric.pretraining.config import resolve_config
@@ -53,7 +53,7 @@ def test_a_saved_pre_ln_model_loads_back_with_the_same_outputs(cls, tmp_path):
     model.save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["layer_norm_position"] == "pre"
     assert "electra.encoder.final_layer_norm.weight" in load_file(tmp_path / "model.safetensors")
-    again = load_electra_model(cls, tmp_path)
+    again = load_model(tmp_path, cls)
     assert isinstance(again.electra.encoder, PreLayerNormEncoder)
     ids = torch.randint(5, 60, (2, 6))
     assert torch.allclose(again(ids).logits, model(ids).logits, atol=1e-6)
@@ -83,8 +83,8 @@ def test_a_pre_ln_run_warm_starts_trains_and_an_electra_run_initialises_from_it(
     assert main(["--objective", "electra", "--warm-start", "0.5", "--max-steps", "8", "--out", str(run), *common]) == 0
     for part in ("warm_start", "discriminator", "generator"):
         assert json.loads((run / part / "config.json").read_text())["layer_norm_position"] == "pre"
-    disc = load_electra_model(ElectraForPreTraining, run / "discriminator")
-    warm = load_electra_model(ElectraForMaskedLM, run / "warm_start")
+    disc = load_model(run / "discriminator", ElectraForPreTraining)
+    warm = load_model(run / "warm_start", ElectraForMaskedLM)
     assert isinstance(disc.electra.encoder, PreLayerNormEncoder)
     assert not torch.equal(disc.electra.encoder.final_layer_norm.weight, warm.electra.encoder.final_layer_norm.weight)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -15,12 +15,12 @@ fresh one). `electric.modeling.pretrained` reads and converts the checkpoints.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from electric.checkpoint import CheckpointError, require_local_dir, run_parts
+from electric.modeling.loading import read_model_config
 from electric.modeling.pretrained import Pretrained, discriminator_from, masked_lm_from, read_pretrained
 from electric.pretraining import objectives as obj
 from electric.pretraining.config import PretrainConfig
@@ -57,8 +57,7 @@ def resolve_init(init_from: str, init_generator_from: str = "") -> InitSource:
         encoder = read_pretrained(d, "--init-from")
     if init_generator_from:
         generator = require_local_dir(init_generator_from, "--init-generator-from")
-        if not (generator / "config.json").is_file():
-            raise CheckpointError(f"--init-generator-from {init_generator_from!r} holds no config.json")
+        read_model_config(generator, "--init-generator-from")
     return InitSource(encoder, generator, encoder.tokenizer_dir)
 
 
@@ -89,15 +88,13 @@ def load_generator(cfg: PretrainConfig, path: Path | None):
     """The generator to continue from `path` when it is the kind the objective trains, else None (a fresh one)."""
     if path is None:
         return None
-    from transformers import AutoConfig, AutoModelForMaskedLM, ElectraForMaskedLM
+    from transformers import ElectraForMaskedLM
 
-    from electric.modeling.pre_layer_norm import is_pre_layer_norm, load_electra_model
+    from electric.modeling.cloze import ElectricForClozeLM
+    from electric.modeling.loading import load_model, read_model_config
 
-    try:
-        gen = (load_electra_model(ElectraForMaskedLM, path) if is_pre_layer_norm(AutoConfig.from_pretrained(path))
-               else AutoModelForMaskedLM.from_pretrained(path))
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"generator {str(path)!r}: {e}") from e
+    cloze = read_model_config(path, "generator").get("model_type") == ElectricForClozeLM.config_class.model_type
+    gen = load_model(path, ElectricForClozeLM if cloze else ElectraForMaskedLM).train()
     expected = "ElectricForClozeLM" if cfg.objective == "electric" else "ElectraForMaskedLM"
     if type(gen).__name__ != expected:
         print(f"note: the generator in {str(path)!r} is a {type(gen).__name__}, objective {cfg.objective} needs "
@@ -122,5 +119,5 @@ def adopt_architecture(cfg: PretrainConfig, source: InitSource) -> PretrainConfi
         "layer_norm": src.get("layer_norm_position", "post"),
     }
     if source.generator is not None and cfg.objective != "mlm":
-        sizes["generator_hidden_size"] = json.loads((source.generator / "config.json").read_text())["hidden_size"]
+        sizes["generator_hidden_size"] = read_model_config(source.generator, "generator")["hidden_size"]
     return dataclasses.replace(cfg, **sizes)

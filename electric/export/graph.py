@@ -14,7 +14,6 @@ import torch
 
 from electric.checkpoint import (
     ARCHITECTURE_KINDS,
-    CheckpointError,
 )
 from electric.export.errors import ExportError
 from electric.inference.cloze import ClozeTokenLogProbs, load_cloze_model
@@ -49,11 +48,9 @@ def load_for_export(model_dir: Path, arch: str, attn_implementation: str = "eage
     from electric.modeling.pre_layer_norm import require_post_layer_norm
 
     require_post_layer_norm(model_dir, "the ONNX export")
-    cls = getattr(transformers, arch)
-    try:
-        return cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn_implementation).eval()
-    except (OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"could not load {str(model_dir)!r} as {arch}: {e}") from e
+    from electric.modeling.loading import load_model
+
+    return load_model(model_dir, getattr(transformers, arch), torch.float32, attn_implementation=attn_implementation)
 
 
 def example_inputs(vocab_size: int, pad_token_id: int):

@@ -15,7 +15,6 @@ imports run one way: backend -> runtime -> checkpoint.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -60,11 +59,10 @@ class TorchBackend:
         import torch  # only the torch backend needs torch; ONNX serving installs leave it out
         import transformers
 
+        from electric.modeling.loading import load_model, read_model_config
+
         d = require_local_dir(model_dir, "model")
-        cfg_path = d / "config.json"
-        if not cfg_path.is_file():
-            raise CheckpointError(f"model directory {str(d)!r} has no config.json (not a transformers checkpoint)")
-        self.config = json.loads(cfg_path.read_text())
+        self.config = read_model_config(d)
         if self.config.get("model_type") not in ("electra", "electric-cloze"):
             raise CheckpointError(f"{str(d)!r} holds a {self.config.get('model_type')!r} model, not ELECTRA")
         self.kind = model_kind(self.config, str(d))
@@ -74,16 +72,8 @@ class TorchBackend:
 
             self.model = ClozeTokenLogProbs(load_cloze_model(d, dtype or torch.float32)).to(self.device).eval()
         else:
-            from electric.modeling.pre_layer_norm import load_electra_model
-
             cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
-            try:
-                if self.config.get("layer_norm_position") == "pre":  # --layer-norm pre: no transformers class
-                    self.model = load_electra_model(cls, d).to(self.device, dtype or torch.float32).eval()
-                else:
-                    self.model = cls.from_pretrained(d, dtype=dtype or torch.float32).to(self.device).eval()
-            except (OSError, ValueError) as e:
-                raise CheckpointError(f"could not load {str(d)!r}: {e}") from e
+            self.model = load_model(d, cls, dtype or torch.float32).to(self.device)
         self.tokenizer = load_tokenizer(d)
         self.max_length = int(self.config.get("max_position_embeddings", 512))
         self.providers = [f"torch:{self.device.type}"]

@@ -19,11 +19,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from electric.checkpoint import CheckpointError
-
 # the one home of its forward pass; importing it also registers the model with transformers' Auto classes, which
 # reading its directory's config.json (the tokenizer does) needs
 from electric.modeling.cloze import ElectricForClozeLM
+from electric.modeling.loading import load_model
 
 
 def input_token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
@@ -51,7 +50,4 @@ class ClozeTokenLogProbs(nn.Module):
 
 def load_cloze_model(model_dir: str | Path, dtype: torch.dtype = torch.float32) -> nn.Module:
     """The `ElectricForClozeLM` saved in `model_dir` (eval mode, on the CPU)."""
-    try:
-        return ElectricForClozeLM.from_pretrained(model_dir, dtype=dtype).eval()
-    except (OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"could not load Electric's cloze model from {str(model_dir)!r}: {e}") from e
+    return load_model(model_dir, ElectricForClozeLM, dtype)

@@ -5,7 +5,7 @@ warmup than BERT's post-LN (LN(x + f(x))), which is what transformers' ELECTRA i
 A pre-LN model is an ELECTRA model whose layers moved their LayerNorms, keeping their parameters and names:
 `attention.output.LayerNorm` normalises the attention's input and `output.LayerNorm` the feed-forward's, and the
 encoder gains `final_layer_norm`. Its config carries `layer_norm_position: "pre"`; `electra_model` builds one
-and `load_electra_model` loads one (the torch scoring backend does). It is a training option
+and `electric.modeling.loading.load_model` loads one (every loader does). It is a training option
 (`--layer-norm pre`) measured in the stabilisers' ladder (BENCHMARKS.md); no transformers class loads it, so the
 ONNX export and fine-tuning refuse such a checkpoint (`require_post_layer_norm`) rather than load it as the post-LN
 network it is not.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.models.electra.modeling_electra import ElectraEncoder, ElectraLayer
 
 from electric.checkpoint import CheckpointError
@@ -72,11 +72,9 @@ def electra_model(cls: type[PreTrainedModel], config: PretrainedConfig) -> PreTr
     return model
 
 
-def load_electra_model(cls: type[PreTrainedModel], model_dir: str | Path) -> PreTrainedModel:
-    """`cls.from_pretrained(model_dir)`, or for a pre-LN checkpoint the same network built pre-LN and loaded."""
-    config = AutoConfig.from_pretrained(model_dir)
-    if not is_pre_layer_norm(config):
-        return cls.from_pretrained(model_dir)
+def load_pre_layer_norm(cls: type[PreTrainedModel], model_dir: str | Path,
+                        config: PretrainedConfig) -> PreTrainedModel:
+    """The pre-LN checkpoint in `model_dir` as `cls` built pre-LN (`electric.modeling.loading.load_model` calls it)."""
     from safetensors.torch import load_file
 
     model = electra_model(cls, config)

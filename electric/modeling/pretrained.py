@@ -144,7 +144,7 @@ def _quiet_transformers() -> Iterator[None]:
 
 def _encoder_and_head(src: Pretrained) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """(the encoder's state under ElectraModel's names, the MLM head's under ElectraForMaskedLM's; {} if none)."""
-    from electric.modeling.pre_layer_norm import load_electra_model
+    from electric.modeling.loading import load_model
 
     try:
         with _quiet_transformers():
@@ -152,7 +152,7 @@ def _encoder_and_head(src: Pretrained) -> tuple[dict[str, torch.Tensor], dict[st
                 cls = {"mlm": ElectraForMaskedLM, "discriminator": ElectraForPreTraining}.get(src.carries)
                 if cls is None:
                     return ElectraModel.from_pretrained(src.model_dir).state_dict(), {}
-                full = load_electra_model(cls, src.model_dir).state_dict()  # ours may be pre-LN
+                full = load_model(src.model_dir, cls).state_dict()  # ours may be pre-LN
             else:
                 model = BertForMaskedLM if src.carries == "mlm" else BertModel
                 full = {("" if src.carries == "mlm" else "bert.") + k: v
@@ -202,11 +202,12 @@ def masked_lm_from(src: Pretrained) -> ElectraForMaskedLM:
 def discriminator_from(src: Pretrained, output_bias: float) -> ElectraForPreTraining:
     """The checkpoint's encoder under a replaced-token head: the checkpoint's own for an ELECTRA discriminator,
     else a fresh one whose output bias is `output_bias` (the label prior, so the first logits are calibrated)."""
-    from electric.modeling.pre_layer_norm import electra_model, load_electra_model
+    from electric.modeling.loading import load_model
+    from electric.modeling.pre_layer_norm import electra_model
 
     if src.carries == "discriminator":
         with _quiet_transformers():
-            return load_electra_model(ElectraForPreTraining, src.model_dir).train()
+            return load_model(src.model_dir, ElectraForPreTraining).train()
     encoder, _ = _encoder_and_head(src)
     model = electra_model(ElectraForPreTraining, electra_config(src, "ElectraForPreTraining"))
     _load_encoder(model, encoder, src.root)
