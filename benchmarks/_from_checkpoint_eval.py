@@ -15,7 +15,6 @@ import shlex
 from pathlib import Path
 
 from benchmarks.equal_compute_report import (
-    REFERENCE,
     blimp_results,
     bootstrap,
     display,
@@ -40,6 +39,10 @@ CKPT_NOTE = ("the checkpoint is a sentence-transformers BertModel: no masked-LM 
              "no scoring method applies to it unchanged (a fresh head would score at random)")
 
 
+def fmt_int(v) -> str:
+    return "–" if v is None else f"{v:,}"
+
+
 def recipe_text(cfg: dict | None) -> str:
     if cfg is None:
         return "unchanged (no continued pretraining)"
@@ -61,7 +64,8 @@ def nbest_results(work: Path, names: list[str]) -> tuple[dict, list[str]]:
             failed.append(f"{parts[0]} {parts[1]}/{parts[2]}: `{r['command']}` failed: {r['failed']}")
         else:
             res.setdefault(parts[0], {}).setdefault(parts[1], {})[parts[2]] = r
-    return res, failed
+    order = {n: i for i, n in enumerate(names)}
+    return {k: dict(sorted(v.items(), key=lambda kv: order[kv[0]])) for k, v in res.items()}, failed
 
 
 def wer_summary(by_method: dict | None, with_first: bool) -> dict | None:
@@ -103,11 +107,12 @@ def health_section(args, runs: dict) -> list[str]:
         src = h.get("source", "not measured (health stage not run)")
         if name == "checkpoint" and h.get("probe"):
             p = h["probe"]
-            src = (f"AUC: fixed_noise_probe, encoder frozen, a fresh head trained {p['step'] or 0} steps "
-                   f"({(p['tokens'] or 0):,} tokens, {p['seconds'] / 60:.1f} min): `{p['command']}`"
+            at = f"last AUC at step {p['step']}, {p['tokens']:,} tokens" if p.get("auc") is not None else "no AUC"
+            src = (f"AUC: fixed_noise_probe, encoder frozen, a fresh head trained {p.get('minutes')} min ({at}): "
+                   f"`{p['command']}`"
                    + (f" ({p['note']})" if p.get("note") else "") + "; token cosine: training.evaluation.evaluate on "
                    "the unchanged encoder, same validation slice")
-        lines.append(f"| {name} | {r['objective']} | {r['recipe']} | {fmt(r['tokens'], 1, 0) if r['tokens'] is not None else '–'} "
+        lines.append(f"| {name} | {r['objective']} | {r['recipe']} | {fmt_int(r['tokens'])} "
                      f"| {fmt(r['unigram_noise_auc'], 1, 3)} | {fmt(r['token_cosine'], 1, 3)} | {fmt(r['disc_auc'], 1, 3)} "
                      f"| {src} |")
     return lines + ["", "Unigram-noise AUC: the discriminator ranks tokens replaced by fixed unigram draws (only "
@@ -120,7 +125,7 @@ def blimp_section(blimp: dict, boot: dict | None) -> list[str]:
         return []
     ref = boot["reference"].split("/") if boot else None
     ref_secs = blimp[ref[0]][ref[1]]["seconds"] if ref else None
-    lines = ["## BLiMP-12", "", "| run | method | accuracy | scoring time (s) | MLM PLL's time / this | − MLM PLL, "
+    lines = ["", "## BLiMP-12", "", "| run | method | accuracy | scoring time (s) | MLM PLL's time / this | − MLM PLL, "
              "points [95% CI] |", "|---|---|---:|---:|---:|---:|"]
     for name, methods in blimp.items():
         for method, rep in methods.items():
@@ -130,8 +135,10 @@ def blimp_section(blimp: dict, boot: dict | None) -> list[str]:
                          f"{fmt(ref_secs / rep['seconds'] if ref_secs else None)}× | {ci} |")
     rep = next(iter(next(iter(blimp.values())).values()))
     return lines + ["", f"First {rep['pairs_per_set']} pairs of each of the 12 sets ({rep['overall']['pairs']:,} pairs); "
-                    "time: scoring alone (model loaded and warmed up), 2 threads. Made by "
-                    f"`{rep.get('command', 'benchmarks/from_checkpoint.py blimp')}`."]
+                    "time: scoring alone (model loaded and warmed up), 2 threads; CPU busy in the second before the "
+                    "first timing: " + ", ".join(f"{n}/{m} {fmt(r.get('cpu_busy_before'), 100, 0)}%"
+                                                  for n, ms in blimp.items() for m, r in ms.items())
+                    + f". Made by `{rep.get('command')}`: equal_compute.stage_blimp per run and method."]
 
 
 def nbest_section(nbest: dict) -> list[str]:
@@ -141,7 +148,7 @@ def nbest_section(nbest: dict) -> list[str]:
             continue
         lines += ["", f"## {sets['title']}: guarded reranking (test half)", "",
                   "| run | method | lists | prior | first | no LM | reranked (after the guard) | LM applied | dev gain "
-                  "of the LM [95% CI] | time (s) |", "|---|---|---:|---|---:|---:|---:|---|---:|---:|"]
+                  "of the LM [95% CI] | time (s), threads |", "|---|---|---:|---|---:|---:|---:|---|---:|---:|"]
         cmds = []
         for name, methods in nbest[key].items():
             for method, r in methods.items():
@@ -149,9 +156,14 @@ def nbest_section(nbest: dict) -> list[str]:
                 lim = f"{r['lists']} (first {r['lists']} only)" if r["limited"] else str(r["lists"])
                 lines.append(f"| {name} | {method} | {lim} | {r['prior']} | {t['first']:.2f}% | {t['no_lm']:.2f}% | "
                              f"{t['reranked']:.2f}% | {'yes' if r['lm_used'] else 'no (' + r['applied'] + ')'} | "
-                             f"{g['gain']:+.2f} [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}] | {r['seconds']:.0f} |")
+                             f"{g['gain']:+.2f} [{g['ci'][0]:+.2f}, {g['ci'][1]:+.2f}] | {r['seconds']:.0f}, {r.get('threads', 1)} |")
                 cmds.append(r["command"])
-        lines += ["", "Commands (time: the whole command, loading included, one thread):", "", "```", *cmds, "```"]
+        lines += ["", "Commands (time: the whole command, loading and tuning included):", "", "```", *cmds, "```"]
+    if nbest:
+        lines += ["", "Prior: `none` where every list carries first-pass scores (WSJ `score`, ATIS `am_score`: the first "
+                  "pass plus bonuses, no rank term), `rank` where none does (LibriSpeech: Whisper's beam order, -beta * "
+                  "rank). Dev: a seeded half of the lists (seed 0); the guard keeps the LM only when its dev gain over "
+                  "no-LM is significant (paired bootstrap), and no-LM only when it beats the first pass the same way."]
     if any(r["limited"] for s in nbest.values() for ms in s.values() for r in ms.values()):
         lines += ["", "A row marked *first N only* reranked the first N lists of the set (the dev/test halves of those "
                   "N): its first / no-LM / reranked WERs are on a different test half from the full-set rows."]
@@ -174,19 +186,21 @@ def fce_section(args) -> list[str]:
 def glue_section(args, glue: dict) -> list[str]:
     if not glue:
         return []
-    lines = ["", f"## GLUE dev (lr {1e-4:g}, {args.glue_max_train:,} training examples, finetune's defaults otherwise)",
+    lines = ["", "## GLUE dev (fine-tuned with lr 1e-4; the other settings are in the commands)",
              "", "| model | " + " | ".join(f"{t} {AVERAGE[t]} (seeds)" for t in args.glue_tasks) + " | average |",
              "|---|" + "---:|" * (len(args.glue_tasks) + 1)]
-    cmds = []
+    cmds, minutes = [], 0.0
     for name, by_task in glue.items():
         cells = [", ".join(f"{100 * by_task[t][s][AVERAGE[t]]:.1f}" for s in sorted(by_task.get(t, {}))) or "–"
                  for t in args.glue_tasks]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {fmt(glue_average(by_task, args.glue_tasks, args.glue_seeds))} |")
+        avg = glue_average(by_task, args.glue_tasks, args.glue_seeds)
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {fmt(avg)} |")
         for t in args.glue_tasks:
             for s in sorted(by_task.get(t, {})):
-                argv = json.loads((args.work / "glue" / name / t / f"seed{s}" / "argv.json").read_text())
-                cmds.append("python -m training.finetune " + " ".join(argv))
-    return lines + ["", "Commands:", "", "```", *cmds, "```"]
+                run = args.work / "glue" / name / t / f"seed{s}"
+                cmds.append("python -m training.finetune " + shlex.join(json.loads((run / "argv.json").read_text())))
+                minutes += json.loads((run / "eval.json").read_text()).get("elapsed_s", 0.0) / 60
+    return lines + ["", f"Commands ({minutes:.1f} min of fine-tuning in all):", "", "```", *cmds, "```"]
 
 
 # ---- targets -------------------------------------------------------------------------------------------
@@ -198,49 +212,67 @@ def verdict(oks: list[bool]) -> str:
 
 
 def targets(args, runs: dict, blimp: dict, boot: dict | None, nbest: dict) -> list[str]:
-    lines = ["", "## Targets", ""]
-    discs = {n: r["unigram_noise_auc"] for n, r in runs.items() if n in ("electric", "electra") and
-             r["unigram_noise_auc"] is not None}
-    lines.append(f"- **(a)** unigram-noise AUC ≥ 0.90 for the continued discriminators: "
-                 f"{verdict([v >= 0.9 for v in discs.values()])} — " + ("; ".join(f"{n} {v:.3f}" for n, v in
-                                                                               discs.items()) or "no figures") + ".")
-    if boot:
-        best, ref = boot["best_one_pass"], boot["reference"]
-        c = boot["comparisons"][best]
-        (bn, bm), (rn, rm) = best.split("/"), ref.split("/")
-        acc, ref_acc = blimp[bn][bm]["overall"]["accuracy"], blimp[rn][rm]["overall"]["accuracy"]
-        secs, ref_secs = blimp[bn][bm]["seconds"], blimp[rn][rm]["seconds"]
-        ratio = ref_secs / secs if secs > 0 else math.inf
-        oks = [c["diff_points"] >= 0, ratio >= 10, acc >= 75]
-        lines.append(f"- **(b)** best one-pass method ≥ MLM PLL on BLiMP-12, ≥ 10× less scoring time, and ≥ 75%: "
-                     f"{verdict(oks)} — {best} {acc:.2f}% vs {ref} {ref_acc:.2f}%: {c['diff_points']:+.2f} points, 95% "
-                     f"paired-bootstrap interval [{c['ci_points'][0]:+.2f}, {c['ci_points'][1]:+.2f}] "
-                     f"({'excludes' if c['significant'] else 'includes'} 0); {secs:.1f} s vs {ref_secs:.1f} s "
-                     f"({ratio:.1f}× less); ≥ 75%: {'yes' if acc >= 75 else 'no'}. The best is chosen among "
-                     f"{len(boot['comparisons'])} one-pass methods on these pairs (its interval is a little optimistic).")
-    else:
-        lines.append("- **(b)** BLiMP-12: **not measured** (needs the mlm run's mlm-pll and a one-pass method).")
-    for key in ("ls_clean", "wsj"):
-        rows = [(f"{n}/{m}", r) for n, ms in nbest.get(key, {}).items() for m, r in ms.items()]
-        oks = {k: r["lm_used"] and r["test"]["reranked"] <= 0.95 * r["test"]["no_lm"] for k, r in rows}
-        figs = "; ".join(f"{k} {r['test']['reranked']:.2f}% vs no LM {r['test']['no_lm']:.2f}% "
-                         f"({100 * (1 - r['test']['reranked'] / r['test']['no_lm']):+.1f}% rel., LM "
-                         f"{'applied' if r['lm_used'] else 'not applied'}{', first ' + str(r['lists']) + ' lists' if r['limited'] else ''})"
-                         for k, r in rows)
-        met = [k for k, ok in oks.items() if ok]
-        lines.append(f"- **(c) {NBEST_SETS[key]['title']}**: the guard applies the LM and test WER ≥ 5% relative below "
-                     f"no-LM: {'**not measured**' if not rows else '**met**' if met else '**missed**'}"
-                     + (f" (by {', '.join(met)})" if met else "") + (f" — {figs}." if rows else "."))
+    """The study's targets (a)-(e), each met or missed with its figures."""
+    discs = {n: r["unigram_noise_auc"] for n, r in runs.items()
+             if n in ("electric", "electra") and r["unigram_noise_auc"] is not None}
     fce = {n: r["fce_detect_auc"] for n, r in runs.items() if r["fce_detect_auc"] is not None}
-    lines.append(f"- **(d)** FCE zero-shot AUC ≥ 0.70: {verdict([v >= 0.7 for v in fce.values()])} — "
-                 + ("; ".join(f"{n} {v:.4f}" for n, v in fce.items()) or "no figures") + ".")
+    return ["", "## Targets", "",
+            f"- **(a)** unigram-noise AUC ≥ 0.90 for the continued discriminators: "
+            f"{verdict([v >= 0.9 for v in discs.values()])} — {listing(discs, 3)}.",
+            target_b(blimp, boot),
+            *(target_c(key, nbest.get(key, {})) for key in ("ls_clean", "wsj")),
+            f"- **(d)** FCE zero-shot AUC ≥ 0.70: {verdict([v >= 0.7 for v in fce.values()])} — {listing(fce, 4)}.",
+            target_e(args, runs)]
+
+
+def listing(figures: dict, digits: int) -> str:
+    return "; ".join(f"{n} {v:.{digits}f}" for n, v in figures.items()) or "no figures"
+
+
+def target_b(blimp: dict, boot: dict | None) -> str:
+    if not boot:
+        return "- **(b)** BLiMP-12: **not measured** (needs the mlm run's mlm-pll and a one-pass method)."
+    best, ref = boot["best_one_pass"], boot["reference"]
+    c = boot["comparisons"][best]
+    (bn, bm), (rn, rm) = best.split("/"), ref.split("/")
+    acc, ref_acc = blimp[bn][bm]["overall"]["accuracy"], blimp[rn][rm]["overall"]["accuracy"]
+    secs, ref_secs = blimp[bn][bm]["seconds"], blimp[rn][rm]["seconds"]
+    ratio = ref_secs / secs if secs > 0 else math.inf
+    ok = c["diff_points"] >= 0 and ratio >= 10 and acc >= 75
+    lo, hi = c["ci_points"]
+    return (f"- **(b)** best one-pass method ≥ MLM PLL on BLiMP-12, ≥ 10× less scoring time, and ≥ 75%: "
+            f"{verdict([ok])} — {best} {acc:.2f}% vs {ref} {ref_acc:.2f}%: {c['diff_points']:+.2f} points, 95% "
+            f"paired-bootstrap interval [{lo:+.2f}, {hi:+.2f}] ({'excludes' if c['significant'] else 'includes'} 0); "
+            f"{secs:.1f} s vs {ref_secs:.1f} s ({ratio:.1f}× less); ≥ 75%: {'yes' if acc >= 75 else 'no'}. The best is "
+            f"chosen among {len(boot['comparisons'])} one-pass methods on these pairs (its interval is a little "
+            "optimistic).")
+
+
+def target_c(key: str, by_run: dict) -> str:
+    """Met when some (run, method) has the LM applied by the guard and a test WER ≥ 5% relative below no-LM."""
+    rows = {f"{n}/{m}": r for n, ms in by_run.items() for m, r in ms.items()}
+    head = f"- **(c) {NBEST_SETS[key]['title']}**: the guard applies the LM and test WER ≥ 5% relative below no-LM: "
+    if not rows:
+        return head + "**not measured**."
+    figs = []
+    for k, r in rows.items():
+        t = r["test"]
+        rel = 100 * (1 - t["reranked"] / t["no_lm"]) if t["no_lm"] else 0.0
+        limit = f", first {r['lists']} lists" if r["limited"] else ""
+        figs.append(f"{k} {t['reranked']:.2f}% vs no LM {t['no_lm']:.2f}% ({rel:+.1f}% rel., LM "
+                    f"{'applied' if r['lm_used'] else 'not applied'}{limit})")
+    met = [k for k, r in rows.items() if r["lm_used"] and r["test"]["reranked"] <= 0.95 * r["test"]["no_lm"]]
+    return head + (f"**met** (by {', '.join(met)})" if met else "**missed**") + f" — {'; '.join(figs)}."
+
+
+def target_e(args, runs: dict) -> str:
     e, c = (runs.get(n, {}).get("glue_average") for n in ("electra", "checkpoint"))
+    head = "- **(e)** continued ELECTRA's GLUE ≥ the unchanged checkpoint's: "
+    if e is not None and c is not None:
+        return head + f"{verdict([e >= c])} — electra {e:.1f}, checkpoint {c:.1f}."
     why = (read_json(args.work / "glue" / "checkpoint.unsupported.json") or {}).get("reason")
-    lines.append(f"- **(e)** continued ELECTRA's GLUE ≥ the unchanged checkpoint's: "
-                 + (f"{verdict([e >= c])} — electra {e:.1f}, checkpoint {c:.1f}." if e is not None and c is not None
-                    else "**not measured** — " + (f"the checkpoint cannot be fine-tuned: {why}" if why else
-                                                  "a GLUE average is missing") + (f" (electra: {e:.1f})" if e else "") + "."))
-    return lines
+    because = f"the checkpoint cannot be fine-tuned: {why}" if why else "a GLUE average is missing"
+    return head + f"**not measured** — {because}" + (f" (electra: {e:.1f})" if e is not None else "") + "."
 
 
 def not_measured(args, runs: dict, failures: list[str]) -> list[str]:
@@ -248,14 +280,12 @@ def not_measured(args, runs: dict, failures: list[str]) -> list[str]:
              f"- checkpoint: BLiMP, n-best reranking, FCE: {CKPT_NOTE}.",
              "- ATIS: reranked unadapted only (the adaptation recipe of scripts/adapt_recipe.py is too slow at this "
              "model size on this CPU), hence `atis_wer_unadapted`."]
-    for stage, key in (("health", "token_cosine"), ("fce", "fce_detect_auc"), ("glue", "glue_average")):
-        missing = [n for n, r in runs.items() if r[key] is None and not (n == "checkpoint" and stage == "fce")
-                   and not (stage == "glue" and n not in ("electra", "checkpoint"))
-                   and not (stage == "fce" and n == "mlm")]
-        if missing:
-            lines.append(f"- {stage}: no figure for {', '.join(missing)} (stage not run, failed, or not applicable "
-                         "as said above).")
     why = (read_json(args.work / "glue" / "checkpoint.unsupported.json") or {}).get("reason")
+    expected = {"health": list(runs), "fce": ["electric", "electra"], "glue": ["electra"] + ([] if why else ["checkpoint"])}
+    for stage, key in (("health", "token_cosine"), ("fce", "fce_detect_auc"), ("glue", "glue_average")):
+        missing = [n for n in expected[stage] if n in runs and runs[n][key] is None]
+        if missing:
+            lines.append(f"- {stage}: no figure for {', '.join(missing)} (stage not run yet, or failed: see below).")
     if why:
         lines.append(f"- GLUE of the checkpoint: `training.finetune` does not take it: {why}.")
     return lines + [f"- failed: {f}" for f in failures]
@@ -269,6 +299,8 @@ def write_report(args) -> None:
     blimp = blimp_results(work, trained)
     boot = bootstrap(blimp)
     nbest, failures = nbest_results(work, trained)
+    failures += [f"fce {n}: `{r['command']}` failed: {r['failed']}" for n in trained
+                 if "failed" in (r := read_json(work / "fce" / f"{n}.json") or {})]
     glue = glue_results(work, [n for n in ("checkpoint", "electra") if n in names], args.glue_tasks, args.glue_seeds)
     runs = {n: run_summary(args, n, blimp, nbest, glue) for n in names}
     flags = lscpu()
@@ -309,4 +341,5 @@ def _argv(run_dir: Path) -> list[str]:
     return ["--objective", cfg["objective"], "--preset", cfg["preset"], "--init-from", str(cfg.get("init_from")),
             "--lr", f"{cfg['lr']:g}", "--data", *run.get("data", []), "--time-budget", f"{cfg['time_budget_minutes']:g}",
             *(["--max-steps", str(cfg["max_steps"])] if cfg.get("max_steps") else []),
-            "--threads", str(run.get("threads")), "--seed", str(cfg["seed"]), "--out", run.get("out", str(run_dir))]
+            *(["--threads", str(run["threads"])] if run.get("threads") else []), "--seed", str(cfg["seed"]),
+            "--out", run.get("out", str(run_dir))]

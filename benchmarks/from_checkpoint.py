@@ -21,7 +21,8 @@ elsewhere. Stages (sub-commands, several in one call, in this order; `all` = eve
   nbest   `electric eval nbest` (guarded reranker, dev half tuned, test half reported) on LibriSpeech test-clean,
           WSJ eval and ATIS test (unadapted) for every method (mlm-pll on the first --pll-limit lists).
   fce     `electric eval detect` (zero-shot FCE error detection) with the electric and electra discriminators.
-  glue    `python -m training.finetune` (lr 1e-4) of the checkpoint and of the electra run's discriminator.
+  glue    `python -m training.finetune` (lr 1e-4) of the checkpoint and of the electra run's discriminator (a model
+          training.finetune refuses, e.g. a BertModel directory, is recorded as such, not worked around).
   report  --out (.md), its .json twin and the health curves (benchmarks/_from_checkpoint_eval.py).
 
 Everything is written under --work (default runs/fc/work); work already written (with the same command) is skipped.
@@ -65,11 +66,14 @@ AUC_LINE = re.compile(r"step (\d+) tokens ([\d,]+) loss \S+ held-out AUC ([\d.]+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stages", nargs="+", choices=(*STAGES, "all"))
-    ap.add_argument("--runs-dir", default="runs/fc", help="the trained runs are RUNS_DIR/NAME (default runs/fc)")
-    ap.add_argument("--checkpoint", default="runs/ckpt/minilm", help="the checkpoint they continued")
+    ap.add_argument("--runs-dir", default=str(REPO / "runs" / "fc"),
+                    help="the trained runs are RUNS_DIR/NAME (default runs/fc)")
+    ap.add_argument("--checkpoint", default=str(REPO / "runs" / "ckpt" / "minilm"),
+                    help="the checkpoint they continued (default runs/ckpt/minilm)")
     ap.add_argument("--run", action="append", default=[], metavar="NAME=DIR", help="run NAME is DIR (e.g. a smoke run)")
     ap.add_argument("--only", nargs="+", choices=list(RUNS), help="only these runs")
-    ap.add_argument("--work", default="runs/fc/work", help="results of every stage (default runs/fc/work)")
+    ap.add_argument("--work", default=str(REPO / "runs" / "fc" / "work"),
+                    help="results of every stage (default runs/fc/work)")
     ap.add_argument("--shared", default=str(shared_data_dir()), help="the project's data folder")
     ap.add_argument("--data", nargs="+", help="health: corpus of the validation slice (default: the runs' own)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of every job but BLiMP (default 1)")
@@ -85,7 +89,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--glue-seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--glue-max-train", type=int, default=2000, help="training sample per task (default 2000)")
     ap.add_argument("--glue-max-eval", type=int, help="first N dev examples per task (default all)")
-    ap.add_argument("--out", default="benchmarks/results/from_checkpoint.md")
+    ap.add_argument("--allow-unfinished", action="store_true",
+                    help="evaluate runs still training (their latest saved checkpoint); default: refuse")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "from_checkpoint.md"),
+                    help="the report (default benchmarks/results/from_checkpoint.md; .json and _curves.png beside it)")
     args = ap.parse_args(argv)
     args.stages = list(STAGES) if "all" in args.stages else [s for s in STAGES if s in args.stages]
     dirs = {n: Path(args.runs_dir) / n for n in RUNS if n != "checkpoint"} | {"checkpoint": Path(args.checkpoint)}
@@ -95,7 +102,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             ap.error(f"--run {spec}: expected NAME=DIR with NAME one of {', '.join(RUNS)}")
         dirs[name] = Path(d)
     args.dirs = {n: d.resolve() for n, d in dirs.items() if not args.only or n in args.only}
-    args.work = Path(args.work).resolve()
+    args.work, args.out = Path(args.work).resolve(), Path(args.out).resolve()
+    args.data = [ec.rel(d) for d in args.data] if args.data else None  # relative to the repository, as run from there
     return args
 
 
@@ -103,8 +111,18 @@ def trained(args) -> list[str]:
     return [n for n in args.dirs if n != "checkpoint"]
 
 
+def unfinished(args) -> list[str]:
+    """The trained runs that have not used their budget yet (or have no checkpoint): still training?"""
+    out = []
+    for name in trained(args):
+        cfg = read_json(args.dirs[name] / "config.json") or {}
+        if not ec.finished(args.dirs[name], cfg.get("time_budget_minutes") or 0):
+            out.append(name)
+    return out
+
+
 def link_runs(args) -> None:
-    """WORK/NAME -> the run's directory (stage_blimp loads WORK/NAME; glue results sit beside them)."""
+    """WORK/NAME -> the run's directory (equal_compute.stage_blimp loads the model of run NAME from WORK/NAME)."""
     for name, d in args.dirs.items():
         link = args.work / name
         if link.is_symlink() and link.resolve() != d:
@@ -173,7 +191,7 @@ def health_data(args) -> list[str]:
         return args.data
     rc = run_config(args)
     if rc is not None:
-        return list(rc.data)
+        return [ec.rel(REPO / d) for d in rc.data]
     enwiki = Path(ec.rel(Path(args.shared) / "corpus" / "enwiki"))
     return [str(enwiki / f"wiki_0{i}") for i in range(10)]
 
@@ -191,6 +209,7 @@ def checkpoint_health(args) -> None:
         found = AUC_LINE.findall(log.read_text())
         step, tokens, auc = found[-1] if found else (None, None, None)
         h["probe"] = {"argv": cmd, "command": shlex.join(["python", *cmd[1:]]), "seconds": secs,
+                      "minutes": args.probe_minutes,
                       "step": int(step) if step else None, "tokens": int(tokens.replace(",", "")) if tokens else None,
                       "auc": float(auc) if auc else None,
                       **({} if found else {"note": "no AUC printed: fewer than 100 probe steps in --probe-minutes"})}
@@ -224,7 +243,7 @@ def checkpoint_cosine(args, data: list[str]) -> float:
     cfg = adopt_architecture(rc.pretrain if rc else resolve_config("tiny", "electra", {"lr": GLUE_LR}), source)
     tok = load_tokenizer(source.tokenizer)
     special = SpecialIds.from_tokenizer(tok)
-    _, val = build_datasets(data, tok, cfg.max_seq_length, cfg.val_sequences, num_proc=1)
+    _, val = build_datasets([str(REPO / d) for d in data], tok, cfg.max_seq_length, cfg.val_sequences, num_proc=1)
     model = build_model(cfg, special, source)
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if cfg.precision == "bf16" \
         else contextlib.nullcontext
@@ -239,7 +258,8 @@ def stage_blimp(args) -> None:
     for name in trained(args):
         for method in RUNS[name][1]:
             out = args.work / "blimp" / f"{name}.{method}.json"
-            if (read_json(out) or {}).get("pairs_per_set") == args.blimp_pairs:
+            done = read_json(out) or {}
+            if done.get("pairs_per_set") == args.blimp_pairs and done.get("run_dir") == str(args.dirs[name]):
                 continue
             key = f"{name}:{method}"
             ns = argparse.Namespace(work=str(args.work), shared=args.shared, blimp_pairs=args.blimp_pairs,
@@ -247,9 +267,8 @@ def stage_blimp(args) -> None:
             with mock.patch.dict(ec.METHODS, {key: (method,)}):
                 ec.stage_blimp(ns)
             rep = json.loads(out.read_text())
-            rep.update(run_dir=str(args.dirs[name]), command=f"python benchmarks/from_checkpoint.py blimp --blimp-pairs "
-                       f"{args.blimp_pairs} (equal_compute.stage_blimp: load_scorer({ec.rel(args.dirs[name])}, "
-                       f"{method!r}), 2 threads)")
+            rep.update(run_dir=str(args.dirs[name]),
+                       command=f"python benchmarks/from_checkpoint.py blimp --blimp-pairs {args.blimp_pairs}")
             out.write_text(json.dumps(rep) + "\n")
 
 
@@ -276,27 +295,31 @@ def stage_nbest(args) -> None:
     for set_name in args.nbest_sets:
         for name in trained(args):
             for method in RUNS[name][1]:
-                limits = [x for x in (args.nbest_limit, args.pll_limit if method == "mlm-pll" else None) if x]
-                path, n, limited, prior = nbest_file(args, set_name, min(limits) if limits else None)
-                stem = args.work / "nbest" / f"{set_name}.{name}.{method}"
-                cmd = [electric_cli(), "eval", "nbest", "--model", ec.rel(args.dirs[name]), "--method", method,
-                       "--backend", "torch", "--nbest", ec.rel(path), "--dev-fraction", "0.5", "--seed", "0",
-                       "--prior", prior, "--quiet", "--report", ec.rel(sib(stem, ".report.json"))]
-
-                def parse(secs, stem=stem, n=n, limited=limited, prior=prior, name=name, method=method):
-                    rep = json.loads(sib(stem, ".report.json").read_text())
-                    test = {k: v for k, v in rep["test"].items() if k != "ids"}
-                    return {"set": set_name, "run": name, "method": method, "seconds": secs, "lists": n,
-                            "limited": limited, "prior": prior, "applied": rep["applied"],
-                            "lm_used": rep["applied"] == "lm", "guard": rep["guard"], "lm_score": rep.get("lm_score"),
-                            "test": test}
-
-                res = job(sib(stem, ".json"), cmd, parse, sib(stem, ".log"))
+                res = nbest_job(args, set_name, name, method)
                 if res and "failed" not in res:
                     t = res["test"]
                     print(f"{set_name} {name}/{method} ({res['lists']} lists): test WER first {t['first']:.2f}, no_lm "
                           f"{t['no_lm']:.2f}, reranked {t['reranked']:.2f} (applied {res['applied']}), "
                           f"{res['seconds']:.0f}s", flush=True)
+
+
+def nbest_job(args, set_name: str, name: str, method: str) -> dict | None:
+    """`electric eval nbest` (guarded, dev = a seeded half) -> WORK/nbest/SET.NAME.METHOD.json (and .report.json)."""
+    limits = [x for x in (args.nbest_limit, args.pll_limit if method == "mlm-pll" else None) if x]
+    path, n, limited, prior = nbest_file(args, set_name, min(limits) if limits else None)
+    stem = args.work / "nbest" / f"{set_name}.{name}.{method}"
+    cmd = [electric_cli(), "eval", "nbest", "--model", ec.rel(args.dirs[name]), "--method", method, "--backend",
+           "torch", "--nbest", ec.rel(path), "--dev-fraction", "0.5", "--seed", "0", "--prior", prior, "--quiet",
+           "--report", ec.rel(sib(stem, ".report.json"))]
+
+    def parse(secs: float) -> dict:
+        rep = json.loads(sib(stem, ".report.json").read_text())
+        return {"set": set_name, "run": name, "method": method, "seconds": secs, "threads": args.threads, "lists": n,
+                "limited": limited,
+                "prior": prior, "applied": rep["applied"], "lm_used": rep["applied"] == "lm", "guard": rep["guard"],
+                "lm_score": rep.get("lm_score"), "test": {k: v for k, v in rep["test"].items() if k != "ids"}}
+
+    return job(sib(stem, ".json"), cmd, parse, sib(stem, ".log"))
 
 
 # ---- fce -----------------------------------------------------------------------------------------------
@@ -328,7 +351,7 @@ def stage_glue(args) -> None:
     from electric.checkpoint import CheckpointError
     from training.finetune import encoder_dir
 
-    ft = argparse.Namespace(data=str(Path(args.shared).resolve()), max_train_examples=args.glue_max_train,
+    ft = argparse.Namespace(data=ec.rel(args.shared), max_train_examples=args.glue_max_train,
                             max_eval_examples=args.glue_max_eval, epochs=None, lr=GLUE_LR, batch_size=None,
                             precision=None, threads=args.threads)
     for name in [n for n in GLUE_MODELS if n in args.dirs]:
@@ -363,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
                       TOKENIZERS_PARALLELISM="false")
     args.work.mkdir(parents=True, exist_ok=True)
     link_runs(args)
+    waiting = unfinished(args)
+    if waiting and not args.allow_unfinished and set(args.stages) - {"health", "report"}:
+        raise SystemExit(f"still training (budget not used up): {', '.join(ec.rel(args.dirs[n]) for n in waiting)}; "
+                         "wait for them, or pass --allow-unfinished to score their latest saved checkpoint")
     with (args.work / "stages.jsonl").open("a") as f:  # the harness commands, for the report
         f.write(json.dumps({"argv": ["python", "benchmarks/from_checkpoint.py", *(sys.argv[1:] if argv is None else argv)],
                             "stages": args.stages, "utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})

@@ -186,3 +186,17 @@ def test_the_real_checkpoint_starts_an_electric_run(tmp_path, wiki_sample):
     assert (saved["hidden_size"], saved["num_hidden_layers"], saved["num_attention_heads"]) == (384, 6, 12)
     assert len(AutoTokenizer.from_pretrained(out / "discriminator")) == 30522
     shutil.rmtree(out)
+
+
+def test_fine_tuning_takes_a_sentence_transformers_checkpoint_as_its_encoder(st_dir):
+    from transformers import ElectraForPreTraining
+
+    from training.finetune import encoder_dir
+
+    d = encoder_dir(str(st_dir))
+    assert json.loads((d / "config.json").read_text())["model_type"] == "electra"
+    electra = ElectraForPreTraining.from_pretrained(d)
+    bert = BertModel.from_pretrained(st_dir)
+    assert torch.equal(electra.electra.encoder.layer[0].attention.self.query.weight,
+                       bert.encoder.layer[0].attention.self.query.weight)
+    assert (d / "tokenizer.json").is_file()

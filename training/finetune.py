@@ -109,22 +109,30 @@ CONFIG_FLAGS = ("random_init", "lr", "layer_decay", "epochs", "batch_size", "war
 
 def encoder_dir(path: str) -> Path:
     """The encoder directory behind --model: a run's discriminator/ (else generator/), or the dir itself, checked to
-    hold an ELECTRA encoder (`electric.checkpoint.resolve_model_dir`, then its config)."""
+    hold an ELECTRA encoder (`electric.checkpoint.resolve_model_dir`, then its config). Any other BERT-family
+    checkpoint that --init-from takes (BertModel, a sentence-transformers folder, ...) is converted once into a
+    temporary ELECTRA directory (`electric.modeling.pretrained.save_as_electra`)."""
     d = checkpoint.resolve_model_dir(path, ("discriminator", "generator"), what="--model")
     cfg_file = d / "config.json"
-    if not cfg_file.is_file():
+    if not cfg_file.is_file() and not (d / "modules.json").is_file():
         raise CheckpointError(f"--model {path!r} is neither a pretraining run (no discriminator/ or generator/) nor "
                               "a model directory (no config.json)")
-    cfg = json.loads(cfg_file.read_text())
+    cfg = json.loads(cfg_file.read_text()) if cfg_file.is_file() else {}
+    if cfg.get("model_type") == "electric-cloze":
+        raise CheckpointError(f"--model {str(d)!r} holds the two-tower cloze generator of an Electric run, which "
+                              "cannot be fine-tuned; use the run's discriminator")
     if cfg.get("model_type") != "electra":
-        raise CheckpointError(
-            f"--model {str(d)!r} holds a {cfg.get('model_type')!r} model ({cfg.get('architectures')}), "
-            "not an ELECTRA encoder" + (" — the two-tower cloze generator of an Electric run cannot be "
-                                        "fine-tuned; use the run's discriminator" if
-                                        cfg.get("model_type") == "electric-cloze" else ""))
+        import atexit
+        import shutil
+        import tempfile
+
+        from electric.modeling.pretrained import read_pretrained, save_as_electra
+
+        src = read_pretrained(d, "--model")  # a one-line CheckpointError for another family
+        tmp = Path(tempfile.mkdtemp(prefix="electric-encoder-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+        return save_as_electra(src, tmp)
     return d
-
-
 
 
 def build_task(args: argparse.Namespace) -> tuple[Task, TaskData]:

@@ -62,6 +62,10 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
     ap.add_argument("--disc-bias-init", choices=("prior", "zero"),
                     help="discriminator output bias at start: prior (default; ELECTRA log(p/(1-p)), Electric log V, "
                          "so the first logits sit at the label prior) or zero (google-research's; can collapse)")
+    ap.add_argument("--disc-head-lr-scale", type=float, metavar="X",
+                    help="the discriminator's head (dense -> dense(1)) trains at X times --lr, so that a fresh head on a "
+                         "trained encoder reaches the output scale the objective needs by itself instead of the "
+                         "encoder aligning every token's state to provide it (a collapse). Default 1")
     ap.add_argument("--generator-hidden-size", type=int, help="generator width (default hidden/4)")
     ap.add_argument("--embedding-sharing", choices=("shared", "separate", "gdes"),
                     help="the generator's embeddings: shared with the discriminator (default, ELECTRA), separate, or "
@@ -126,7 +130,7 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
 
 CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "grad_accum", "lr", "warmup_steps",
                 "min_warmup_steps", "max_seq_length", "mask_prob", "disc_weight", "gen_weight", "temperature",
-                "disc_bias_init",
+                "disc_bias_init", "disc_head_lr_scale",
                 "generator_hidden_size", "seed", "precision", "compile", "num_proc", "log_every", "eval_every",
                 "save_every", "init_from", "init_generator_from", "warm_start", "warm_start_lr", "gen_lr", "generator_mode", "temperature_start",
                 "embedding_sharing", "layer_norm")

@@ -7,26 +7,32 @@ import torch
 from electric.pretraining.config import PretrainConfig
 
 
-def optimizer_groups(model: torch.nn.Module, weight_decay: float, gen_lr_scale: float = 1.0) -> list[dict]:
+HEAD = "discriminator.discriminator_predictions."  # the replaced-token head: dense -> GELU -> dense(H -> 1)
+
+
+def optimizer_groups(model: torch.nn.Module, weight_decay: float, gen_lr_scale: float = 1.0,
+                     head_lr_scale: float = 1.0) -> list[dict]:
     """Weight decay on matrices only (not LayerNorm weights, biases or embeddings' norms). The generator's own
-    parameters (not those it shares with the discriminator) get `lr_scale` gen_lr_scale: --gen-lr / --lr."""
-    groups: dict[tuple[bool, bool], list] = {}
+    parameters (not those it shares with the discriminator) get `lr_scale` gen_lr_scale: --gen-lr / --lr; the
+    discriminator's head gets head_lr_scale (--disc-head-lr-scale)."""
+    groups: dict[tuple[bool, float], list] = {}
     seen: set[int] = set()
     for name, p in model.named_parameters():  # the discriminator's first, so shared embeddings count as its own
         if not p.requires_grad or id(p) in seen:
             continue
         seen.add(id(p))
         decay = not (p.dim() < 2 or "LayerNorm" in name)
-        generator = name.startswith(("generator.", "gdes_delta")) and gen_lr_scale != 1.0
-        groups.setdefault((decay, generator), []).append(p)
-    return [{"params": ps, "weight_decay": weight_decay if decay else 0.0, "lr_scale": gen_lr_scale if gen else 1.0}
-            for (decay, gen), ps in groups.items()]
+        scale = gen_lr_scale if name.startswith(("generator.", "gdes_delta")) else 1.0
+        scale = head_lr_scale if name.startswith(HEAD) else scale
+        groups.setdefault((decay, scale), []).append(p)
+    return [{"params": ps, "weight_decay": weight_decay if decay else 0.0, "lr_scale": scale}
+            for (decay, scale), ps in groups.items()]
 
 
 def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.Optimizer:
     """AdamW over `optimizer_groups`; `optimizer_step` sets each group's lr from the schedule and its lr_scale."""
     scale = cfg.gen_lr / cfg.lr if cfg.gen_lr and cfg.objective != "mlm" else 1.0
-    return torch.optim.AdamW(optimizer_groups(model, cfg.weight_decay, scale), lr=cfg.lr,
+    return torch.optim.AdamW(optimizer_groups(model, cfg.weight_decay, scale, cfg.disc_head_lr_scale), lr=cfg.lr,
                              betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
                              fused=True)  # fused AdamW runs on CPU and CUDA
 

@@ -214,3 +214,16 @@ def discriminator_from(src: Pretrained, output_bias: float) -> ElectraForPreTrai
     with torch.no_grad():
         model.discriminator_predictions.dense_prediction.bias.fill_(output_bias)
     return model
+
+
+def save_as_electra(src: Pretrained, out: Path) -> Path:
+    """The checkpoint's encoder written to `out` as an ELECTRA discriminator directory with its tokenizer files, for
+    the code that reads ELECTRA directories (fine-tuning). The discriminator head is fresh and unused there."""
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    discriminator_from(src, 0.0).save_pretrained(out)
+    for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if (src.tokenizer_dir / f).is_file():
+            shutil.copy(src.tokenizer_dir / f, out / f)
+    return out

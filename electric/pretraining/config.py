@@ -53,6 +53,8 @@ class PretrainConfig:
     disc_weight: float = 50.0  # weight of the discriminator BCE loss (lambda)
     temperature: float = 1.0  # sampling temperature for replacements
     disc_bias_init: BiasInit = "prior"  # discriminator output bias: at the label prior, or 0 (the reference's)
+    disc_head_lr_scale: float = 1.0  # the discriminator head's lr / lr: a fresh head on a trained encoder reaches
+    #   the output scale the objective needs by itself, instead of the encoder aligning every state to give it
     # --- optimisation
     lr: float = 5e-4  # peak learning rate (AdamW)
     batch_size: int = 128  # sequences per optimizer step, over all processes and micro-steps
@@ -202,7 +204,7 @@ class PretrainConfig:
 
 
 # Values for fields added after a config was saved: what runs saved before them did.
-LEGACY_DEFAULTS: dict[str, Any] = {"disc_bias_init": "zero", "min_warmup_steps": 0}
+LEGACY_DEFAULTS: dict[str, Any] = {"disc_bias_init": "zero", "min_warmup_steps": 0, "disc_head_lr_scale": 1.0}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Trains in seconds on a CPU; used by tests and CI.
