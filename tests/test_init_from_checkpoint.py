@@ -200,3 +200,23 @@ def test_fine_tuning_takes_a_sentence_transformers_checkpoint_as_its_encoder(st_
     assert torch.equal(electra.electra.encoder.layer[0].attention.self.query.weight,
                        bert.encoder.layer[0].attention.self.query.weight)
     assert (d / "tokenizer.json").is_file()
+
+
+def test_a_fresh_head_on_a_trained_encoder_trains_at_its_own_lr(st_dir):
+    from electric.pretraining.config import resolve_config
+    from electric.pretraining.modeling import SpecialIds
+    from electric.tokenization import load_tokenizer
+    from training.schedule import HEAD, build_optimizer
+
+    source = resolve_init(str(st_dir))
+    cfg = adopt_architecture(resolve_config("debug", "electra", {"init_from": str(st_dir)}), source)
+    assert cfg.head_lr_scale == 30.0  # from a checkpoint: auto
+    assert resolve_config("debug", "electra").head_lr_scale == 1.0  # from scratch
+    assert resolve_config("debug", "electra", {"disc_head_lr_scale": 5.0}).head_lr_scale == 5.0
+    model = build_model(cfg, SpecialIds.from_tokenizer(load_tokenizer(source.tokenizer)), source)
+    scale = {id(p): g["lr_scale"] for g in build_optimizer(model, cfg).param_groups for p in g["params"]}
+    for name, p in model.named_parameters():
+        if name.startswith(HEAD):
+            assert scale[id(p)] == 30.0, name
+        elif name.startswith("discriminator."):
+            assert scale[id(p)] == 1.0, name

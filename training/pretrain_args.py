@@ -65,7 +65,8 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
     ap.add_argument("--disc-head-lr-scale", type=float, metavar="X",
                     help="the discriminator's head (dense -> dense(1)) trains at X times --lr, so that a fresh head on a "
                          "trained encoder reaches the output scale the objective needs by itself instead of the "
-                         "encoder aligning every token's state to provide it (a collapse). Default 1")
+                         "encoder aligning every token's state to provide it (a collapse). Default: 30 from --init-from or "
+                         "a warm start, 1 from scratch")
     ap.add_argument("--generator-hidden-size", type=int, help="generator width (default hidden/4)")
     ap.add_argument("--embedding-sharing", choices=("shared", "separate", "gdes"),
                     help="the generator's embeddings: shared with the discriminator (default, ELECTRA), separate, or "

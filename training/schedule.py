@@ -6,7 +6,6 @@ import torch
 
 from electric.pretraining.config import PretrainConfig
 
-
 HEAD = "discriminator.discriminator_predictions."  # the replaced-token head: dense -> GELU -> dense(H -> 1)
 
 
@@ -32,7 +31,7 @@ def optimizer_groups(model: torch.nn.Module, weight_decay: float, gen_lr_scale: 
 def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.Optimizer:
     """AdamW over `optimizer_groups`; `optimizer_step` sets each group's lr from the schedule and its lr_scale."""
     scale = cfg.gen_lr / cfg.lr if cfg.gen_lr and cfg.objective != "mlm" else 1.0
-    return torch.optim.AdamW(optimizer_groups(model, cfg.weight_decay, scale, cfg.disc_head_lr_scale), lr=cfg.lr,
+    return torch.optim.AdamW(optimizer_groups(model, cfg.weight_decay, scale, cfg.head_lr_scale), lr=cfg.lr,
                              betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
                              fused=True)  # fused AdamW runs on CPU and CUDA
 
