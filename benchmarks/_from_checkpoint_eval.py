@@ -259,8 +259,8 @@ def target_c(key: str, by_run: dict) -> str:
         t = r["test"]
         rel = 100 * (1 - t["reranked"] / t["no_lm"]) if t["no_lm"] else 0.0
         limit = f", first {r['lists']} lists" if r["limited"] else ""
-        figs.append(f"{k} {t['reranked']:.2f}% vs no LM {t['no_lm']:.2f}% ({rel:+.1f}% rel., LM "
-                    f"{'applied' if r['lm_used'] else 'not applied'}{limit})")
+        applied = f"LM applied, {rel:+.1f}% rel." if r["lm_used"] else f"LM not applied: the guard kept {r['applied']}"
+        figs.append(f"{k} {t['reranked']:.2f}% vs no LM {t['no_lm']:.2f}% ({applied}{limit})")
     met = [k for k, r in rows.items() if r["lm_used"] and r["test"]["reranked"] <= 0.95 * r["test"]["no_lm"]]
     return head + (f"**met** (by {', '.join(met)})" if met else "**missed**") + f" — {'; '.join(figs)}."
 
