@@ -67,7 +67,7 @@ def require_local_dir(path: str | os.PathLike, what: str) -> Path:
         return existing_dir(p)
     if p.exists():
         raise CheckpointError(f"{what} {str(path)!r} is a file, expected a directory")
-    if _HUB_NAME.match(str(path)):
+    if _HUB_NAME.match(str(path)) and not Path(str(path).split("/", 1)[0]).expanduser().is_dir():  # runs/nope: a path
         raise CheckpointError(
             f"{what} {str(path)!r} is not a local directory. It looks like a model-hub name, but this tool "
             "never downloads (no network). Train one with `python -m training.pretrain` or pass the path "

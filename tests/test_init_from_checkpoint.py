@@ -220,3 +220,13 @@ def test_a_fresh_head_on_a_trained_encoder_trains_at_its_own_lr(st_dir):
             assert scale[id(p)] == 30.0, name
         elif name.startswith("discriminator."):
             assert scale[id(p)] == 1.0, name
+
+
+def test_a_mistyped_local_path_is_called_missing_not_a_hub_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(CheckpointError, match="'runs/nope' does not exist") as e:
+        resolve_init("runs/nope")
+    assert "hub" not in str(e.value)
+    with pytest.raises(CheckpointError, match="looks like a model-hub name"):
+        resolve_init("google/electra-small-discriminator")
