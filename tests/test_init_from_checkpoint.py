@@ -230,3 +230,13 @@ def test_a_mistyped_local_path_is_called_missing_not_a_hub_name(tmp_path, monkey
     assert "hub" not in str(e.value)
     with pytest.raises(CheckpointError, match="looks like a model-hub name"):
         resolve_init("google/electra-small-discriminator")
+
+
+def test_a_discriminator_checkpoint_keeps_its_head_at_the_runs_lr(disc_dir, wiki_sample, tmp_path):
+    from training.pretrain_args import parse_args, resolve_run
+
+    args = ["--objective", "electra", "--init-from", str(disc_dir), "--data", str(wiki_sample), "--out",
+            str(tmp_path / "o")]
+    run = resolve_run(parse_args(args))
+    assert run.pretrain.head_lr_scale == 1.0  # its trained head: no faster than the encoder
+    assert run.tokenizer == str(disc_dir)  # the source's tokenizer, from the one resolution

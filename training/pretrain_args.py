@@ -21,7 +21,7 @@ from electric.pretraining.config import (
     resolve_config,
 )
 from electric.pretraining.data import DataError
-from training.init_from import adopt_architecture, resolve_init
+from training.init_from import InitSource, adopt_architecture, resolve_init
 from training.run_dir import prepare_out_dir
 
 INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr
@@ -65,8 +65,9 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
     ap.add_argument("--disc-head-lr-scale", type=float, metavar="X",
                     help="the discriminator's head (dense -> dense(1)) trains at X times --lr, so that a fresh head on a "
                          "trained encoder reaches the output scale the objective needs by itself instead of the "
-                         "encoder aligning every token's state to provide it (a collapse). Default: 30 from --init-from or "
-                         "a warm start, 1 from scratch")
+                         "encoder aligning every token's state to provide it (a collapse). Default: 30 for a fresh head on "
+                         "a trained encoder (--init-from, a warm start), else 1 (from scratch, or a discriminator "
+                         "checkpoint that keeps its head)")
     ap.add_argument("--generator-hidden-size", type=int, help="generator width (default hidden/4)")
     ap.add_argument("--embedding-sharing", choices=("shared", "separate", "gdes"),
                     help="the generator's embeddings: shared with the discriminator (default, ELECTRA), separate, or "
@@ -142,6 +143,7 @@ def resolve_run(args: argparse.Namespace) -> RunConfig:
     out = Path(args.out)
     prepare_out_dir(out, args.resume, args.overwrite)
     extended = tuple(k for k in RESUME_FLAGS if args.resume and getattr(args, k) is not None)
+    source = None  # --init-from, resolved once
     if args.resume:  # a resumed run may be extended, nothing else changes
         cfg = PretrainConfig.load(out / "config.json", {k: getattr(args, k) for k in extended})
     else:
@@ -156,8 +158,12 @@ def resolve_run(args: argparse.Namespace) -> RunConfig:
             fresh_head = source.fresh_head if cfg.objective != "mlm" else source.encoder.carries != "mlm"
             if args.lr is None and not fresh_head:
                 cfg = dataclasses.replace(cfg, lr=cfg.lr * INIT_FROM_LR_SCALE)
-    if not args.resume and cfg.generator_mode == "frozen" and not cfg.warm_start and not (
-            cfg.init_from and resolve_init(cfg.init_from).encoder.carries == "mlm"):
+            if args.disc_head_lr_scale is None and not fresh_head:  # a trained head: no faster than the rest
+                cfg = dataclasses.replace(cfg, disc_head_lr_scale=1.0)
+            if cfg.generator_mode == "frozen" and source.encoder.carries != "mlm":
+                raise ValueError(f"--generator-mode frozen needs a masked LM to freeze; --init-from {cfg.init_from!r} "
+                                 f"is a {source.encoder.architecture}")
+    if not args.resume and cfg.generator_mode == "frozen" and not (cfg.warm_start or cfg.init_from):
         raise ValueError("--generator-mode frozen needs a masked LM to freeze: train one first with --warm-start, or "
                          "pass --init-from an MLM run or a BertForMaskedLM / ElectraForMaskedLM directory")
     nbest_text = nbest_references(args.data_from_nbest)
@@ -165,7 +171,7 @@ def resolve_run(args: argparse.Namespace) -> RunConfig:
         raise DataError("no training data: pass --data FILE|DIR|GLOB ... (or --data-from-nbest FILE)")
     return RunConfig(
         cfg, out=args.out, data=tuple(args.data or ()), data_from_nbest=tuple(args.data_from_nbest),
-        nbest_text=nbest_text, tokenizer=tokenizer_dir(args.tokenizer, cfg, out, args.resume),
+        nbest_text=nbest_text, tokenizer=tokenizer_dir(args.tokenizer, cfg, out, args.resume, source),
         cache_dir=args.cache_dir, device=args.device, threads=args.threads, stop_at=args.stop_at,
         stop_on_collapse=args.stop_on_collapse, resume=args.resume, overwrite=args.overwrite, extended=extended,
     )
@@ -181,15 +187,16 @@ def choose_precision(requested: str, device: str | None) -> str:
     return precision
 
 
-def tokenizer_dir(given: str | None, cfg: PretrainConfig, out: Path, resume: bool) -> str:
+def tokenizer_dir(given: str | None, cfg: PretrainConfig, out: Path, resume: bool,
+                  source: InitSource | None = None) -> str:
     """--tokenizer, else the one saved with the run being resumed, else the --init-from source's."""
     if given is not None:
         return given
     if resume:  # a run still in its warm start has saved its MLM only
         disc = out / "discriminator"
         return str(disc if cfg.objective != "mlm" and disc.is_dir() else out / "generator")
-    if cfg.init_from:
-        return str(resolve_init(cfg.init_from).tokenizer)
+    if source is not None:
+        return str(source.tokenizer)
     raise CheckpointError("--tokenizer is required (train one with `python -m training.tokenizer`)")
 
 

@@ -32,6 +32,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from electric.checkpoint import CheckpointError, require_local_dir
+from electric.modeling.loading import load_model, read_model_config
 
 # architecture -> (family, what it carries besides the encoder)
 SUPPORTED: dict[str, tuple[str, str]] = {
@@ -94,11 +95,10 @@ def read_pretrained(path: str | Path, what: str = "--init-from") -> Pretrained:
     (one line, naming `what` and what is supported) otherwise."""
     root = require_local_dir(path, what)
     model_dir = transformer_dir(root)
-    config_file = model_dir / "config.json"
-    if not config_file.is_file():
+    if not (model_dir / "config.json").is_file():
         raise CheckpointError(f"{what} {str(path)!r} holds no config.json (nor a sentence-transformers modules.json "
                               "naming a folder that does): not a transformers model directory")
-    config = json.loads(config_file.read_text())
+    config = read_model_config(model_dir, what)
     archs = config.get("architectures") or []
     arch = next((a for a in archs if a in SUPPORTED), None)
     if arch is None:  # an untagged config: the bare encoder of its model type
@@ -144,8 +144,6 @@ def _quiet_transformers() -> Iterator[None]:
 
 def _encoder_and_head(src: Pretrained) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """(the encoder's state under ElectraModel's names, the MLM head's under ElectraForMaskedLM's; {} if none)."""
-    from electric.modeling.loading import load_model
-
     try:
         with _quiet_transformers():
             if src.family == "electra":
@@ -174,13 +172,27 @@ def _encoder_and_head(src: Pretrained) -> tuple[dict[str, torch.Tensor], dict[st
     return encoder, head
 
 
-def _load_encoder(model: torch.nn.Module, encoder: dict[str, torch.Tensor], where: Path) -> None:
+def _load_encoder(model: torch.nn.Module, encoder: dict[str, torch.Tensor], where: str | Path) -> None:
     missing, unexpected = model.electra.load_state_dict(encoder, strict=False)
     missing = [k for k in missing if not k.endswith("position_ids")]
     unexpected = [k for k in unexpected if not k.endswith("position_ids")]
     if missing or unexpected:
         raise CheckpointError(f"{str(where)!r}: the encoder does not fit ELECTRA's: missing {missing[:5]}, "
                               f"unexpected {unexpected[:5]}")
+
+
+def discriminator_on(config: ElectraConfig, encoder: dict[str, torch.Tensor], output_bias: float,
+                     where: str | Path) -> ElectraForPreTraining:
+    """An `ElectraForPreTraining` of `config` (pre-LN when it says so) whose encoder is `encoder` (ElectraModel's
+    state) under a fresh head with its output bias at `output_bias`: a checkpoint's or a warm start's encoder."""
+    from electric.modeling.pre_layer_norm import electra_model
+
+    model = electra_model(ElectraForPreTraining, ElectraConfig(**{**config.to_dict(),
+                                                                  "architectures": ["ElectraForPreTraining"]}))
+    _load_encoder(model, encoder, where)
+    with torch.no_grad():
+        model.discriminator_predictions.dense_prediction.bias.fill_(output_bias)
+    return model
 
 
 def masked_lm_from(src: Pretrained) -> ElectraForMaskedLM:
@@ -202,18 +214,11 @@ def masked_lm_from(src: Pretrained) -> ElectraForMaskedLM:
 def discriminator_from(src: Pretrained, output_bias: float) -> ElectraForPreTraining:
     """The checkpoint's encoder under a replaced-token head: the checkpoint's own for an ELECTRA discriminator,
     else a fresh one whose output bias is `output_bias` (the label prior, so the first logits are calibrated)."""
-    from electric.modeling.loading import load_model
-    from electric.modeling.pre_layer_norm import electra_model
-
     if src.carries == "discriminator":
         with _quiet_transformers():
             return load_model(src.model_dir, ElectraForPreTraining).train()
     encoder, _ = _encoder_and_head(src)
-    model = electra_model(ElectraForPreTraining, electra_config(src, "ElectraForPreTraining"))
-    _load_encoder(model, encoder, src.root)
-    with torch.no_grad():
-        model.discriminator_predictions.dense_prediction.bias.fill_(output_bias)
-    return model
+    return discriminator_on(electra_config(src, "ElectraForPreTraining"), encoder, output_bias, src.root)
 
 
 def save_as_electra(src: Pretrained, out: Path) -> Path:

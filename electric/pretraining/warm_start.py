@@ -15,10 +15,10 @@ the MLM itself, frozen (`frozen`: Fast-ELECTRA's fixed generator, whose samples 
 
 from __future__ import annotations
 
-import torch
-from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+from transformers import ElectraForMaskedLM
 
-from electric.modeling.pre_layer_norm import electra_model, is_pre_layer_norm
+from electric.modeling.pre_layer_norm import is_pre_layer_norm
+from electric.modeling.pretrained import discriminator_on
 from electric.pretraining import objectives as obj
 from electric.pretraining.config import PretrainConfig
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
@@ -36,14 +36,8 @@ def warm_started_model(cfg: PretrainConfig, special: SpecialIds, mlm: ElectraFor
     if is_pre_layer_norm(mc) != (cfg.layer_norm == "pre"):
         raise ValueError(f"the masked LM is {'pre' if is_pre_layer_norm(mc) else 'post'}-LayerNorm, the run "
                          f"--layer-norm {cfg.layer_norm}")
-    disc = electra_model(ElectraForPreTraining,
-                         ElectraConfig(**{**mc.to_dict(), "architectures": ["ElectraForPreTraining"]}))
-    missing, unexpected = disc.electra.load_state_dict(mlm.electra.state_dict(), strict=False)
-    if unexpected or [k for k in missing if not k.endswith("position_ids")]:
-        raise ValueError(f"the masked LM's encoder does not fit the discriminator: missing {missing}, "
-                         f"unexpected {unexpected}")
-    with torch.no_grad():  # a fresh head at the label prior whatever --disc-bias-init says: the encoder is warm
-        disc.discriminator_predictions.dense_prediction.bias.fill_(
-            obj.disc_output_bias(cfg.objective, cfg.mask_prob, special.vocab_size))
+    # a fresh head at the label prior whatever --disc-bias-init says: the encoder is warm
+    disc = discriminator_on(mc, mlm.electra.state_dict(),
+                            obj.disc_output_bias(cfg.objective, cfg.mask_prob, special.vocab_size), "the masked LM")
     # joint: a fresh generator, which PretrainingModel ties to the discriminator's (warm) embeddings
     return PretrainingModel(cfg, special, discriminator=disc, generator=mlm if cfg.generator_mode == "frozen" else None)
