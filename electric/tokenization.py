@@ -54,10 +54,8 @@ class WordPieceTokenizer:
 
     is_fast = True  # electric.inference.encoding.encode asks
 
-    def __init__(self, backend_tokenizer, special_tokens: dict[str, str], split_special_tokens: bool = False,
-                 where: str = "tokenizer"):
+    def __init__(self, backend_tokenizer, special_tokens: dict[str, str], where: str = "tokenizer"):
         self.backend_tokenizer = backend_tokenizer  # a tokenizers.Tokenizer
-        self.split_special_tokens = split_special_tokens
         missing = []
         for name, token in special_tokens.items():
             token_id = backend_tokenizer.token_to_id(token)
@@ -116,5 +114,4 @@ def load_inference_tokenizer(path: str | os.PathLike):
     for name, default in SPECIAL_TOKENS.items():
         value = config.get(f"{name}_token") or names.get(f"{name}_token") or default
         special[name] = value["content"] if isinstance(value, dict) else str(value)
-    return WordPieceTokenizer(tok, special, bool(config.get("split_special_tokens", False)),
-                              where=f"tokenizer in {str(d)!r}")
+    return WordPieceTokenizer(tok, special, where=f"tokenizer in {str(d)!r}")

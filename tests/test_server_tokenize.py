@@ -38,8 +38,10 @@ def tok(disc_dir):
 
 
 def reference(tok, texts: list[str]):
-    """What `encode` called before: the transformers tokenizer on the whole list."""
-    return tok(texts, add_special_tokens=True, return_offsets_mapping=True, truncation=False, verbose=False).encodings
+    """What `encode` called before: the transformers tokenizer on the whole list (special tokens' strings in a text
+    are text: split_special_tokens, tests/test_typed_text.py)."""
+    return tok(texts, add_special_tokens=True, split_special_tokens=True, return_offsets_mapping=True, truncation=False,
+               verbose=False).encodings
 
 
 def assert_same(got: Encoded, ref) -> None:
@@ -79,7 +81,7 @@ def test_one_call_for_many_requests_equals_each_request_alone(tok, texts):
     for k in (1, 4):  # pairs: as the fine-tuning tokenizer makes them (longest-first truncation)
         inputs, truncate = requests[k]
         for (a, b), g in zip(inputs, out[k], strict=True):
-            ref = tok(a, b, add_special_tokens=True, return_token_type_ids=True, verbose=False,
+            ref = tok(a, b, add_special_tokens=True, return_token_type_ids=True, verbose=False, split_special_tokens=True,
                       truncation="longest_first" if truncate else False, max_length=48 if truncate else None)
             assert g.input_ids.tolist() == ref["input_ids"] and g.token_type_ids.tolist() == ref["token_type_ids"]
     assert out[4][0].truncated and out[4][0].length == 48 and not out[1][0].truncated
@@ -159,6 +161,6 @@ def test_the_rust_only_tokenizer_of_an_export_tokenises_as_transformers_does(dis
     for inputs, truncate in ((pairs, True), (pairs[:1] + pairs[3:], False)):
         (out,) = pipelines.encode_requests(light, [(inputs, truncate)], 48)
         for (a, b), g in zip(inputs, out, strict=True):
-            want = ref(a, b, add_special_tokens=True, return_token_type_ids=True, verbose=False,
+            want = ref(a, b, add_special_tokens=True, return_token_type_ids=True, verbose=False, split_special_tokens=True,
                        truncation="longest_first" if truncate else False, max_length=48 if truncate else None)
             assert g.input_ids.tolist() == want["input_ids"] and g.token_type_ids.tolist() == want["token_type_ids"]

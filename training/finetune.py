@@ -224,13 +224,15 @@ class EncodedSplit:
 
 
 def encode(examples: list[Example], tokenizer, task_type: str, label2id: dict[str, int], max_len: int) -> EncodedSplit:
+    """Token ids of a split; a "[SEP]" in an example is text, as the server tokenises it (split_special_tokens)."""
     if task_type == "tagging":
-        enc = tokenizer([e.text for e in examples], is_split_into_words=True, truncation=True, max_length=max_len)
+        enc = tokenizer([e.text for e in examples], is_split_into_words=True, truncation=True, max_length=max_len,
+                        split_special_tokens=True)
         word_ids = [enc.word_ids(i) for i in range(len(examples))]
         labels = [align_word_labels(w, [label2id[t] for t in e.label]) for w, e in zip(word_ids, examples, strict=True)]
         return EncodedSplit(enc["input_ids"], enc["token_type_ids"], labels, word_ids, [len(e.text) for e in examples])
     pairs = [e.text_pair for e in examples] if any(e.text_pair is not None for e in examples) else None
-    enc = tokenizer([e.text for e in examples], pairs, truncation=True, max_length=max_len)
+    enc = tokenizer([e.text for e in examples], pairs, truncation=True, max_length=max_len, split_special_tokens=True)
     labels = [float(e.label) if task_type == "regression" else label2id[e.label] for e in examples]
     return EncodedSplit(enc["input_ids"], enc["token_type_ids"], labels)
 

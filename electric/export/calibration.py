@@ -80,7 +80,7 @@ def corrupted_batches(tokenizer, generator, sentences: Sequence[str], *, mask_pr
     max_predictions = max(1, int((mask_prob + 0.005) * max_length))
     for i in range(0, len(sentences), batch_size):
         enc = tokenizer(list(sentences[i:i + batch_size]), padding=True, truncation=True, max_length=max_length,
-                        return_tensors="pt")
+                        split_special_tokens=True, return_tensors="pt")  # "[SEP]" in a sentence is text, as served
         ids, mask = enc["input_ids"], enc["attention_mask"]  # (B, T)
         candidates = obj.candidate_mask(ids, mask, special)  # (B, T)
         chosen = obj.mask_tokens(candidates, mask_prob, max_predictions, rng)  # (B, T)

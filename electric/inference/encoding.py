@@ -119,7 +119,11 @@ def rust_tokenizer(tokenizer, max_length: int | None = None):
     truncation and no padding (so settings another caller leaves on the shared one never apply), made once per
     tokenizer. With `max_length`: a copy that truncates longest-first to that many tokens, as
     `tokenizer(a, b, truncation="longest_first", max_length=max_length)` does. `encode_batch` may be called from
-    several threads."""
+    several threads.
+
+    Typed text is text: the copy never matches a special token's string in the input ("[SEP]" in a text is
+    `[`, `sep`, `]`, as "[sep]" is), so the only special ids of an encoding are the [CLS]/[SEP] its post-processor
+    adds - as `tokenizer(texts, split_special_tokens=True)` does. A text without such strings encodes as before."""
     copies = _RUST_TOKENIZERS.setdefault(tokenizer, {})
     rust = copies.get(max_length)
     if rust is None:
@@ -131,7 +135,7 @@ def rust_tokenizer(tokenizer, max_length: int | None = None):
         else:
             rust.enable_truncation(max_length, stride=0, strategy="longest_first", direction="right")
         rust.no_padding()
-        rust.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
+        rust.encode_special_tokens = True  # special tokens' strings in the input are split as ordinary text
         copies[max_length] = rust
     return rust
 

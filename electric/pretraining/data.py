@@ -130,9 +130,10 @@ def pack_documents(doc_ids: Sequence[Sequence[int]], max_seq_length: int, cls_id
 def _tokenize_and_pack(batch: dict, tokenizer, max_seq_length: int) -> dict:
     docs = split_documents(batch["text"])
     # whole documents, cut into max_seq_length pieces by pack_documents: transformers' warning that a text
-    # is longer than the model's maximum does not apply here (verbose=False silences it)
-    ids = tokenizer(docs, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"] \
-        if docs else []
+    # is longer than the model's maximum does not apply here (verbose=False silences it). A "[MASK]" in the corpus
+    # is text, not the mask id (split_special_tokens), as inference tokenises it (electric.inference.encoding).
+    ids = tokenizer(docs, add_special_tokens=False, split_special_tokens=True, return_attention_mask=False,
+                    verbose=False)["input_ids"] if docs else []
     return {"input_ids": pack_documents(ids, max_seq_length, tokenizer.cls_token_id, tokenizer.sep_token_id)}
 
 
