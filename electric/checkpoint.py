@@ -1,6 +1,6 @@
 """Local checkpoint directories, with clear errors (there is no network here): what a model directory holds (its
 kind, an export's manifest) - the names every backend shares, so backends import them from here -, "run dir ->
-model dir", optional extras, and writing a directory atomically. Tokenizers: `electric.tokenization`."""
+model dir", optional extras, and writing a directory or a file atomically. Tokenizers: `electric.tokenization`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal
 
@@ -164,3 +165,29 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
     tmp.rename(final)
     for stale in [old, *final.parent.glob(f".{glob.escape(final.name)}.tmp-*")]:
         shutil.rmtree(stale, ignore_errors=True)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write `text` to `path` whole or not at all: into a temporary file beside it, flushed to disk, then renamed
+    over it (os.replace), so a reader - or a run resumed after a kill - finds the old content or the new, never a
+    cut. An error removes the temporary file; a kill can leave a `.name.tmp-*`, removed by the next write (one
+    writer per file)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:  # mode 0o666 less the umask, as a plain write makes it
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    with suppress(OSError):  # the rename itself on disk; not every file system syncs a directory
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        stale.unlink(missing_ok=True)

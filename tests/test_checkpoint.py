@@ -154,3 +154,64 @@ def test_resume_after_a_kill_between_the_renames_continues_exactly(wiki_sample, 
     a, b = load_file(whole / "discriminator" / "model.safetensors"), load_file(split / "discriminator" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert leftovers(split) == []
+
+
+# ---- the run directory's files: config.json written whole, metrics.jsonl's torn last line (issue 30, item 7) ----
+
+@pytest.mark.parametrize("dies_in", ["os.fsync", "os.replace"])
+def test_a_config_write_that_dies_leaves_the_old_config(tmp_path, monkeypatch, dies_in):
+    """A kill while config.json is written (its text written, not yet on disk, or not yet renamed in place) leaves
+    the previous config.json whole, and nothing beside it once a later write succeeds."""
+    import os
+
+    from electric.pretraining.config import RunConfig, resolve_config
+
+    path = tmp_path / "config.json"
+    old = RunConfig(resolve_config("debug", "electra"), out=str(tmp_path))
+    old.save(path)
+    before = path.read_bytes()
+    monkeypatch.setattr(os, dies_in.split(".")[1], lambda *a: (_ for _ in ()).throw(Killed()))
+    with pytest.raises(Killed):
+        RunConfig(resolve_config("tiny", "electric"), out=str(tmp_path)).save(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before and RunConfig.load(path) == old
+    assert leftovers(tmp_path) == []  # the temporary file went with the error
+    (tmp_path / ".config.json.tmp-1-killed").write_text('{"hidden')  # what a kill -9 mid-write leaves
+    new = RunConfig(resolve_config("tiny", "electric"), out=str(tmp_path))
+    new.save(path)
+    assert RunConfig.load(path) == new and leftovers(tmp_path) == []
+
+
+def test_a_torn_config_from_an_older_version_is_one_line_naming_it(tmp_path, capsys):
+    from training.pretrain import main
+
+    run = tmp_path / "run"
+    (run / "state").mkdir(parents=True)
+    (run / "state" / "trainer.pt").write_bytes(b"")
+    (run / "config.json").write_text('{"objective": "ele')
+    assert main(["--resume", "--out", str(run), "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "config.json" in err and "not a readable JSON config" in err
+
+
+def test_resume_drops_a_torn_last_metrics_line_with_a_warning(tmp_path, capsys):
+    import json
+
+    from electric.checkpoint import CheckpointError
+    from training.run_dir import truncate_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in range(1, 5)]
+    path.write_text("".join(lines) + '{"step": 5, "lo')  # killed while writing step 5's line
+    truncate_metrics(path, after_step=4)
+    assert path.read_text() == "".join(lines)
+    err = capsys.readouterr().err
+    assert "warning" in err and "dropped its last line" in err and str(path) in err
+    path.write_text("".join(lines) + '{"step": 5, "lo')
+    truncate_metrics(path, after_step=2)  # and the lines past the checkpoint, as always
+    assert path.read_text() == "".join(lines[:2]) and leftovers(tmp_path) == []
+    truncate_metrics(path, after_step=2)  # nothing to drop: nothing said, nothing written
+    assert capsys.readouterr().err.count("warning") == 1
+    path.write_text(lines[0] + '{"step": 2, "lo\n' + lines[2])  # a bad line inside the log is not a torn tail
+    with pytest.raises(CheckpointError, match="line 2 of .*metrics.jsonl.* is not a JSON object"):
+        truncate_metrics(path, after_step=4)

@@ -62,12 +62,16 @@ def test_other_objectives_train(objective, wiki_sample, tokenizer_dir, tmp_path)
     assert (out / "discriminator").is_dir() == (objective != "mlm")
 
 
-def test_resume_gives_the_same_weights_as_one_uninterrupted_run(wiki_sample, tokenizer_dir, tmp_path):
+def test_resume_gives_the_same_weights_as_one_uninterrupted_run(wiki_sample, tokenizer_dir, tmp_path, capsys):
     whole, split = tmp_path / "whole", tmp_path / "split"
     assert main(common(wiki_sample, tokenizer_dir, whole, steps=8)) == 0
     assert main([*common(wiki_sample, tokenizer_dir, split, steps=8), "--stop-at", "5"]) == 0
     assert read_metrics(split)[-1]["step"] == 5
+    with (split / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 6, "lr": 0.00')  # killed while logging a step after the checkpoint
+    capsys.readouterr()
     assert main(["--resume", "--out", str(split), "--data", str(wiki_sample)]) == 0
+    assert "dropped its last line" in capsys.readouterr().err
     a = load_file(whole / "discriminator" / "model.safetensors")
     b = load_file(split / "discriminator" / "model.safetensors")
     assert a.keys() == b.keys()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from electric.checkpoint import CheckpointError, atomic_dir, check_out_dir, recover_dir
+from electric.checkpoint import CheckpointError, atomic_dir, atomic_write_text, check_out_dir, recover_dir
 from electric.pretraining.modeling import PretrainingModel
 
 
@@ -60,8 +60,28 @@ def saved_trainer(out: Path) -> dict:
 
 
 def truncate_metrics(path: Path, after_step: int) -> None:
-    """On resume, drop logged lines from beyond the checkpoint so the log reads as one run."""
+    """On resume, drop logged lines from beyond the checkpoint so the log reads as one run, and a last line a kill
+    cut short (no newline) with a warning; a complete line that is not JSON is a CheckpointError naming it. The
+    file is replaced atomically, and only when something is dropped."""
     if not path.exists():
         return
-    keep = [line for line in path.read_text().splitlines() if line and json.loads(line).get("step", 0) <= after_step]
-    path.write_text("".join(f"{line}\n" for line in keep))
+    data = path.read_bytes()
+    complete, _, tail = data.rpartition(b"\n")  # each line is written with its newline: `tail` was cut short
+    if tail:
+        print(f"warning: {path}: dropped its last line ({len(tail)} bytes, no newline), cut short by an interrupted "
+              "write", file=sys.stderr)
+    keep = []
+    for number, line in enumerate(complete.split(b"\n") if complete else [], 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            row = None
+        if not isinstance(row, dict):
+            raise CheckpointError(f"--resume: line {number} of {str(path)!r} is not a JSON object; remove it and "
+                                  "resume again")
+        if row.get("step", 0) <= after_step:
+            keep.append(line.decode("utf-8") + "\n")
+    if "".join(keep).encode("utf-8") != data:
+        atomic_write_text(path, "".join(keep))

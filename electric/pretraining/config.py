@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from electric.checkpoint import CheckpointError, atomic_write_text
+
 Objective = Literal["mlm", "electra", "electric"]
 Precision = Literal["fp32", "bf16"]
 BiasInit = Literal["prior", "zero"]
@@ -207,7 +209,7 @@ class PretrainConfig:
     def load(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> PretrainConfig:
         """A saved config (a run's config.json: its "run" section is left out), with `overrides` applied;
         fields it predates take the behaviour it was trained with, not today's default."""
-        saved = json.loads(Path(path).read_text())
+        saved = read_json(path)
         saved.pop(RUN_SECTION, None)
         return cls.from_dict({**LEGACY_DEFAULTS, **saved, **(overrides or {})})
 
@@ -329,7 +331,7 @@ class RunConfig:
     def load(cls, path: str | Path) -> RunConfig:
         """A saved run. A config.json written before the run section gets the default settings (its
         directory as `out`)."""
-        settings = json.loads(Path(path).read_text()).get(RUN_SECTION, {"out": str(Path(path).parent)})
+        settings = read_json(path).get(RUN_SECTION, {"out": str(Path(path).parent)})
         check_keys(cls, settings, "run setting", not_saved=("pretrain",))
         settings = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
         return cls(pretrain=PretrainConfig.load(path), **settings)
@@ -343,4 +345,18 @@ def check_keys(cls: type, values: dict[str, Any], what: str, not_saved: tuple[st
 
 
 def write_json(path: str | Path, values: dict[str, Any]) -> None:
-    Path(path).write_text(json.dumps(values, indent=2) + "\n")
+    """Whole or not at all (a kill mid-write leaves the old config.json, which --resume reads)."""
+    atomic_write_text(path, json.dumps(values, indent=2) + "\n")
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    """A saved config; CheckpointError naming the file when it is missing or not a JSON object."""
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{str(path)!r} is not a readable JSON config: {e}") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{str(path)!r} is not a JSON object")
+    return values
