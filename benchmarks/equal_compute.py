@@ -131,9 +131,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def rel(path: str | Path) -> str:
-    """`path` relative to the repository when it is under its parent (commands run from the repository)."""
-    p = Path(path).resolve()
-    return os.path.relpath(p, REPO) if p.is_relative_to(REPO.parent) else str(p)
+    """`path` relative to the repository when it is under its parent (commands run from the repository), as
+    given or with its links resolved: `../shared/data` stays `../shared/data` when `../shared` is a link."""
+    for p in (Path(os.path.abspath(path)), Path(path).resolve()):
+        if p.is_relative_to(REPO.parent):
+            return os.path.relpath(p, REPO)
+    return os.path.abspath(path)
 
 
 def run(cmd: list[str], log: Path | None = None) -> float:

@@ -30,6 +30,22 @@ def test_v3_study_launches_exactly_its_four_commands():
     assert a.out.endswith("benchmarks/results/equal_compute_v3.md")
 
 
+def test_commands_keep_a_linked_shared_folder_as_given(tmp_path, monkeypatch):
+    # a checkout whose ../shared is a link to the data elsewhere: the commands say ../shared/data, not the target
+    (tmp_path / "elsewhere" / "data" / "corpus" / "enwiki").mkdir(parents=True)
+    (tmp_path / "checkout" / "repo").mkdir(parents=True)
+    (tmp_path / "checkout" / "shared").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    repo = (tmp_path / "checkout" / "repo").resolve()
+    monkeypatch.setattr(ec, "REPO", repo)
+    a = ec.parse_args(["train", "--study", "v3", "--work", str(repo / "runs" / "ec4"),
+                       "--shared", str(repo.parent / "shared" / "data")])
+    assert [shlex.join(ec.pretrain_command(a, n, r)) for n, r in a.recipes.items()] == V3_COMMANDS
+    # a path reached through a linked checkout is still relative to the repository
+    (tmp_path / "link-to-checkout").symlink_to(tmp_path / "checkout", target_is_directory=True)
+    assert ec.rel(tmp_path / "link-to-checkout" / "repo" / "runs" / "x") == "runs/x"
+    assert ec.rel(tmp_path / "elsewhere" / "data") == str(tmp_path.resolve() / "elsewhere" / "data")
+
+
 def test_defaults_study_and_run_selection():
     a = ec.parse_args(["all"])
     assert list(a.recipes) == ["mlm", "electra", "electric"] and a.glue_models[-1] == ec.RANDOM

@@ -107,6 +107,32 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
         require_ray()
 
 
+def test_ray_log_lines_go_to_the_stderr_of_the_moment(capsys):
+    pytest.importorskip("ray.data")
+    import io
+    import logging
+
+    from electric.cli.offline import ray_job
+
+    console = [h for name in ("ray", "ray.data") for h in logging.getLogger(name).handlers
+               if type(h).__name__ == "PlainRayHandler"]
+    kept = [h.stream for h in console]
+    gone = io.StringIO()  # the stderr of an earlier test (its capture), closed since
+    gone.close()
+    try:
+        for h in console:
+            h.stream = gone
+        ray_job.console_to_current_stderr()  # as a job does when it starts
+        logging.getLogger("ray.data").warning("a Ray Data line")
+        logging.getLogger("ray").warning("a Ray line")
+    finally:
+        for h, stream in zip(console, kept, strict=True):
+            h.stream = stream
+    err = capsys.readouterr().err
+    assert len(console) == 2 and "Logging error" not in err
+    assert "a Ray Data line" in err and "a Ray line" in err
+
+
 def test_wrong_arguments_are_one_line_before_ray_starts(capsys, disc_dir, tmp_path):
     pytest.importorskip("ray")
     src = tmp_path / "in.txt"
@@ -182,6 +208,7 @@ def test_bad_records_fail_the_job_or_are_written_with_their_error(capsys, local_
     rc, _, err = run(capsys, "score", "--ray", "--model", onnx_dir, "--quiet", "--shard-size", "2", "--out",
                      tmp_path / "o.jsonl", p)
     assert rc == 2 and f"{p}: line 2: byte 0xe9" in err and "--on-bad-record skip" in err
+    assert "Logging error" not in err  # Ray's lines go to this test's stderr, not an earlier test's (closed)
     assert not (tmp_path / "o.jsonl").exists()  # rerun with skip: the finished parts are kept
     rc, _, err = run(capsys, "score", "--ray", "--model", onnx_dir, "--on-bad-record", "skip", "--shard-size", "2",
                      "--out", tmp_path / "o.jsonl", p)
@@ -192,6 +219,18 @@ def test_bad_records_fail_the_job_or_are_written_with_their_error(capsys, local_
     assert "line 3: at least 1" in rows[2]["error"] and "more than the model's maximum" in rows[2]["error"]
     assert f"bad record (skipped, written with its error): {p}: line 3" in err
     assert "4 records (2 scored, 0 blank or without tokens, 2 bad)" in err
+
+
+@pytest.mark.integration
+def test_the_bad_record_reported_is_the_inputs_first(capsys, local_ray, onnx_dir, tmp_path):
+    # shard 0 has many long lines to score and its bad record last; shard 1 its bad record first and nothing to
+    # score: shard 1 is done first, the error still names line 200
+    p = tmp_path / "in.txt"
+    long = " ".join(SENTENCES[4].split() * 4).encode()
+    p.write_bytes(b"\n".join([long] * 199 + [b"caf\xe9"] * 2 + [b""] * 199) + b"\n")
+    rc, _, err = run(capsys, "score", "--ray", "--model", onnx_dir, "--quiet", "--shard-size", "200", "--actors",
+                     "2", "--out", tmp_path / "o.jsonl", p)
+    assert rc == 2 and f"{p}: line 200: byte 0xe9" in err and "line 201" not in err
 
 
 @pytest.mark.integration

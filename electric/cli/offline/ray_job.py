@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -170,6 +171,7 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     require_ray()
     import ray
 
+    console_to_current_stderr()
     if ray.is_initialized():
         return False
     kwargs = {"include_dashboard": False, "log_to_driver": True}
@@ -178,6 +180,20 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     else:
         ray.init(address=address, **kwargs)
     return True
+
+
+def console_to_current_stderr() -> None:
+    """Point Ray's console log handlers (on the "ray" and "ray.data" loggers) at the current sys.stderr. They keep
+    the stream of their creation (the first `import ray` / `import ray.data`), though written to follow it: a
+    caller that swaps stderr (pytest's capsys, once per test) would get "--- Logging error ---" with a traceback
+    on every Ray line once the swapped-in stream is closed. Handlers others added (pytest's) are left alone."""
+    import logging
+
+    for name in ("ray", "ray.data"):
+        for h in logging.getLogger(name).handlers:
+            if type(h).__module__.startswith("ray.") and isinstance(h, logging.StreamHandler) \
+                    and not isinstance(h, logging.FileHandler):
+                h.stream = sys.stderr  # not setStream: it flushes the old stream, which may be closed
 
 
 def default_actors(threads: int) -> int:
@@ -194,13 +210,15 @@ class BadRecords(ValueError):
 
 def run_job(job: OfflineJob, shards: list[dict], parts: Path, progress: bool = True) -> Summary:
     """Score the shards whose parts are not finished yet on the connected Ray cluster; return the summary (of the
-    shards scored now; records of the finished ones are counted too). Raises BadRecords on the first shard with
-    a bad record under on_bad="fail" (the parts of the other finished shards stay for a rerun)."""
+    shards scored now; records of the finished ones are counted too). Raises BadRecords on the first shard (in
+    input order) with a bad record under on_bad="fail" (the parts of the other finished shards stay for a rerun)."""
     import ray
     import ray.data
 
+    console_to_current_stderr()  # ray.data's handler is made at its first import
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
+    ctx.execution_options.preserve_order = True  # rows in shard order: the bad record reported is the input's first
     ctx.wait_for_min_actors_s = 600  # the whole pool up before the first shard: the work is shared from the start
     summary = Summary()
     todo = [s for s in shards if not files.finished_part(parts, s, job.out_format)]
