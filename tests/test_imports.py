@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -190,6 +191,21 @@ def test_serving_and_scoring_an_export_import_neither_torch_nor_transformers(dis
 err = asyncio.run(serve({str(disc_dir)!r}))
 assert "pip install 'electric[torch]'" in str(err), err
 """, TORCH)
+
+
+def test_training_entry_points_without_the_train_extra_say_so_in_one_line(tmp_path):
+    # a serving install: torch, transformers and datasets cannot be imported (sitecustomize runs before `-m`)
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules.update(torch=None, transformers=None, "
+                                               "datasets=None)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    for argv in (["-m", "training.pretrain", "--help"], ["-m", "training.tokenizer"], ["-c", "import training"]):
+        p = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+        assert "needs torch and transformers and datasets, which this installation lacks: pip install " \
+               "'electric[train]'" in p.stderr
+        if argv[0] == "-m":
+            assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stdout == "", p.stderr
+        else:  # imported by other code: the typed error, theirs to handle
+            assert p.returncode == 1 and "electric.checkpoint.MissingExtra" in p.stderr
 
 
 OLD_PATHS = ("electric.nbest", "electric.scoring", "electric.backend", "electric.config", "electric.objectives", "electric.data", "electric.health")

@@ -10,7 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from electric.checkpoint import CheckpointError
+from electric.checkpoint import CheckpointError, MissingExtra, require_extra
+
+# what the export imports of its extra (pyproject.toml `export`: torch, onnx and the metrics of the parity check)
+EXPORT_MODULES = ("torch", "transformers", "onnx", "onnxscript", "scipy", "sklearn")
 
 
 def default_sentences() -> Path:
@@ -67,14 +70,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from transformers.utils import logging as hf_logging
+    try:  # as every command: one line naming the extra, exit status 2
+        require_extra("electric export", EXPORT_MODULES, "export")
+    except MissingExtra as e:
+        print(f"electric export: error: {e}", file=sys.stderr)
+        return 2
+    from transformers.utils import logging as hf_logging
 
-        from electric.export.exporter import ExportError, export_model
-    except ImportError as e:
-        print(f"electric export: error: {e}; install the export extra: pip install 'electric[export]'",
-              file=sys.stderr)
-        return 1
+    from electric.export.exporter import ExportError, export_model
+
     hf_logging.disable_progress_bar()  # one line per step is enough on a terminal
     try:
         export_model(args.model, args.out, quantize=args.quantize, fp16=args.fp16, opset=args.opset,
