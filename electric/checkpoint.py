@@ -51,12 +51,37 @@ def model_kind(config: dict, where: str) -> Kind:
 def check_out_dir(out: str | os.PathLike, overwrite: bool, flag: str = "--out",
                   hint: str = "pass --overwrite to replace it") -> None:
     """An output directory a command may write into: absent or empty, or (with `overwrite`) anything but a file;
-    otherwise FileExistsError naming `flag` and saying what to do (`hint`)."""
+    otherwise FileExistsError naming `flag` and saying what to do (`hint`). An absent one must be creatable
+    (`check_creatable`)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{flag} {str(out)!r} is a file")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{flag} {str(out)!r} already exists and is not empty; {hint}")
+    if not out.exists():
+        check_creatable(out, flag)
+
+
+def check_creatable(out: str | os.PathLike, flag: str = "--out") -> None:
+    """CheckpointError naming `flag` when the absent directory `out` cannot be made (a parent that is a file, a
+    read-only or virtual file system, no permission), before a command spends minutes on what it would write
+    there. It makes the missing directories and removes them again: the one test that holds for root too."""
+    out = Path(os.path.abspath(out))
+    missing = []  # deepest first
+    p = out
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    if not missing:
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"{flag} {str(out)!r} cannot be created: {e.strerror or e}"
+                              f"{f' ({e.filename})' if e.filename and str(e.filename) != str(out) else ''}") from None
+    for d in missing:
+        with suppress(OSError):  # another process may have put something there since
+            d.rmdir()
 
 
 def require_local_dir(path: str | os.PathLike, what: str) -> Path:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -28,6 +29,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from electric import __version__
+from electric.checkpoint import require_local_dir
+from electric.inference.scoring import model_dir_for_method
 from server.engine import Engine
 from server.http import (
     ObservabilityMiddleware,
@@ -164,6 +167,31 @@ def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
         else:
             return uvloop.new_event_loop
     return asyncio.new_event_loop
+
+
+def check_start(settings: Settings) -> None:
+    """What would stop `serve` as soon as it starts, found before anything starts, so that `electric serve` says it
+    in one line: a --model or --classifier directory that is not there (CheckpointError), a port another process
+    holds (OSError). What only loading finds (a corrupt model, a model of the wrong kind) still fails the start
+    in the log, as before."""
+    if settings.model is not None:
+        model_dir_for_method(settings.model, "electric")
+    for name, path in settings.classifiers.items():
+        require_local_dir(path, f"--classifier {name}")
+    for flag, port in (("--http-port", settings.http_port), ("--grpc-port", settings.grpc_port)):
+        if port > 0:  # 0 picks a free port, -1 (gRPC) is off
+            _check_port_free(settings.host, port, flag)
+
+
+def _check_port_free(host: str, port: int, flag: str) -> None:
+    """OSError naming `flag` when `host:port` cannot be listened on, tried as uvicorn binds (SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host.strip("[]"), port))
+            sock.listen()
+        except OSError as e:
+            raise OSError(f"{flag} {port}: cannot listen on {host}:{port}: {e.strerror or e}") from None
 
 
 def run_server(settings: Settings, factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> int:

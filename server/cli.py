@@ -118,13 +118,17 @@ def run(args: argparse.Namespace) -> int:
             where = ".".join(str(x) for x in err["loc"]) or "settings"
             print(f"error: {where}: {err['msg']}", file=sys.stderr)
         return 2
-    from server.app import event_loop_factory, run_server  # noqa: PLC0415 - keep `electric --help` fast
+    from server.app import check_start, event_loop_factory, run_server  # noqa: PLC0415 - keep `electric --help` fast
 
     try:
         loop_factory = event_loop_factory(settings.event_loop)
-    except ValueError as e:  # uvloop asked for and not installed
+        check_start(settings)
+    except ValueError as e:  # uvloop asked for and not installed; a model that is not there (CheckpointError)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a port another process holds
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     with configure_logging(settings.log_level):
         try:
             return run_server(settings, loop_factory)

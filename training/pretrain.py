@@ -65,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, DataError, FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return train(run, tokenizer)
+    try:
+        return train(run, tokenizer)
+    except OSError as e:  # the disk, not the code (a full disk, a directory removed under the run): one line
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 def train(run: RunConfig, tokenizer) -> int:

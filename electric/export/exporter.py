@@ -51,6 +51,7 @@ from electric.checkpoint import (
     CheckpointError,
     Kind,
     atomic_dir,
+    check_creatable,
     require_local_dir,
     run_parts,
 )
@@ -232,6 +233,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
         raise ExportError(f"output directory {str(out)!r} already exists (pass --overwrite to replace it)")
     if out.resolve() == src.resolve():
         raise ExportError("--out must differ from --model")
+    check_creatable(out)  # before minutes of exporting into a directory that cannot be made
     tname = triton_model_name or triton_name(out)
     if triton_repo is not None and (Path(triton_repo) / tname).exists() and not overwrite:
         raise ExportError(f"Triton model {str(Path(triton_repo) / tname)!r} already exists "

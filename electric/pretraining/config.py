@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -141,6 +143,20 @@ class PretrainConfig:
                                    generator_mode="joint", temperature_start=0.0)
 
     def validate(self) -> None:
+        def require(names: tuple[str, ...], ok: Callable[[Any], bool], rule: str) -> None:
+            bad = [f"{n} {getattr(self, n)!r}" for n in names if not ok(getattr(self, n))]
+            if bad:
+                raise ValueError(f"{', '.join(bad)}: {rule}")
+
+        require(("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "embedding_size",
+                 "max_steps", "log_every", "eval_every", "save_every", "eval_batches", "val_sequences"),
+                lambda v: v >= 1, "must be at least 1")
+        require(("lr", "max_grad_norm"), lambda v: 0 < v < math.inf, "must be a number > 0")  # nan fails too
+        require(("gen_weight", "disc_weight", "weight_decay", "adam_eps", "time_budget_minutes", "epochs",
+                 "generator_hidden_size", "max_position_embeddings", "num_proc"),
+                lambda v: 0 <= v < math.inf, "must be a number >= 0")
+        require(("hidden_dropout_prob", "attention_probs_dropout_prob", "adam_beta1", "adam_beta2"),
+                lambda v: 0 <= v < 1, "must be in [0, 1)")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.precision not in ("fp32", "bf16"):
@@ -316,6 +332,10 @@ class RunConfig:
     def validate(self) -> None:
         if not self.out:
             raise ValueError("a run needs an output directory")
+        if self.threads is not None and self.threads < 0:
+            raise ValueError(f"threads must be >= 0 (0 = torch's default), got {self.threads}")
+        if self.stop_at is not None and self.stop_at < 1:
+            raise ValueError(f"stop_at must be a step >= 1, got {self.stop_at}")
         if set(self.extended) - set(RESUME_FLAGS) or (self.extended and not self.resume):
             raise ValueError(f"only a resumed run is extended, and only in {RESUME_FLAGS}; got {self.extended}")
 
