@@ -2,6 +2,7 @@
 
     python benchmarks/equal_compute.py all --minutes 90                       # MLM vs ELECTRA vs Electric
     python benchmarks/equal_compute.py all --study v3 --work runs/ec4         # issue 22: warm starts, cloze
+    python benchmarks/equal_compute.py all --study v4 --tokenizer runs/tok    # issue 34: the switch, temperature
     python benchmarks/equal_compute.py all --study v3 --runs mlm electric-joint --smoke --minutes 0.3 --work /tmp/s
 
 A study is a list of named recipes (NAME -> objective + extra `training.pretrain` flags, `STUDIES`); `--runs`
@@ -73,8 +74,13 @@ STUDIES: dict[str, dict[str, Recipe]] = {
            "electra-joint": Recipe("electra", (*WARM, "--gen-lr", "1e-3")),
            "electra-frozen": Recipe("electra", (*WARM, "--generator-mode", "frozen", "--temperature-start", "2")),
            "electric-joint": Recipe("electric", (*WARM, "--gen-lr", "1e-3"))},
+    # issue 34: the warm start's switch as built (token-cosine hand-over, fresh head at 30x lr) at the `tiny`
+    # ELECTRA defaults, the same with replacements sampled at temperature 2, and Electric at its defaults
+    "v4": {"electra": Recipe("electra"),
+           "electra-t2": Recipe("electra", ("--temperature", "2")),
+           "electric": Recipe("electric")},
 }
-RANDOM_INIT_GLUE = {"defaults": True, "v3": False}  # v3 reuses the defaults study's random-init row
+RANDOM_INIT_GLUE = {"defaults": True, "v3": False, "v4": False}  # v3, v4 reuse the defaults study's random init
 STAGES = ("train", "blimp", "health", "atis", "glue", "report")
 
 

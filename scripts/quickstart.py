@@ -32,7 +32,6 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
@@ -217,11 +216,15 @@ def lm_scores(results: list[dict], utts: list[dict]) -> list[list[float]]:
     return out
 
 
+APPLIED_AS = {"lm": "with the LM", "no_lm": "the no-LM combination: the LM's dev gain was not significant",
+              "first_pass": "the first pass: no dev gain was significant"}
+
+
 def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
-                   pieces: list[list[float]] | None = None) -> str:
+                   pieces: list[list[float]] | None = None, applied: str = "lm") -> str:
     """WER of the ATIS test lists: first hypothesis, without the LM (`no_lm`: weights with lm 0 and a word and
     piece bonus tuned on dev; `pieces` per hypothesis when its piece bonus is not 0), after /v1/rerank
-    (`results`), oracle."""
+    (`results`, with the combination the guard `applied`: "lm", "no_lm" or "first_pass"), oracle."""
     import numpy as np
 
     from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric
@@ -238,7 +241,8 @@ def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
         f"  WER before (first hypothesis): {before:.2f}%",
         f"  WER without the LM:            {without_lm:.2f}%   (first-pass score + a bonus of {no_lm.length:g}/word"
         f"{piece}, tuned on dev)",
-        f"  WER after  (/v1/rerank):       {after:.2f}%   ({changed} utterances changed their best hypothesis)",
+        f"  WER after  (/v1/rerank):       {after:.2f}%   ({APPLIED_AS[applied]}; {changed} utterances changed their "
+        "best hypothesis)",
         f"  oracle WER:                    {oracle:.2f}%"])
 
 
@@ -304,23 +308,18 @@ def main(argv: list[str] | None = None) -> int:
         log(f"the LM's dev gain over that no-LM combination {guard['gain']:.2f} points, {guard['confidence']:.0%} "
             f"interval [{guard['ci'][0]:.2f}, {guard['ci'][1]:.2f}]: "
             + ("LM kept" if guard["significant"] else "not significant, the LM is NOT used"))
-        applied = guarded.weights
-        if applied.piece:  # the server applies no piece bonus: the no-LM combination, applied below
-            applied = replace(applied, length=0.0, piece=0.0)
-        weights = {"lm": applied.lm, "length": applied.length, "beta": applied.beta}
-        log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with the applied weights ({guarded.applied})")
+        applied = guarded.weights  # sent as is: the server applies every weight the tuning can choose
+        log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with the applied weights ({guarded.applied}: "
+            f"lm {applied.lm:g}, {applied.length:g}/word, {applied.piece:g}/piece)")
         t_req = time.monotonic()
-        results = rerank(server.url, atis_test, weights)
+        results = rerank(server.url, atis_test, applied.to_dict())
         took = time.monotonic() - t_req
         test_pieces = piece_counts(server.url, atis_test)
     finally:
         server.stop()
 
     print()
-    print(summarise_test(atis_test, results, no_lm.weights, took, test_pieces))
-    if guarded.weights.piece:
-        print("  (the guard applied the no-LM combination: its piece bonus is not a server weight, so 'without the "
-              "LM' is the applied result and /v1/rerank's is the first pass)")
+    print(summarise_test(atis_test, results, no_lm.weights, took, test_pieces, guarded.applied))
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes; model in {onnx_dir}, server log in {work / 'server.log'}")
     return 0
 

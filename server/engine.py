@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from electric import __version__
-from electric.evaluation.nbest import PRIORS, NBestList, Weights, rerank_lists
+from electric.evaluation.nbest import LM_SCORES, PRIORS, NBestList, Weights, rerank_lists
 from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
@@ -262,11 +263,11 @@ class Engine:
             return Answer(slot.name, results, timing)
 
     async def rerank(self, lists: Sequence[tuple[str | None, Sequence[str], Sequence[float] | None]], *,
-                     lm_weight: float | None = None, length_weight: float | None = None,
-                     beta: float | None = None, prior: str | None = None, truncate: bool = False) -> Answer:
+                     weights: Mapping[str, Any] | None = None, truncate: bool = False) -> Answer:
         """Score every hypothesis of every list (id, hypotheses, first-pass scores or None) in one submission,
-        then reorder each list with electric.evaluation.nbest.rerank_lists, as `electric rerank` does. `prior` ("rank" or
-        "none"): whether a list without scores gets -beta * rank."""
+        then reorder each list with electric.evaluation.nbest.rerank_lists, as `electric rerank` does.
+        `weights`: the request's own weights (the keys of `Weights`: lm, length, beta, prior, piece, lm_score);
+        the others are the server's defaults."""
         with self._admitted():
             slot = self._slot(None, SCORER_KINDS)
             if not lists:
@@ -286,23 +287,28 @@ class Engine:
                 nbests.append(NBestList(str(i) if utt_id is None else utt_id, list(hyps),
                                         None if scores is None else [float(s) for s in scores]))
             self._check_count(len(flat), "hypotheses")
-            s = self.settings
-            for name, w in (("weights.lm", lm_weight), ("weights.length", length_weight), ("weights.beta", beta)):
-                if w is not None:
-                    _check_range(w, MAX_ABS_RERANK_WEIGHT, name)
-            if prior is not None and prior not in PRIORS:
-                raise ValidationError(f"weights.prior must be one of {', '.join(PRIORS)}, got {prior!r}")
-            weights = Weights(lm=s.lm_weight if lm_weight is None else lm_weight,
-                              length=s.length_weight if length_weight is None else length_weight,
-                              beta=s.beta if beta is None else beta, prior=s.prior if prior is None else prior)
+            applied = self._rerank_weights(weights or {})
             timing = Timing()
             scored = await self._submit(slot, flat, truncate, lambda k: "lists[{}].hypotheses[{}]".format(*where[k]),
                                         pipelines.post_score(slot.method, False), timing)
             lm = [np.zeros(len(nb.hyps)) for nb in nbests]
+            pieces = [np.zeros(len(nb.hyps)) for nb in nbests]
             for (i, j), r in zip(where, scored, strict=True):
-                lm[i][j] = r.score
-            applied = {k: v for k, v in weights.to_dict().items() if k != "piece"}  # no piece bonus served
-            return Answer(slot.name, rerank_lists(nbests, lm, weights), timing, {"weights": applied})
+                lm[i][j] = r.score if applied.lm_score == "sum" else r.mean
+                pieces[i][j] = r.num_tokens
+            return Answer(slot.name, rerank_lists(nbests, lm, applied, pieces), timing,
+                          {"weights": applied.to_dict()})
+
+    def _rerank_weights(self, given: Mapping[str, Any]) -> Weights:
+        """The server's default weights with a request's own (`given`) over them, each checked and named."""
+        for name in ("lm", "length", "beta", "piece"):
+            if given.get(name) is not None:
+                _check_range(given[name], MAX_ABS_RERANK_WEIGHT, f"weights.{name}")
+        for name, choices in (("prior", PRIORS), ("lm_score", LM_SCORES)):
+            if given.get(name) is not None and given[name] not in choices:
+                raise ValidationError(f"weights.{name} must be one of {', '.join(choices)}, got {given[name]!r}")
+        return dataclasses.replace(self.settings.rerank_defaults(),
+                                   **{k: v for k, v in given.items() if v is not None})
 
     async def classify(self, model: str | None, *, texts: Sequence[str] | None = None,
                        pairs: Sequence[tuple[str, str]] | None = None, truncate: bool = False,
@@ -355,7 +361,7 @@ class Engine:
                            "max_batch_tokens": s.max_batch_tokens, "max_batch_size": s.max_batch_size,
                            "max_concurrent_requests": s.max_concurrent_requests, "max_body_bytes": s.max_body_bytes,
                            "max_wait_ms": s.max_wait_ms, "request_timeout_s": s.request_timeout_s},
-                "rerank_defaults": {"lm": s.lm_weight, "length": s.length_weight, "beta": s.beta, "prior": s.prior}}
+                "rerank_defaults": s.rerank_defaults().to_dict()}
 
 
 def _check_range(x: float, limit: float, name: str) -> None:

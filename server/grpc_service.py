@@ -158,10 +158,6 @@ def _classification(c) -> pb.TextClassification:
     return msg
 
 
-def _optional(msg, field: str) -> float | str | None:
-    return getattr(msg, field) if msg.HasField(field) else None
-
-
 # ---- services --------------------------------------------------------------------------------------
 
 class ScoringService(_Base, pb_grpc.ScoringServicer):
@@ -174,9 +170,8 @@ class ScoringService(_Base, pb_grpc.ScoringServicer):
     async def Rerank(self, request: pb.RerankRequest, context) -> tuple[Answer, pb.RerankResponse]:
         w = request.weights
         lists = [(x.id or None, list(x.hypotheses), list(x.scores) if len(x.scores) else None) for x in request.lists]
-        a = await self.engine.rerank(lists, lm_weight=_optional(w, "lm"), length_weight=_optional(w, "length"),
-                                     beta=_optional(w, "beta"), prior=_optional(w, "prior"),
-                                     truncate=request.truncate)
+        weights = {f.name: getattr(w, f.name) for f in w.DESCRIPTOR.fields if w.HasField(f.name)}
+        a = await self.engine.rerank(lists, weights=weights, truncate=request.truncate)
         results = [pb.RerankResult(utt_id=r.utt_id, best=r.hyps[0], order=r.order, tied=r.tied, hyps=[
             pb.RankedHypothesis(text=h, rank=k, total=t, prior=p, lm=s, words=n)
             for h, k, t, p, s, n in zip(r.hyps, r.order, r.total, r.prior, r.lm, r.words, strict=True)])

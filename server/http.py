@@ -133,9 +133,8 @@ class _Handler:
 
 
 def _rerank(engine: Engine, body: schemas.RerankRequest) -> Awaitable[Answer]:
-    w = body.weights or schemas.RerankWeights()
-    return engine.rerank(body.as_lists(), lm_weight=w.lm, length_weight=w.length, beta=w.beta, prior=w.prior,
-                         truncate=body.truncate)
+    weights = body.weights.model_dump(exclude_none=True) if body.weights else None
+    return engine.rerank(body.as_lists(), weights=weights, truncate=body.truncate)
 
 
 def _results(a: Answer, body) -> dict:

@@ -120,6 +120,10 @@ class RerankWeights(BaseModel):
                                                                    "is a first-pass order (best first), \"none\" "
                                                                    "when the order means nothing (LM + word bonus "
                                                                    "alone; ties go to the earlier position)")
+    piece: Weight | None = Field(None, description="bonus per tokenizer piece the LM scored (what the guarded tuning "
+                                                  "may choose for its no-LM combination)")
+    lm_score: Literal["sum", "mean"] | None = Field(None, description="the LM score lm: \"sum\" over tokens (the "
+                                                                     "PLL) or \"mean\" per token")
 
 
 class RerankRequest(BaseModel):
@@ -132,7 +136,9 @@ class RerankRequest(BaseModel):
     lists: list[NBestList] | None = Field(None, min_length=1, description="many n-best lists ...")
     hypotheses: list[Text] | None = Field(None, min_length=1, description="... or one list")
     scores: list[Score] | None = Field(None, min_length=1, description="first-pass scores of the one list")
-    weights: RerankWeights | None = Field(None, description="unset weights take the server's defaults (/info)")
+    weights: RerankWeights | None = Field(None, description="unset weights take the server's defaults (/info); the "
+                                                           "\"weights\" of an `electric rerank --report` file can "
+                                                           "be given as is")
     truncate: bool = False
 
     @model_validator(mode="after")
@@ -152,9 +158,9 @@ class RerankRequest(BaseModel):
 class RankedHypothesis(BaseModel):
     text: str
     rank: int = Field(description="position in the request's list (0 = the first pass's best)")
-    total: float = Field(description="prior + lm_weight * lm + length_weight * words")
+    total: float = Field(description="prior + lm_weight * lm + length_weight * words + piece_weight * pieces")
     prior: float = Field(description="the first-pass score, or -beta * rank (prior \"rank\"), or 0")
-    lm: float = Field(description="Electric PLL of the text")
+    lm: float = Field(description="the LM score of the text: its sum over tokens or mean per token (weights.lm_score)")
     words: int
 
 
@@ -171,11 +177,14 @@ class AppliedWeights(BaseModel):
     length: float
     beta: float
     prior: Literal["rank", "none"]
+    piece: float
+    lm_score: Literal["sum", "mean"]
 
 
 class RerankResponse(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
-        "model": "scorer", "weights": {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none"},
+        "model": "scorer", "weights": {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none", "piece": 0.0,
+                                       "lm_score": "sum"},
         "results": [{"utt_id": "0", "best": "list all flights", "order": [0, 1], "tied": False,
                      "hyps": [{"text": "list all flights", "rank": 0, "total": -9.1, "prior": 0.0, "lm": -9.1,
                                "words": 3}]}]}]})

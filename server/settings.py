@@ -14,10 +14,12 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from electric.evaluation.nbest.combination import Weights
+
 # /v1/rerank's finite ranges (422 / INVALID_ARGUMENT naming the field above them): with |a(h)| <= 1e12, |weights|
 # <= 1e6, a model's finite PLL, fewer than 1e6 words and ranks, a total a(h) + lm * PLL + length * words (or
 # -beta * rank) cannot overflow a float64, so no response carries a non-finite number
-MAX_ABS_RERANK_WEIGHT = 1e6  # weights.lm, weights.length, weights.beta (and their server defaults)
+MAX_ABS_RERANK_WEIGHT = 1e6  # weights.lm, .length, .beta, .piece (and their server defaults)
 MAX_ABS_RERANK_SCORE = 1e12  # first-pass scores
 
 # the HTTP routes that answer without the API key (as gRPC health and reflection do); tests check every route
@@ -102,9 +104,24 @@ class Settings(BaseSettings):
     prior: Literal["rank", "none"] = Field("none", description="rerank: default prior of a list without first-pass "
                                                                "scores: rank (its order is a first-pass order: "
                                                                "-beta*rank) or none (LM + word bonus alone)")
+    piece_weight: float = Field(0.0, ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT,
+                                description="rerank: default bonus per tokenizer piece the LM scored (the no-LM "
+                                            "combination's second length feature)")
+    lm_score: Literal["sum", "mean"] = Field("sum", description="rerank: default LM score: the sum over tokens (PLL) "
+                                                                "or the mean per token")
+    rerank_weights: Path | None = Field(None, description="rerank: default weights from a JSON file: the report of "
+                                                          "`electric rerank --report` / `electric eval nbest "
+                                                          "--report` as is (its applied weights), or a weights "
+                                                          "object {lm, length, beta, prior, piece, lm_score}; "
+                                                          "weight flags given too win")
     # --- logging
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
     access_log: bool = Field(True, description="one JSON line per request on stderr")
+
+    def rerank_defaults(self) -> Weights:
+        """The weights /v1/rerank applies where a request gives none."""
+        return Weights(lm=self.lm_weight, length=self.length_weight, beta=self.beta, prior=self.prior,
+                       piece=self.piece_weight, lm_score=self.lm_score)
 
     @field_validator("classifiers", mode="before")
     @classmethod
@@ -128,4 +145,38 @@ class Settings(BaseSettings):
         for name in self.classifiers:
             if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
                 raise ValueError(f"classifier name {name!r}: use letters, digits, '-', '_' or '.'")
+        if self.rerank_weights is not None:
+            for field, value in read_rerank_weights(self.rerank_weights).items():
+                if field not in self.model_fields_set:  # a weight flag given too wins
+                    setattr(self, field, value)
         return self
+
+
+# a Weights key -> the Settings field holding its default
+WEIGHT_FIELDS = {"lm": "lm_weight", "length": "length_weight", "beta": "beta", "prior": "prior",
+                 "piece": "piece_weight", "lm_score": "lm_score"}
+
+
+def read_rerank_weights(path: Path) -> dict[str, object]:
+    """Settings fields from a weights file: a rerank report (its "weights": what the guarded tuning applied;
+    a report written before weights carried "lm_score" has it at the top level) or a bare weights object.
+    Any problem is a ValueError naming the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"rerank_weights {path}: cannot read it as JSON ({e})") from None
+    weights = data.get("weights", data) if isinstance(data, dict) else None
+    if not isinstance(weights, dict):
+        raise ValueError(f"rerank_weights {path}: expected a JSON object of weights or a rerank report")
+    weights = dict(weights)
+    if "weights" in data and "lm_score" not in weights and "lm_score" in data:
+        weights["lm_score"] = data["lm_score"]
+    try:
+        w = Weights.from_dict(weights)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"rerank_weights {path}: {e}") from None
+    values = {WEIGHT_FIELDS[k]: v for k, v in w.to_dict().items() if k in weights}
+    for k, v in values.items():
+        if k not in ("prior", "lm_score") and not -MAX_ABS_RERANK_WEIGHT <= v <= MAX_ABS_RERANK_WEIGHT:
+            raise ValueError(f"rerank_weights {path}: {k} {v!r} is outside +-{MAX_ABS_RERANK_WEIGHT:g}")
+    return values

@@ -134,6 +134,30 @@ def test_score_reads_stdin(capsys, disc_dir, monkeypatch):
     assert rc == 0 and [json.loads(line)["text"] for line in out.splitlines()] == ["a b c", "d e"]
 
 
+def test_a_failed_score_leaves_no_partial_out(capsys, disc_dir, tmp_path):
+    import os
+    import threading
+
+    src = tmp_path / "in.txt"
+    src.write_text("the cat sat\n" + " ".join(["word"] * 600) + "\n")  # line 2: more than the model's maximum
+    out = tmp_path / "o.jsonl"
+    argv = ["score", "--model", disc_dir, "--quiet", "--chunk-size", "1", "--out", out, src]
+    rc, _, err = run(capsys, *argv)  # line 1 is scored and written before line 2 fails
+    assert rc == 2 and "line 2 has" in err and list(tmp_path.iterdir()) == [src]
+    out.write_text("an earlier run\n")
+    rc, _, err = run(capsys, *argv)
+    assert rc == 2 and out.read_text() == "an earlier run\n" and sorted(tmp_path.iterdir()) == [src, out]
+    # a FIFO (or a device such as /dev/stdout) is written in place, not replaced by a file
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    rc, _, err = run(capsys, "score", "--model", disc_dir, "--quiet", "--truncate", "--out", fifo, src)
+    reader.join(60)
+    assert rc == 0 and fifo.is_fifo() and len(got) == 1 and len(got[0].splitlines()) == 2, err
+
+
 def test_too_long_line_is_a_clear_error_unless_windowed(capsys, disc_dir, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("short\nalso short\n" + "word " * 300 + "\n")
@@ -176,7 +200,7 @@ def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libr
     rep = json.loads((tmp_path / "rep.json").read_text())
     assert rep["dev"]["num_utterances"] == rep["test"]["num_utterances"] == 20
     assert sorted(rep["dev"]["ids"] + rep["test"]["ids"], key=int) == [str(i) for i in range(40)]
-    assert set(rep["weights"]) == {"lm", "length", "beta", "prior", "piece"} and rep["method"] == "electric"
+    assert set(rep["weights"]) == {"lm", "length", "beta", "prior", "piece", "lm_score"} and rep["method"] == "electric"
     # fixed weights with LM weight 0: the input order comes back and reranked WER = first-hypothesis WER
     rc, out, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", path, "--out", tmp_path / "r0.json",
                        "--lm-weight", "0", "--json", "--quiet")

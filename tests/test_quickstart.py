@@ -37,6 +37,23 @@ def test_summary_shows_the_wer_without_the_lm(quickstart):
     assert f"WER before (first hypothesis): {100 * jiwer.wer(refs, [u['input'][0] for u in utts]):.2f}%" in text
 
 
+def test_the_after_row_is_the_combination_the_guard_applied(quickstart):
+    """When the guard applies the no-LM combination (first pass + word and piece bonuses), the server applies
+    exactly it: 'after' equals 'without the LM' and says which combination it is."""
+    utts = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())[:40]
+    lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
+    rng = np.random.default_rng(1)
+    lm = [rng.normal(size=len(nb.hyps)) for nb in lists]
+    pieces = [np.array([len(h.split()) + 1.0 + (k % 2) for k, h in enumerate(nb.hyps)]) for nb in lists]
+    no_lm = Weights(lm=0.0, length=0.3, piece=-0.4)
+    results = [r.to_dict() for r in rerank_lists(lists, lm, no_lm, pieces)]  # what /v1/rerank answers now
+    text = quickstart.summarise_test(utts, results, no_lm, 1.0, [list(p) for p in pieces], "no_lm")
+    without = text.split("WER without the LM:")[1].split("%")[0].strip()
+    after = text.split("WER after  (/v1/rerank):")[1].split("%")[0].strip()
+    assert after == without and "(the no-LM combination: the LM's dev gain was not significant;" in text
+    assert "and -0.4/piece" in text
+
+
 def test_health_line_says_what_the_figures_mean(quickstart, tmp_path):
     """The quick start's run logs health figures; one line says what they mean (or points to the doc)."""
     assert quickstart.health_line(tmp_path) is None  # no metrics.jsonl: nothing to say

@@ -222,7 +222,7 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
     expected = [r.to_dict() for r in rerank_lists(lists, scores, Weights(**weights))]
     body = http.post("/v1/rerank", json={"lists": [{"id": u["id"], "hypotheses": u["input"], "scores": u["am_score"]}
                                                    for u in utts], "weights": weights}).json()
-    assert body["weights"] == {**weights, "prior": "none"}
+    assert body["weights"] == {**weights, "prior": "none", "piece": 0.0, "lm_score": "sum"}
     assert_close(body["results"], expected)
     one = http.post("/v1/rerank", json={"hypotheses": utts[0]["input"], "scores": utts[0]["am_score"],
                                         "weights": weights}).json()
@@ -231,7 +231,7 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
     # unset weights take the server's defaults
     plain = http.post("/v1/rerank", json={"hypotheses": ["list all flights", "list all fights"]}).json()
     assert [h["prior"] for h in sorted(plain["results"][0]["hyps"], key=lambda h: h["rank"])] == [0.0, 0.0]
-    assert plain["weights"] == {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none"}
+    assert plain["weights"] == {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none", "piece": 0.0, "lm_score": "sum"}
     ranked = http.post("/v1/rerank", json={"hypotheses": ["list all flights", "list all fights"],
                                            "weights": {"prior": "rank"}}).json()
     assert [h["prior"] for h in sorted(ranked["results"][0]["hyps"], key=lambda h: h["rank"])] == [0.0, -1.0]
@@ -241,6 +241,41 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
     assert [list(r.order) for r in g.results] == [e["order"] for e in expected]
     assert [r.utt_id for r in g.results] == [u["id"] for u in utts]
     assert g.results[0].hyps[0].total == pytest.approx(expected[0]["hyps"][0]["total"], abs=1e-4)
+
+
+def test_rerank_applies_a_reports_weights_as_is_piece_bonus_and_mean_lm_score(http, channel, models, sentences):
+    """Every weight the guarded tuning can choose (a piece bonus, the mean LM score) means on the server what it
+    means in `electric rerank`: the report's "weights" posted as is give the library's combination."""
+    from electric.evaluation.nbest import NBestList, Weights, rerank_lists
+
+    utts = sentences[3:5]
+    chosen = {"lm": 0.0, "length": 0.3, "beta": 1.0, "prior": "none", "piece": -0.7, "lm_score": "sum"}
+    for weights in (chosen, {**chosen, "lm": 2.0, "lm_score": "mean"}):
+        direct = [direct_scores(models["disc_onnx"], u["input"], per_token=False) for u in utts]
+        column = "score" if weights["lm_score"] == "sum" else "mean"
+        scores = [np.array([d[column] for d in ds]) for ds in direct]
+        pieces = [np.array([d["num_tokens"] for d in ds], dtype=float) for ds in direct]
+        lists = [NBestList(u["id"], u["input"], u["am_score"]) for u in utts]
+        expected = [r.to_dict() for r in rerank_lists(lists, scores, Weights.from_dict(weights), pieces)]
+        body = http.post("/v1/rerank", json={"lists": [{"id": u["id"], "hypotheses": u["input"],
+                                                        "scores": u["am_score"]} for u in utts],
+                                             "weights": weights}).json()
+        assert body["weights"] == weights
+        assert_close(body["results"], expected)
+        g = pb_grpc.ScoringStub(channel).Rerank(pb.RerankRequest(
+            lists=[pb.NBestList(id=u["id"], hypotheses=u["input"], scores=u["am_score"]) for u in utts],
+            weights=pb.RerankWeights(**weights)), metadata=GRPC_AUTH)
+        assert [list(r.order) for r in g.results] == [e["order"] for e in expected]
+        assert g.weights.piece == weights["piece"] and g.weights.lm_score == weights["lm_score"]
+        assert [h.total for h in g.results[0].hyps] == pytest.approx([h["total"] for h in expected[0]["hyps"]],
+                                                                     abs=1e-4)
+    bad = http.post("/v1/rerank", json={"hypotheses": ["a b"], "weights": {"lm_score": "median"}})
+    assert bad.status_code == 422 and "lm_score" in bad.text
+    with pytest.raises(grpc.RpcError) as e:
+        pb_grpc.ScoringStub(channel).Rerank(pb.RerankRequest(lists=[pb.NBestList(hypotheses=["a b"])],
+                                                             weights=pb.RerankWeights(lm_score="median")),
+                                            metadata=GRPC_AUTH)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "weights.lm_score" in e.value.details()
 
 
 def test_classify_texts_pairs_regression_and_tags(http, channel, models):

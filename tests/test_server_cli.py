@@ -66,6 +66,28 @@ def test_bad_settings_are_explained(argv, words, monkeypatch, capsys):
     assert words in capsys.readouterr().err
 
 
+def test_rerank_weights_come_from_a_report_as_is_and_flags_win(tmp_path, monkeypatch, capsys):
+    from server.cli import main
+
+    monkeypatch.setenv("ELECTRIC_MODEL", "/models/scorer")
+    report = tmp_path / "report.json"  # what `electric rerank --report` writes (the parts the server reads)
+    report.write_text(json.dumps({"metric": "wer", "applied": "no_lm", "lm_score": "mean", "weights": {
+        "lm": 0.0, "length": 0.5, "beta": 1.0, "prior": "none", "piece": -1.25, "lm_score": "mean"}}))
+    s = parse(["--rerank-weights", str(report)])
+    assert s.rerank_defaults().to_dict() == {"lm": 0.0, "length": 0.5, "beta": 1.0, "prior": "none", "piece": -1.25,
+                                             "lm_score": "mean"}
+    assert parse(["--rerank-weights", str(report), "--lm-weight", "2"]).rerank_defaults().lm == 2.0
+    older = tmp_path / "older.json"  # a report from before the weights carried their LM score
+    older.write_text(json.dumps({"lm_score": "mean", "weights": {"lm": 3.0, "length": 0.0}}))
+    assert (parse(["--rerank-weights", str(older)]).rerank_defaults().lm_score, parse([]).lm_score) == ("mean", "sum")
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"lm": 0.25, "pieces": 1.0}))
+    assert main(["--rerank-weights", str(bare)]) == 2
+    assert "'pieces'" in capsys.readouterr().err
+    assert main(["--rerank-weights", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err
+
+
 def test_nothing_to_serve_is_an_error(monkeypatch, capsys):
     from server.cli import main
 

@@ -1,10 +1,14 @@
 """Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h) [+ piece_weight * pieces(h)];
-rerank lists with given weights (what /v1/rerank and `electric rerank` apply). pieces(h) is the number of
-tokenizer pieces the LM scored: the length an LM score carries for free, which the no-LM baseline gets too."""
+rerank lists with given weights (what /v1/rerank and `electric rerank` apply). lm(h) is the LM's sum over
+tokens or its mean per token (`Weights.lm_score`); pieces(h) is the number of tokenizer pieces the LM scored:
+the length an LM score carries for free, which the no-LM baseline gets too. A `Weights` is the whole
+combination: the `weights` of a rerank report can be given as is to `electric serve --rerank-weights` or in a
+/v1/rerank request."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,8 +16,7 @@ import numpy as np
 from electric.evaluation.nbest.lists import NBestError, NBestList
 
 PRIORS = ("rank", "none")  # a(h) of a list without first-pass scores: -beta * rank, or 0
-
-
+LM_SCORES = ("sum", "mean")  # lm(h): the LM's sum over tokens (the PLL) or its mean per token
 
 
 @dataclass
@@ -26,13 +29,26 @@ class Weights:
 
     piece: float = 0.0  # bonus per tokenizer piece (the no-LM baseline's second length feature); needs the
     #                      pieces of every hypothesis wherever it is not 0
+    lm_score: str = "sum"  # which LM score lm(h) is: "sum" over tokens or "mean" per token
 
     def __post_init__(self):
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {', '.join(map(repr, PRIORS))}, got {self.prior!r}")
+        if self.lm_score not in LM_SCORES:
+            raise ValueError(f"lm_score must be one of {', '.join(map(repr, LM_SCORES))}, got {self.lm_score!r}")
 
     def to_dict(self) -> dict:
-        return {"lm": self.lm, "length": self.length, "beta": self.beta, "prior": self.prior, "piece": self.piece}
+        return {"lm": self.lm, "length": self.length, "beta": self.beta, "prior": self.prior, "piece": self.piece,
+                "lm_score": self.lm_score}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Weights:
+        """The inverse of `to_dict`; a key it does not know is an error naming it (missing keys keep defaults)."""
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown weight(s) {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(f.name for f in dataclasses.fields(cls))}")
+        return cls(**d)
 
 
 def num_words(text: str) -> int:

@@ -5,15 +5,16 @@ better on dev (never on test) by `choose_lm_score`; ties keep the sum."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from electric.evaluation.nbest.combination import Weights
+from electric.evaluation.nbest.combination import LM_SCORES, Weights
 from electric.evaluation.nbest.lists import NBestError, NBestList
 from electric.evaluation.nbest.report import rerank_report
 
-LM_SCORES = ("sum", "mean")  # the columns of the (sum, mean) pairs that `sum_and_mean` gives per hypothesis
+# LM_SCORES ("sum", "mean") are the columns of the (sum, mean) pairs that `sum_and_mean` gives per hypothesis
 PIECES_COLUMN = 2  # `sum_mean_pieces` adds the number of pieces scored as a third column
 
 
@@ -67,9 +68,13 @@ def rerank_report_choosing_lm_score(lists: Sequence[NBestList], pairs: Sequence[
     for kind in kinds:
         scores = lm_score_column(pairs, kind)
         test_scores, dev_scores = scores[: len(lists)], scores[len(lists):]
+        given = None if weights is None else replace(weights, lm_score=kind)
         w, rep = rerank_report(lists, test_scores, dev=(dev_lists, dev_scores) if dev_lists is not None else None,
-                               weights=weights, **report_options)
-        tried[kind] = (w, rep, test_scores)
+                               weights=given, **report_options)
+        for key in ("weights", "weights_lm", "weights_no_lm"):  # every combination says which LM score it uses
+            if key in rep:
+                rep[key]["lm_score"] = kind
+        tried[kind] = (replace(w, lm_score=kind), rep, test_scores)
     kind, dev_of = kinds[0], None
     if len(kinds) > 1:
         dev_of = {k: rep["dev"]["reranked"] for k, (_, rep, _) in tried.items()}

@@ -65,16 +65,20 @@ class NBestList(_message.Message):
     def __init__(self, hypotheses: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., id: _Optional[str] = ...) -> None: ...
 
 class RerankWeights(_message.Message):
-    __slots__ = ("lm", "length", "beta", "prior")
+    __slots__ = ("lm", "length", "beta", "prior", "piece", "lm_score")
     LM_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     BETA_FIELD_NUMBER: _ClassVar[int]
     PRIOR_FIELD_NUMBER: _ClassVar[int]
+    PIECE_FIELD_NUMBER: _ClassVar[int]
+    LM_SCORE_FIELD_NUMBER: _ClassVar[int]
     lm: float
     length: float
     beta: float
     prior: str
-    def __init__(self, lm: _Optional[float] = ..., length: _Optional[float] = ..., beta: _Optional[float] = ..., prior: _Optional[str] = ...) -> None: ...
+    piece: float
+    lm_score: str
+    def __init__(self, lm: _Optional[float] = ..., length: _Optional[float] = ..., beta: _Optional[float] = ..., prior: _Optional[str] = ..., piece: _Optional[float] = ..., lm_score: _Optional[str] = ...) -> None: ...
 
 class RerankRequest(_message.Message):
     __slots__ = ("lists", "weights", "truncate")
