@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 # Nothing in this project may reach a model hub; set before transformers reads the environment.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -192,16 +192,17 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to `path` whole or not at all: into a temporary file beside it, flushed to disk, then renamed
-    over it (os.replace), so a reader - or a run resumed after a kill - finds the old content or the new, never a
-    cut. An error removes the temporary file; a kill can leave a `.name.tmp-*`, removed by the next write (one
-    writer per file)."""
+@contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[IO[str]]:
+    """Yield a text file to write `path` whole or not at all: a temporary file beside it, flushed to disk on success
+    and renamed over it (os.replace), so a reader - or a run resumed after a kill - finds the old content or the
+    new, never a cut. An error removes the temporary file; a kill can leave a `.name.tmp-*`, removed by the next
+    write (one writer per file)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         with open(tmp, "x", encoding="utf-8") as f:  # mode 0o666 less the umask, as a plain write makes it
-            f.write(text)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -216,3 +217,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             os.close(fd)
     for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
         stale.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write `text` to `path` whole or not at all (`atomic_file`)."""
+    with atomic_file(path) as f:
+        f.write(text)

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
+from typing import IO
 
 from electric.evaluation.blimp import blimp_accuracy, read_blimp  # noqa: F401 - benchmarks/equal_compute.py imports them from here
 
@@ -150,6 +151,18 @@ def _check_output(path: str | None, flag: str) -> None:
         raise InputError(f"{flag} {path}: is a directory, expected a file name")
 
 
+def _score_output(out: str | None) -> contextlib.AbstractContextManager[IO[str]]:
+    """Where `electric score` writes its lines as it goes: stdout; a FIFO or a device (/dev/stdout) in place; else a
+    file complete or absent (`atomic_file`): a failed run leaves no empty or partial --out, and an earlier one whole."""
+    from electric.checkpoint import atomic_file
+
+    if out in (None, "-"):
+        return contextlib.nullcontext(sys.stdout)
+    if Path(out).exists() and not Path(out).is_file():
+        return open(out, "w", encoding="utf-8")  # noqa: SIM115 - the caller's `with` closes it
+    return atomic_file(out)
+
+
 def cmd_score(args) -> int:
     if args.ray is not None:  # the same records, scored on a Ray cluster
         from electric.cli.ray_score import cmd_score_ray
@@ -174,32 +187,30 @@ def cmd_score(args) -> int:
     scorer = _load_scorer(args)
     where = "stdin" if src == "-" else src
     fin = getattr(sys.stdin, "buffer", sys.stdin) if src == "-" else open(src, "rb")  # noqa: SIM115 - closed below
-    fout = sys.stdout if args.out in (None, "-") else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
     bar = tqdm(total=total, unit="line", desc="scoring", disable=_progress_disable(args), dynamic_ncols=True,
                file=sys.stderr)
     n = 0
     blank: list[int] = []  # line numbers of blank lines (not scored)
     no_token: list[int] = []  # line numbers of lines the tokenizer keeps nothing of (not scored)
     try:
-        for chunk in _chunks(iter_lines(fin, where), args.chunk_size):
-            try:
-                rows, chunk_blank, chunk_no_token = score_records(scorer, chunk, args.method, args.per_token)
-            except InputTooLongError as e:
-                raise InputError(f"{where}: line {n + e.index + 1} has {e.count()} tokens ([CLS] and [SEP] "
-                                 f"included), more than the model's maximum of {e.max_length}; pass --truncate or "
-                                 "--sliding-window") from e
-            blank += [n + i + 1 for i in chunk_blank]
-            no_token += [n + i + 1 for i in chunk_no_token]
-            fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-            fout.flush()
-            n += len(chunk)
-            bar.update(len(chunk))
+        with _score_output(args.out) as fout:
+            for chunk in _chunks(iter_lines(fin, where), args.chunk_size):
+                try:
+                    rows, chunk_blank, chunk_no_token = score_records(scorer, chunk, args.method, args.per_token)
+                except InputTooLongError as e:
+                    raise InputError(f"{where}: line {n + e.index + 1} has {e.count()} tokens ([CLS] and [SEP] "
+                                     f"included), more than the model's maximum of {e.max_length}; pass --truncate "
+                                     "or --sliding-window") from e
+                blank += [n + i + 1 for i in chunk_blank]
+                no_token += [n + i + 1 for i in chunk_no_token]
+                fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+                fout.flush()
+                n += len(chunk)
+                bar.update(len(chunk))
     finally:
         bar.close()
         if fin is not sys.stdin and src != "-":
             fin.close()
-        if fout is not sys.stdout:
-            fout.close()
     if blank:
         shown = ", ".join(map(str, blank[:10])) + (", ..." if len(blank) > 10 else "")
         print(f"note: {len(blank)} blank line{'s' if len(blank) != 1 else ''} of {where} got no score (\"score\": null, "
