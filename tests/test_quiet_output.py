@@ -104,3 +104,25 @@ def test_pretraining_into_a_log_file_writes_no_bar(wiki_sample, tokenizer_dir, t
     err = capsys.readouterr().err  # pytest's capture is not a terminal, like a log file
     assert "\r" not in err and "electric-debug: step 1 (" in err and "min)" in err
     assert "longer than the specified maximum" not in err
+
+
+def test_loading_a_checkpoint_draws_no_bar_and_leaves_the_setting_as_it_was(disc_dir, mlm_dir, capsys, monkeypatch):
+    from transformers import ElectraForPreTraining
+    from transformers.utils import logging as hf_logging
+
+    from electric.inference.masked_lm import load_masked_lm
+    from electric.modeling.loading import load_model
+
+    for var in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):  # bars as a fresh process has them
+        monkeypatch.delenv(var, raising=False)
+    was = hf_logging.is_progress_bar_enabled()
+    try:
+        for enabled in (True, False):
+            (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+            load_model(disc_dir, ElectraForPreTraining)  # the one loader: scoring, the server, export, --init-from
+            load_masked_lm(mlm_dir)
+            assert hf_logging.is_progress_bar_enabled() == enabled
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+    err = capsys.readouterr().err  # pytest's capture is not a terminal, like a log file
+    assert "Loading weights" not in err and "%|" not in err, err

@@ -63,13 +63,15 @@ def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None)
     import torch
     from transformers import AutoModelForMaskedLM
 
+    from electric.modeling.loading import no_progress_bar
     from electric.modeling.pre_layer_norm import require_post_layer_norm
 
     d = check_masked_lm_config(require_local_dir(model_dir, "model"))
     require_post_layer_norm(d, "MLM pseudo-log-likelihood")
     try:
-        model, info = AutoModelForMaskedLM.from_pretrained(d, output_loading_info=True,
-                                                           **({"dtype": dtype} if dtype is not None else {}))
+        with no_progress_bar():
+            model, info = AutoModelForMaskedLM.from_pretrained(d, output_loading_info=True,
+                                                               **({"dtype": dtype} if dtype is not None else {}))
     except (OSError, ValueError, KeyError) as e:
         raise CheckpointError(f"could not load a masked LM from {str(d)!r}: {e}") from e
     head_missing = [k for k in info.get("missing_keys", []) if not k.startswith(model.base_model_prefix + ".")]

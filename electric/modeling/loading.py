@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoConfig, PreTrainedModel
+from transformers.utils import logging as hf_logging
 
 import electric.modeling.cloze  # noqa: F401 - registers the cloze model, so AutoConfig reads its config.json
 from electric.checkpoint import CheckpointError, require_local_dir
@@ -35,6 +38,19 @@ def read_model_config(model_dir: str | os.PathLike, what: str = "model") -> dict
         raise CheckpointError(f"{str(path)!r} is not valid JSON: {e}") from e
 
 
+@contextmanager
+def no_progress_bar() -> Iterator[None]:
+    """transformers' progress bars ("Loading weights") off while a local checkpoint loads, and as they were after:
+    it loads in about a second, and in a log file (where the README promises plain lines) a bar is noise."""
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def load_model(model_dir: str | os.PathLike, cls: type[PreTrainedModel], dtype: torch.dtype | None = None,
                **kwargs: Any) -> PreTrainedModel:
     """`cls` (a transformers or Electric class, or an Auto class) from `model_dir`, in eval mode, in `dtype` when
@@ -47,7 +63,8 @@ def load_model(model_dir: str | os.PathLike, cls: type[PreTrainedModel], dtype: 
             model = load_pre_layer_norm(cls, d, config)
             model = model.to(dtype) if dtype is not None else model
         else:
-            model = cls.from_pretrained(d, **({"dtype": dtype} if dtype is not None else {}), **kwargs)
+            with no_progress_bar():
+                model = cls.from_pretrained(d, **({"dtype": dtype} if dtype is not None else {}), **kwargs)
     except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise CheckpointError(f"could not load {cls.__name__} from {str(d)!r}: {e}") from e
     return model.eval()

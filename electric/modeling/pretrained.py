@@ -32,7 +32,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from electric.checkpoint import CheckpointError, require_local_dir
-from electric.modeling.loading import load_model, read_model_config
+from electric.modeling.loading import load_model, no_progress_bar, read_model_config
 
 # architecture -> (family, what it carries besides the encoder)
 SUPPORTED: dict[str, tuple[str, str]] = {
@@ -133,11 +133,13 @@ def electra_config(src: Pretrained, architecture: str) -> ElectraConfig:
 
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """transformers' "some weights were not used / newly initialised" lines: we choose the heads ourselves."""
+    """transformers' "some weights were not used / newly initialised" lines (we choose the heads ourselves) and its
+    weight-loading bar (`no_progress_bar`)."""
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        yield
+        with no_progress_bar():
+            yield
     finally:
         hf_logging.set_verbosity(level)
 
