@@ -6,7 +6,7 @@
 An Electric run holds two one-pass scorers: the energy model (`--method electric`, the discriminator) and the
 two-tower cloze model (`--method cloze`, the generator). Their combination score = energy + lambda * cloze (per
 sentence, for the sum and for the mean over pieces) is tried over a lambda grid; lambda is chosen on the ATIS dev
-lists by the reranked WER of the guarded tuning (`rerank_report_choosing_lm_score`, the same search as
+lists by the reranked WER of the guarded tuning (`rerank_scored`, the same search as
 `electric eval nbest`), with the model adapted to ATIS (`--adapted`). Reported: ATIS dev and test WER for every
 lambda (energy alone is lambda 0, the cloze model alone its own row), and BLiMP-12 with the pretrained run
 (`--run`) for every lambda, its accuracy at the ATIS-chosen lambda, and a paired bootstrap against MLM PLL's per-pair
@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO))
 
 from electric.evaluation.blimp import read_blimp  # noqa: E402
 from electric.evaluation.metrics import paired_bootstrap_mean_diff  # noqa: E402
-from electric.evaluation.nbest import read_nbest, score_nbest  # noqa: E402
-from electric.evaluation.nbest.lm_score import rerank_report_choosing_lm_score, sum_mean_pieces  # noqa: E402
+from electric.evaluation.nbest import LMScores, read_nbest, rerank_scored, score_nbest  # noqa: E402  # noqa: E402
+from electric.evaluation.nbest.lm_score import sum_mean_pieces  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
 from electric.inference.scoring import load_scorer  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
@@ -74,7 +74,8 @@ def atis(args) -> dict:
     rows = one_pass_rows(args.adapted, test + dev)
     out = {}
     for lam in (*LAMBDAS, None):
-        _, rep, _ = rerank_report_choosing_lm_score(test, mix(rows, lam), dev_lists=dev)
+        test_scores, dev_scores = LMScores.from_rows(mix(rows, lam)).split(len(test))
+        rep = rerank_scored(test, test_scores, dev=(dev, dev_scores)).report
         out["cloze" if lam is None else f"{lam:g}"] = {
             "dev_wer": rep["dev"]["with_lm"], "test_wer": rep["test"]["with_lm"], "applied": rep["applied"],
             "lm_score": rep["lm_score"], "first_test": rep["test"]["first"]}

@@ -92,7 +92,7 @@ _DISC_CACHE: dict[tuple[str, str], tuple[float, float]] = {}  # (model dir, text
 
 def evaluate(run: Path, method: str, model_dir: Path, args, blimp_sets, nbest_lists) -> dict:
     from electric.evaluation.blimp import blimp_accuracy
-    from electric.evaluation.nbest import rerank_report, score_nbest
+    from electric.evaluation.nbest import RerankOptions, rerank_report, score_nbest
     from electric.inference.scoring import Scorer, electra_score, electric_score, load_scorer
 
     scorer = load_scorer(model_dir, method, backend="torch", device=args.device,
@@ -119,8 +119,8 @@ def evaluate(run: Path, method: str, model_dir: Path, args, blimp_sets, nbest_li
     # the lists have no first-pass scores, but their order is Whisper's beam order: a first-pass order
     # the pieces each hypothesis is scored on: the no-LM baseline's per-piece bonus (the length every LM score carries)
     pieces = score_nbest(nbest_lists, lambda texts: [e.num_candidates for e in scorer.encode(texts)], chunk_size=256)
-    weights, report = rerank_report(nbest_lists, lm, metric="wer", dev_fraction=0.5, seed=args.seed, prior="rank",
-                                    pieces=pieces)
+    weights, report = rerank_report(nbest_lists, lm, RerankOptions(metric="wer", dev_fraction=0.5, seed=args.seed,
+                                                                   prior="rank"), pieces=pieces)
     for split in ("dev", "test"):
         report[split].pop("ids", None)
     res["nbest"] = report

@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from electric.evaluation.nbest import read_nbest, rerank_report  # noqa: E402
+from electric.evaluation.nbest import RerankOptions, read_nbest, rerank_report  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
 
 # (file, prior): LibriSpeech lists are in Whisper's beam order, the others carry first-pass scores
@@ -41,7 +41,7 @@ def main(argv=None) -> None:
         for seed in range(args.seeds):
             rng = np.random.default_rng(100 + seed)
             lm = [rng.normal(size=len(nb.hyps)) for nb in lists]
-            _, report = rerank_report(lists, lm, dev_fraction=0.5, seed=seed, prior=prior)
+            _, report = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5, seed=seed, prior=prior))
             kept += report["guard"]["significant"]
             test = report["test"]
             unguarded.append(test["with_lm"] - test["no_lm"])

@@ -289,29 +289,29 @@ def cmd_conll(args) -> int:
 
 
 def score_lists(model: str, method: str, lists, threads: int | None = None):
-    """(sum scores, mean scores, seconds, distinct texts) of every hypothesis of `lists` (each text once)."""
+    """(LMScores without piece counts, seconds, distinct texts) of every hypothesis of `lists` (each text once)."""
     import torch
 
-    from electric.evaluation.nbest import lm_score_column, score_nbest, sum_and_mean
+    from electric.evaluation.nbest import score_lists as score_each_text_once
     from electric.inference.scoring import load_scorer
 
     if threads:
         torch.set_num_threads(threads)
     scorer = load_scorer(model, method, backend="torch")
     t0 = time.perf_counter()
-    pairs = score_nbest(lists, lambda texts: sum_and_mean(scorer.score(texts, method=method)), chunk_size=1024)
+    scores, _ = score_each_text_once(lists, lambda texts: scorer.score(texts, method=method), chunk_size=1024)
     secs = time.perf_counter() - t0
-    return lm_score_column(pairs, "sum"), lm_score_column(pairs, "mean"), secs, len({h for nb in lists for h in nb.hyps})
+    return scores.without_pieces(), secs, len({h for nb in lists for h in nb.hyps})
 
 
 def first_pass_only(dev, test) -> dict:
     """WER of the best first-pass score (LM weight 0) on test, plus first and oracle."""
     import numpy as np
 
-    from electric.evaluation.nbest import Weights, rerank_report
+    from electric.evaluation.nbest import RerankOptions, Weights, rerank_report
 
     zeros = [np.zeros(len(nb.hyps)) for nb in test]
-    _, rep = rerank_report(test, zeros, weights=Weights(lm=0.0, length=0.0))
+    _, rep = rerank_report(test, zeros, RerankOptions(weights=Weights(lm=0.0, length=0.0)))
     out = rep["test"]
     # no LM, only a word bonus tuned on dev: every report's no_lm row
     _, rep = rerank_report(test, zeros, dev=(dev, [np.zeros(len(nb.hyps)) for nb in dev]))
@@ -321,7 +321,7 @@ def first_pass_only(dev, test) -> dict:
 
 
 def cmd_evaluate(args) -> int:
-    from electric.evaluation.nbest import choose_lm_score, rerank_report
+    from electric.evaluation.nbest import rerank_scored
 
     dev, _ = _read(args.dev)
     test, _ = _read(args.test)
@@ -339,15 +339,12 @@ def cmd_evaluate(args) -> int:
     for spec in args.model:
         label, rest = spec.split("=", 1)
         model, method = rest.rsplit(":", 1)
-        dsum, dmean, _, _ = score_lists(model, method, dev, args.threads)
-        tsum, tmean, secs, n_texts = score_lists(model, method, test, args.threads)
+        dev_scores, _, _ = score_lists(model, method, dev, args.threads)
+        test_scores, secs, n_texts = score_lists(model, method, test, args.threads)
         row = {"label": label, "model": model, "method": method, "test_seconds": secs, "test_texts": n_texts}
-        for kind, d, t in (("sum", dsum, tsum), ("mean", dmean, tmean)):
-            w, rep = rerank_report(test, t, dev=(dev, d), dev_path=args.dev, path=args.test)
-            row[kind] = {"weights": w.to_dict(), "dev": rep["dev"]["reranked"], "test": rep["test"]["reranked"],
-                         "lm_only": rep["test"]["lm_only"], "on_edge": rep["grid"]["on_edge"]}
-        # the LM score variant (sum or length-normalised mean) is chosen on dev, never on test
-        row["chosen"] = choose_lm_score({k: row[k]["dev"] for k in ("sum", "mean")}, higher_is_better=False)
+        # both LM scores (sum, length-normalised mean) tuned; the one kept is chosen on dev, never on test
+        tuned = rerank_scored(test, test_scores, dev=(dev, dev_scores), dev_path=args.dev, path=args.test).report
+        row.update(tuned["by_lm_score"], chosen=tuned["lm_score"])
         result["rows"].append(row)
         print(f"{label} ({method}): test {row[row['chosen']]['test']:.2f}% with the {row['chosen']} LM score "
               f"(sum {row['sum']['test']:.2f}%, mean {row['mean']['test']:.2f}%; dev {row['sum']['dev']:.2f}% / "

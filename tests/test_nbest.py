@@ -14,6 +14,7 @@ from electric.evaluation.nbest import (
     Evaluator,
     NBestError,
     NBestList,
+    RerankOptions,
     Weights,
     combine,
     detect_format,
@@ -128,7 +129,7 @@ def test_missing_reference_for_a_report_names_the_utterance(tmp_path):
     p.write_text(json.dumps(ESPNET))
     lists, _ = read_nbest(p)
     with pytest.raises(NBestError, match=r"in\.json: utterance 'utt_b': no reference"):
-        rerank_report(lists, [np.zeros(2), np.zeros(3)], path=p, dev_fraction=0.5)
+        rerank_report(lists, [np.zeros(2), np.zeros(3)], RerankOptions(dev_fraction=0.5), path=p)
 
 
 # ---- combination and reranking ---------------------------------------------------------------------------
@@ -155,7 +156,7 @@ def test_lm_weight_zero_keeps_first_hypothesis_and_wer_matches_jiwer(libri):
     lm = [rng.normal(size=len(nb.hyps)) * 50 for nb in lists]
     reranked = rerank_lists(lists, lm, Weights(lm=0.0, length=0.0))
     assert [r.hyps[0] for r in reranked] == [nb.hyps[0] for nb in lists]
-    _, report = rerank_report(lists, lm, weights=Weights(lm=0.0))
+    _, report = rerank_report(lists, lm, RerankOptions(weights=Weights(lm=0.0)))
     expected = 100 * jiwer.wer([nb.ref for nb in lists], [nb.hyps[0] for nb in lists])
     assert report["test"]["reranked"] == pytest.approx(expected, abs=1e-9)
     assert report["test"]["first"] == pytest.approx(expected, abs=1e-9)
@@ -170,7 +171,7 @@ def test_grid_search_finds_a_helpful_lm_and_reports_splits(libri):
     ev = Evaluator(lists, metric)
     # an "LM" that knows each hypothesis' errors: tuning must find weights that reach the oracle
     lm = [-ev.stats[u, : len(nb.hyps), 0] for u, nb in enumerate(lists)]
-    w, report = rerank_report(lists, lm, dev_fraction=0.5, seed=3)
+    w, report = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5, seed=3))
     assert w.lm > 0
     assert report["test"]["reranked"] == pytest.approx(report["test"]["oracle"])
     assert report["test"]["reranked"] < report["test"]["first"]
@@ -305,7 +306,7 @@ def test_ragged_lists_with_a_dev_file_of_another_longest_size(metric, first_pass
         assert max(len(nb.hyps) for nb in dev) != max(len(nb.hyps) for nb in test)
         dev_lm = [rng.normal(size=len(nb.hyps)) * 3 for nb in dev]
         test_lm = [rng.normal(size=len(nb.hyps)) * 3 for nb in test]
-        _, report = rerank_report(test, test_lm, metric=metric, dev=(dev, dev_lm))
+        _, report = rerank_report(test, test_lm, RerankOptions(metric=metric), dev=(dev, dev_lm))
         check_report_against_per_list_reranking(report, test, test_lm)
         assert report["dev"]["num_utterances"] == len(dev)
 
@@ -317,12 +318,12 @@ def test_ragged_lists_split_by_fraction(metric, seed):
     rng = np.random.default_rng(seed)
     lists = random_lists(rng, [*rng.integers(1, 14, size=40), 19], ["none", "all", "mixed", "mixed"][seed])
     lm = [rng.normal(size=len(nb.hyps)) * 3 for nb in lists]
-    _, report = rerank_report(lists, lm, metric=metric, dev_fraction=0.5, seed=seed)
+    _, report = rerank_report(lists, lm, RerankOptions(metric=metric, dev_fraction=0.5, seed=seed))
     test = [lists[[nb.utt_id for nb in lists].index(u)] for u in report["test"]["ids"]]
     check_report_against_per_list_reranking(report, test, [lm[[nb.utt_id for nb in lists].index(u)]
                                                            for u in report["test"]["ids"]])
     # fixed weights on ragged lists, and a selection of the wrong width is a clear error
-    _, fixed = rerank_report(lists, lm, metric=metric, weights=Weights(lm=0.5, length=0.1))
+    _, fixed = rerank_report(lists, lm, RerankOptions(metric=metric, weights=Weights(lm=0.5, length=0.1)))
     check_report_against_per_list_reranking(fixed, lists, lm)
     ev = Evaluator(lists, make_metric(metric))
     with pytest.raises(ValueError, match=r"shape \(41, 18\) for \(41, 19\)"):
@@ -340,7 +341,7 @@ def test_reports_show_the_dev_tuned_result_without_the_lm():
         ref = f"flights from city{i} to denver"
         lists.append(NBestList(str(i), [f"flights from city{i} denver", ref, f"flights city{i} to denver"], ref=ref))
     lm = [np.zeros(3) for _ in lists]  # an LM that knows nothing
-    w, report = rerank_report(lists, lm, dev_fraction=0.5)
+    w, report = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5))
     assert report["weights_no_lm"]["lm"] == 0 and report["weights_no_lm"]["length"] > 0
     for split in ("dev", "test"):
         assert report[split]["no_lm"] == report[split]["oracle"] == 0.0 < report[split]["first"]
@@ -350,7 +351,7 @@ def test_reports_show_the_dev_tuned_result_without_the_lm():
     assert ("the LM's own gain on test: WER 0.00% without it, 0.00% with it (gain +0.00; not applied: its dev gain "
             "was not significant)") in text
     # with given weights, no_lm is the same weights with the LM weight set to 0
-    _, fixed = rerank_report(lists, lm, weights=Weights(lm=2.0, length=-1.0, beta=1.0))
+    _, fixed = rerank_report(lists, lm, RerankOptions(weights=Weights(lm=2.0, length=-1.0, beta=1.0)))
     assert fixed["weights_no_lm"] == {"lm": 0.0, "length": -1.0, "beta": 1.0, "prior": "none", "piece": 0.0,
                                       "lm_score": "sum"}
     assert fixed["test"]["no_lm"] == fixed["test"]["first"]  # a word penalty keeps the shorter first hypothesis
@@ -390,7 +391,7 @@ def test_guard_keeps_the_first_pass_on_pure_noise_lm_scores(atis, seed):
     lists, _ = atis
     rng = np.random.default_rng(seed)
     noise = [rng.normal(size=len(nb.hyps)) for nb in lists]
-    w, report = rerank_report(lists, noise, dev_fraction=0.5, seed=seed)
+    w, report = rerank_report(lists, noise, RerankOptions(dev_fraction=0.5, seed=seed))
     g = report["guard"]
     assert report["weights_lm"]["lm"] > 0 and report["dev"]["with_lm"] < report["dev"]["no_lm"]  # chance "gain"
     assert g["gain"] > 0 and g["ci"][0] <= 0 < g["ci"][1] and not g["significant"] and g["kept"] == "no_lm"
@@ -411,7 +412,7 @@ def test_guard_keeps_a_real_signal(atis):
     lists, errors = atis
     rng = np.random.default_rng(0)
     lm = [-e + rng.normal(size=len(e)) for e in errors]
-    w, report = rerank_report(lists, lm, dev_fraction=0.5, seed=0)
+    w, report = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5, seed=0))
     g = report["guard"]
     assert g["significant"] and g["kept"] == "lm" and 0 < g["ci"][0] <= g["gain"] <= g["ci"][1]
     assert w.lm > 0 and report["weights"] == report["weights_lm"]
@@ -423,7 +424,7 @@ def test_guard_keeps_a_real_signal(atis):
 def test_the_all_row_has_the_reranked_figure(atis):
     lists, errors = atis
     lm = [-e for e in errors]
-    _, report = rerank_report(lists, lm, dev_fraction=0.5, seed=0)
+    _, report = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5, seed=0))
     assert {"first", "oracle", "lm_only", "no_lm", "with_lm", "reranked"} <= set(report["all"])
     ev = Evaluator(lists, make_metric("wer"))
     best = [r.hyps[0] for r in rerank_lists(lists, lm, Weights(**report["weights"]))]
@@ -452,7 +453,7 @@ def test_an_lm_that_scores_every_piece_the_same_is_rejected(name, count_pieces):
     lists, _ = read_nbest(require_shared(f"nbest/{name}.whisper5best.json"))
     pieces = count_pieces(lists)
     flat = [-8.65 * n for n in pieces]
-    w, report = rerank_report(lists, flat, dev_fraction=0.5, seed=0, pieces=pieces)
+    w, report = rerank_report(lists, flat, RerankOptions(dev_fraction=0.5, seed=0), pieces=pieces)
     g, gn = report["guard"], report["guard_no_lm"]
     assert not g["significant"] and g["kept"] == "no_lm" and w.lm == 0 and report["applied"] != "lm"
     assert g["ci"][0] <= 0 and report["no_lm_features"] == ["words", "pieces"]
@@ -471,7 +472,7 @@ def test_an_lm_that_scores_every_piece_the_same_is_rejected(name, count_pieces):
     assert "/piece" in text and "dev gain of no_lm over the first pass" in text
     assert "not significant: the LM is NOT used" in text
     # without the piece counts the same flat "LM" would pass for a length feature the baseline lacks
-    _, words_only = rerank_report(lists, flat, dev_fraction=0.5, seed=0)
+    _, words_only = rerank_report(lists, flat, RerankOptions(dev_fraction=0.5, seed=0))
     assert words_only["no_lm_features"] == ["words"] and "no piece counts given" in format_report(words_only)
 
 
@@ -486,7 +487,7 @@ def test_the_first_pass_is_kept_unless_the_bonuses_gain_significantly():
         hyps = [f"show flights city{i} to denver", ref] if longer_right else [ref, ref + " please"]
         lists.append(NBestList(str(i), hyps, ref=ref))
     lm = [np.zeros(len(nb.hyps)) for nb in lists]
-    w, report = rerank_report(lists, lm, dev_fraction=0.5, seed=0, prior="rank")
+    w, report = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5, seed=0, prior="rank"))
     gn = report["guard_no_lm"]
     assert report["dev"]["no_lm"] < report["dev"]["first"] and gn["gain"] > 0  # a chance gain on dev
     assert gn["ci"][0] <= 0 and not gn["significant"] and gn["kept"] == "first_pass"
@@ -508,16 +509,16 @@ def test_unordered_lists_get_no_rank_prior_by_default():
     assert r.order == [1, 0] and r.prior == [0.0, 0.0]
     (r,) = rerank_lists(lists[:1], lm[:1], Weights(lm=0.5, prior="rank"))  # the order as a first-pass order
     assert r.order == [0, 1] and r.prior == [0.0, -1.0]
-    w, report = rerank_report(lists, lm, dev_fraction=0.5)
+    w, report = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5))
     assert w.prior == "none" and report["test"]["reranked"] == 0.0 < report["test"]["first"]
     assert "prior none: all lists have no first-pass scores" in report["prior_note"]
     text = format_report(report)
     assert "no rank prior" in text and "note: prior none" in text and "--prior rank" in text
-    _, ranked = rerank_report(lists, lm, dev_fraction=0.5, prior="rank", lm_grid=[0, 0.5], length_grid=[0])
+    _, ranked = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5, prior="rank", lm_grid=[0, 0.5], length_grid=[0]))
     assert ranked["weights"]["prior"] == "rank" and "taken as a first-pass order" in ranked["prior_note"]
     assert ranked["test"]["with_lm"] == ranked["test"]["first"]  # the prior wins over the weak LM
     scored = [NBestList(nb.utt_id, nb.hyps, [0.0, -1.0], nb.ref) for nb in lists]
-    assert "prior_note" not in rerank_report(scored, lm, dev_fraction=0.5)[1]  # nothing was assumed
+    assert "prior_note" not in rerank_report(scored, lm, RerankOptions(dev_fraction=0.5))[1]  # nothing was assumed
 
 
 def test_ties_go_to_the_earlier_position_and_are_counted():
@@ -528,12 +529,12 @@ def test_ties_go_to_the_earlier_position_and_are_counted():
     assert ra.order == [0, 1, 2] and ra.tied and not rb.tied and rb.order == [1, 0] and not rc.tied
     assert rd.order == [0, 1, 2] and not rd.tied  # a duplicate of the chosen text is no tie
     assert ra.to_dict()["tied"] is True
-    _, report = rerank_report(lists, lm, weights=Weights(lm=1.0))
+    _, report = rerank_report(lists, lm, RerankOptions(weights=Weights(lm=1.0)))
     assert report["test"]["ties"] == 1
-    _, report = rerank_report(lists, lm, weights=Weights(lm=0.0))  # no LM, no prior: lists a and b tie
+    _, report = rerank_report(lists, lm, RerankOptions(weights=Weights(lm=0.0)))  # no LM, no prior: lists a and b tie
     assert report["test"]["ties"] == 2 and report["test"]["reranked"] == report["test"]["first"]
     assert "2 tied choices (the earlier position won)" in format_report(report)
-    assert rerank_report(lists, lm, weights=Weights(lm=0.0, prior="rank"))[1]["test"]["ties"] == 0
+    assert rerank_report(lists, lm, RerankOptions(weights=Weights(lm=0.0, prior="rank")))[1]["test"]["ties"] == 0
 
 
 # ---- per-hypothesis fields follow their hypotheses -----------------------------------------------------------
@@ -582,3 +583,33 @@ def test_the_lm_score_is_chosen_on_dev_and_a_tie_keeps_the_sum():
     assert [c.tolist() for c in lm_score_column(pairs, "mean")] == [[-2.0, -1.0]]
     with pytest.raises(ValueError, match="sum, mean"):
         lm_score_column(pairs, "max")
+
+
+def test_rerank_nbest_is_one_call_scoring_each_text_once_with_the_weights_lm_score():
+    """`rerank_nbest` scores every distinct hypothesis once, tunes or applies the weights with the LM score they
+    name, and reports the texts it could not score (ranked last, never chosen)."""
+    from types import SimpleNamespace
+
+    from electric.evaluation.nbest import LMScores, rerank_nbest, rerank_scored
+
+    lists = [NBestList("a", ["the cat sat", "the cat sat down here", ""], None, "the cat sat down here"),
+             NBestList("b", ["a dog", "the cat sat"], None, "a dog")]
+    asked: list[str] = []
+
+    def score_texts(texts):
+        asked.extend(texts)
+        return [SimpleNamespace(score=-2.0 * len(t.split()), mean=-2.0 + 0.1 * len(t.split()),
+                                num_tokens=len(t.split())) for t in texts]
+
+    given = Weights(lm=1.0, lm_score="mean")
+    result = rerank_nbest(lists, score_texts, RerankOptions(weights=given))
+    assert sorted(asked) == sorted({h for nb in lists for h in nb.hyps}) and result.unscored == [""]
+    assert result.weights == given and result.report["lm_score"] == "mean"
+    assert [r.hyps[0] for r in result.reranked] == ["the cat sat down here", "the cat sat"]  # the higher mean
+    assert np.isnan(result.scores.sum[0][2]) and result.reranked[0].hyps[-1] == ""  # nothing to score: last
+    by_sum = rerank_scored(lists, result.scores, RerankOptions(weights=Weights(lm=1.0)))
+    assert [r.hyps[0] for r in by_sum.reranked] == ["the cat sat", "a dog"]  # the higher sum: fewer words
+    rows = [np.column_stack([s, m, p]) for s, m, p in zip(result.scores.sum, result.scores.mean,
+                                                          result.scores.pieces, strict=True)]
+    again = LMScores.from_rows(rows)
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(again.mean, result.scores.mean, strict=True))

@@ -132,16 +132,16 @@ def cmd_score_ray(args) -> int:
     return 0
 
 
-def ray_score_fn(args, no_token: list[str]):
-    """`electric rerank --ray`: a score_fn for `score_nbest` that scores all its texts in one Ray job and returns
-    (sum, mean, pieces) per text, NaN for a text without a score (no token, or a bad record under skip)."""
+def ray_score_texts(args):
+    """`electric rerank --ray`: a `score_texts` for `rerank_nbest` that scores all its texts in one Ray job and
+    returns a `TextScore` per text (0 tokens for a text without a score: no token, or a bad record under skip)."""
     from electric.cli.offline import files, ray_job
-    from electric.inference.records import NO_TOKEN
+    from electric.inference.scoring import TextScore
 
     ray_job.require_ray()
     model = _check_args(args)
 
-    def score_fn(texts: list[str]) -> list[tuple[float, float, float]]:
+    def score_texts(texts: list[str]) -> list[TextScore]:
         shards = files.text_shards(texts, args.shard_size)
         started = ray_job.connect(args.ray)
         try:
@@ -161,8 +161,8 @@ def ray_score_fn(args, no_token: list[str]):
             import shutil
 
             shutil.rmtree(parts)
-        no_token.extend(r["text"] for r in records if r.get("error") == NO_TOKEN)  # bad records: in the summary
-        return [(math.nan, math.nan, 0.0) if r["score"] is None else (r["score"], r["mean"], float(r["num_tokens"]))
-                for r in records]
+        return [TextScore(t, math.nan, math.nan, 0, args.method) if r["score"] is None else
+                TextScore(t, r["score"], r["mean"], int(r["num_tokens"]), args.method)
+                for t, r in zip(texts, records, strict=True)]
 
-    return score_fn
+    return score_texts

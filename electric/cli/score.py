@@ -247,17 +247,13 @@ def _nbest_job(args, *, write: bool) -> int:
     from electric.evaluation.nbest import (
         DEFAULT_LENGTH_GRID,
         DEFAULT_LM_GRID,
+        RerankOptions,
         Weights,
-        format_report,
-        piece_counts,
         read_nbest,
         require_metric,
         require_refs,
-        rerank_lists,
-        rerank_report_choosing_lm_score,
+        rerank_nbest,
         reranked_nbest,
-        score_nbest,
-        sum_mean_pieces,
         unreorderable_fields,
         write_nbest,
     )
@@ -276,8 +272,9 @@ def _nbest_job(args, *, write: bool) -> int:
                          "order is a first-pass order)")
     beta = 1.0 if args.beta is None else args.beta
     weights = None
-    if any(v is not None for v in fixed):
-        weights = Weights(lm=args.lm_weight or 0.0, length=args.length_weight or 0.0, beta=beta, prior=args.prior)
+    if any(v is not None for v in fixed):  # given weights use the sum unless --lm-score mean says otherwise
+        weights = Weights(lm=args.lm_weight or 0.0, length=args.length_weight or 0.0, beta=beta, prior=args.prior,
+                          lm_score="mean" if args.lm_score == "mean" else "sum")
     dev_lists = None
     if weights is None:
         if args.dev:
@@ -286,62 +283,61 @@ def _nbest_job(args, *, write: bool) -> int:
         require_refs(lists, args.nbest, fmt)
     elif not write:
         require_refs(lists, args.nbest, fmt)
-    lm_grid = _grid(args.lm_grid, DEFAULT_LM_GRID, "--lm-grid")
-    length_grid = _grid(args.length_grid, DEFAULT_LENGTH_GRID, "--length-grid")
+    options = RerankOptions(
+        metric=args.metric, weights=weights, lm_score=args.lm_score,
+        dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed,
+        lm_grid=_grid(args.lm_grid, DEFAULT_LM_GRID, "--lm-grid"),
+        length_grid=_grid(args.length_grid, DEFAULT_LENGTH_GRID, "--length-grid"), beta=beta, prior=args.prior,
+        need_refs=not write)
 
-    everything = lists + (dev_lists or [])
-    no_token: list[str] = []  # hypotheses the tokenizer keeps nothing of: LM score NaN, never chosen
     chunk_size = args.chunk_size
     if getattr(args, "ray", None) is not None:  # every distinct hypothesis in one job on a Ray cluster
-        from electric.cli.ray_score import ray_score_fn
+        from electric.cli.ray_score import ray_score_texts
 
-        score_fn, chunk_size = ray_score_fn(args, no_token), sys.maxsize
+        score_texts, chunk_size = ray_score_texts(args), sys.maxsize
     else:
         scorer = _load_scorer(args)
 
-        def score_fn(texts):
-            scored = scorer.score(texts, method=args.method)
-            no_token.extend(t for t, r in zip(texts, scored, strict=True) if not r.num_tokens)
-            # (sum, mean, pieces): the pieces give the no-LM baseline its per-piece bonus
-            return [row if r.num_tokens else (float("nan"), float("nan"), 0.0)
-                    for row, r in zip(sum_mean_pieces(scored), scored, strict=True)]
+        def score_texts(texts):
+            return scorer.score(texts, method=args.method)
 
-    pairs = score_nbest(everything, score_fn, chunk_size=chunk_size,
-                        progress=not args.quiet and sys.stderr.isatty())
-    if no_token:
-        print(f"note: {len(no_token)} distinct hypothes{'es' if len(no_token) != 1 else 'is'} had no token to score "
-              f"(blank, or only characters the tokenizer drops, e.g. {no_token[0]!r}): LM score null, ranked last, "
-              "never chosen", file=sys.stderr)
-    weights, report, test_scores = rerank_report_choosing_lm_score(
-        lists, pairs, lm_score=args.lm_score, dev_lists=dev_lists, weights=weights, metric=args.metric,
-        dev_fraction=args.dev_fraction if args.dev_fraction is not None else 0.5, seed=args.seed,
-        lm_grid=lm_grid, length_grid=length_grid, beta=beta, prior=args.prior, path=args.nbest, dev_path=args.dev,
-        need_refs=not write)
-    report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt, **report}
+    result = rerank_nbest(lists, score_texts, options, dev_lists=dev_lists, path=args.nbest, dev_path=args.dev,
+                          chunk_size=chunk_size, progress=not args.quiet and sys.stderr.isatty())
+    if result.unscored:
+        n = len(result.unscored)
+        print(f"note: {n} distinct hypothes{'es' if n != 1 else 'is'} had no token to score (blank, or only "
+              f"characters the tokenizer drops, e.g. {result.unscored[0]!r}): LM score null, ranked last, never "
+              "chosen", file=sys.stderr)
+    report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt,
+              **result.report}
     if write:
-        out_fmt = args.out_format or fmt
-        reranked = rerank_lists(lists, test_scores, weights, piece_counts(pairs[: len(lists)]))
         dropped = unreorderable_fields(lists)  # one entry per hypothesis in some lists only: cannot follow them
-        write_nbest([reranked_nbest(nb, r, dropped) for nb, r in zip(lists, reranked, strict=True)], args.out,
-                    out_fmt)
-        report.update(out=str(args.out), out_ties=sum(r.tied for r in reranked), out_dropped_fields=dropped)
+        write_nbest([reranked_nbest(nb, r, dropped) for nb, r in zip(lists, result.reranked, strict=True)],
+                    args.out, args.out_format or fmt)
+        report.update(out=str(args.out), out_ties=sum(r.tied for r in result.reranked), out_dropped_fields=dropped)
     if args.report:
         _write_json(args.report, report)
     if args.json:
         print(json.dumps(report, indent=1, ensure_ascii=False))
     else:
-        print(format_report(report))
-        if "test" not in report and "dev" not in report:
-            print("no references, so no error rates")
-        if write:
-            ties = f"; {report['out_ties']} tied choices (the earlier position won)" if report["out_ties"] else ""
-            print(f"reranked lists ({len(lists)} utterances, {args.out_format or fmt}) -> {args.out}{ties}")
-            if report["out_dropped_fields"]:
-                print(f"note: dropped from {args.out}: {', '.join(report['out_dropped_fields'])} (one entry per "
-                      "hypothesis in some lists only, so they cannot be reordered with the hypotheses)")
-        if args.report:
-            print(f"report -> {args.report}")
+        _print_nbest_summary(args, report, len(lists), fmt, write)
     return 0
+
+
+def _print_nbest_summary(args, report: dict, num_lists: int, fmt: str, write: bool) -> None:
+    from electric.evaluation.nbest import format_report
+
+    print(format_report(report))
+    if "test" not in report and "dev" not in report:
+        print("no references, so no error rates")
+    if write:
+        ties = f"; {report['out_ties']} tied choices (the earlier position won)" if report["out_ties"] else ""
+        print(f"reranked lists ({num_lists} utterances, {args.out_format or fmt}) -> {args.out}{ties}")
+        if report["out_dropped_fields"]:
+            print(f"note: dropped from {args.out}: {', '.join(report['out_dropped_fields'])} (one entry per "
+                  "hypothesis in some lists only, so they cannot be reordered with the hypotheses)")
+    if args.report:
+        print(f"report -> {args.report}")
 
 
 def cmd_rerank(args) -> int:

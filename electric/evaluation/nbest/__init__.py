@@ -16,9 +16,14 @@ minimise WER/CER (jiwer, corpus-level) or maximise BLEU/chrF (sacrebleu), and ke
 when its dev gain over the result without the LM (first pass + word and piece bonuses) is significant
 (`paired_bootstrap`), and those bonuses only when their dev gain over the first pass is significant.
 
-Modules: `lists` (NBestList, formats), `readers`, `writers`, `combination` (the formula, `rerank_lists`),
-`metrics` (WER/CER/BLEU/chrF statistics, `Evaluator`), `tuning` (grid search, bootstrap guard, dev split),
-`report` (`rerank_report`, `format_report`), `lm_score` (sum or mean LM score, chosen on dev).
+One call reranks: `rerank_nbest(lists, score_texts, RerankOptions(...), dev_lists=...) -> RerankResult` scores
+every distinct hypothesis once into `LMScores` (sum, mean, pieces per hypothesis), tunes or applies the weights
+and reorders the lists; `rerank_scored` does the same for lists scored already.
+
+Modules: `rerank` (`rerank_nbest`, `LMScores`), `lists` (NBestList, formats), `readers`, `writers`,
+`combination` (the formula, `Weights`, `rerank_lists`), `metrics` (WER/CER/BLEU/chrF statistics, `Evaluator`),
+`tuning` (grid search, bootstrap guard, dev split), `report` (`RerankOptions`, `rerank_report`,
+`format_report`), `lm_score` (sum or mean LM score, chosen on dev).
 """
 
 from electric.evaluation.nbest.combination import (
@@ -42,7 +47,6 @@ from electric.evaluation.nbest.lm_score import (
     lm_score_column,
     piece_counts,
     require_refs,
-    rerank_report_choosing_lm_score,
     sum_and_mean,
     sum_mean_pieces,
 )
@@ -63,7 +67,8 @@ from electric.evaluation.nbest.readers import (
     parse_hyporadise,
     read_nbest,
 )
-from electric.evaluation.nbest.report import format_report, rerank_report
+from electric.evaluation.nbest.report import RerankOptions, format_report, rerank_report
+from electric.evaluation.nbest.rerank import LMScores, RerankResult, rerank_nbest, rerank_scored, score_lists
 from electric.evaluation.nbest.tuning import (
     APPLIED,
     DEFAULT_BONUS_GRID,
@@ -126,7 +131,12 @@ __all__ = [
     "rerank_lists",
     "rerank_one",
     "rerank_report",
-    "rerank_report_choosing_lm_score",
+    "rerank_nbest",
+    "rerank_scored",
+    "score_lists",
+    "LMScores",
+    "RerankOptions",
+    "RerankResult",
     "reranked_nbest",
     "score_nbest",
     "dev_test_split",

@@ -7,8 +7,8 @@ combination: the `weights` of a rerank report can be given as is to `electric se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,14 +72,21 @@ def combine(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
         raise NBestError(None, f"{lm.shape[0] if lm.ndim == 1 else lm.shape} LM scores for {len(nb.hyps)} "
                                "hypotheses", repr(nb.utt_id))
     words = np.array([num_words(h) for h in nb.hyps], dtype=np.float64)
-    total = prior_scores(nb, weights) + weights.lm * lm + weights.length * words
+    n = None if pieces is None else np.asarray(pieces, dtype=np.float64)
+    if n is not None and n.shape != (len(nb.hyps),):
+        raise NBestError(None, f"{len(n)} piece counts for {len(nb.hyps)} hypotheses", repr(nb.utt_id))
+    return weighted_total(prior_scores(nb, weights), lm, words, n, weights)
+
+
+def weighted_total(prior: np.ndarray, lm: np.ndarray, words: np.ndarray, pieces: np.ndarray | None,
+                   weights: Weights) -> np.ndarray:
+    """The one formula, for arrays of one shape (a list's hypotheses, or the (U, N) grid `tuning` searches):
+    a(h) + lm * lm(h) + length * words(h) [+ piece * pieces(h)]."""
+    total = prior + weights.lm * lm + weights.length * words
     if weights.piece:
         if pieces is None:
             raise ValueError(f"a piece bonus ({weights.piece:g}) needs the pieces of every hypothesis")
-        n = np.asarray(pieces, dtype=np.float64)
-        if n.shape != (len(nb.hyps),):
-            raise NBestError(None, f"{len(n)} piece counts for {len(nb.hyps)} hypotheses", repr(nb.utt_id))
-        total = total + weights.piece * n
+        total = total + weights.piece * pieces
     return total
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from electric.evaluation.nbest.combination import (
-    Weights,
-    prior_note,
-)
+from electric.evaluation.nbest.combination import LM_SCORES, Weights, prior_note
 from electric.evaluation.nbest.lists import NBestList
 from electric.evaluation.nbest.metrics import Evaluator, make_metric
 from electric.evaluation.nbest.tuning import (
@@ -25,27 +22,54 @@ from electric.evaluation.nbest.tuning import (
 )
 
 
-def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *, metric: str = "wer",
-                  dev: tuple[Sequence[NBestList], Sequence[np.ndarray]] | None = None,
-                  dev_fraction: float | None = 0.5, seed: int = 0, weights: Weights | None = None,
-                  lm_grid: Sequence[float] = DEFAULT_LM_GRID, length_grid: Sequence[float] = DEFAULT_LENGTH_GRID,
-                  bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID, beta: float = 1.0, prior: str = "none",
-                  resamples: int = 1000, confidence: float = 0.95, path: str | Path | None = None,
-                  dev_path: str | Path | None = None, need_refs: bool = True,
-                  pieces: Sequence[np.ndarray] | None = None,
-                  dev_pieces: Sequence[np.ndarray] | None = None) -> tuple[Weights, dict]:
-    """Tune (unless `weights` is given) and evaluate. Dev is `dev` (lists, scores) when given, else a seeded
-    `dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a dev file). `pieces` (and
-    `dev_pieces` for a dev file): the tokenizer pieces the LM scored per hypothesis, the length every LM score
-    carries for free; without them the no-LM baseline has a word bonus only (`no_lm_features` says which).
+@dataclass(frozen=True)
+class RerankOptions:
+    """How to rerank: given weights (applied as they are), or tuned on a dev split by the guarded grid search."""
+
+    metric: str = "wer"  # wer | cer | bleu | chrf: tuning and report metric
+    weights: Weights | None = None  # given: no tuning; their lm_score says which LM score
+    lm_score: str = "auto"  # tuning: "sum", "mean", or "auto" (tune both, keep the one better on dev)
+    dev_fraction: float | None = 0.5  # without a dev file: tune on this seeded fraction, report on the rest
+    seed: int = 0  # of the dev split and the bootstraps
+    lm_grid: Sequence[float] = DEFAULT_LM_GRID
+    length_grid: Sequence[float] = DEFAULT_LENGTH_GRID  # word bonus in LM-score units
+    bonus_grid: Sequence[float] = DEFAULT_BONUS_GRID  # the no-LM baseline's word and piece bonuses
+    beta: float = 1.0  # of the -beta * rank prior
+    prior: str = "none"  # a(h) of a list without first-pass scores: "rank" or "none"
+    resamples: int = 1000  # paired bootstrap
+    confidence: float = 0.95
+    need_refs: bool = True  # given weights on lists without references: no error rates, no error
+
+    def __post_init__(self):
+        if self.lm_score not in (*LM_SCORES, "auto"):
+            raise ValueError(f"lm_score must be one of {', '.join(LM_SCORES)} or auto, got {self.lm_score!r}")
+
+    def kinds(self) -> list[str]:
+        """The LM scores to try: the given weights' own, else both for auto, else the one asked for."""
+        if self.weights is not None:
+            return [self.weights.lm_score]
+        return list(LM_SCORES) if self.lm_score == "auto" else [self.lm_score]
+
+
+def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], options: RerankOptions | None = None,
+                  *, dev: tuple[Sequence[NBestList], Sequence[np.ndarray]] | None = None,
+                  pieces: Sequence[np.ndarray] | None = None, dev_pieces: Sequence[np.ndarray] | None = None,
+                  path: str | Path | None = None, dev_path: str | Path | None = None) -> tuple[Weights, dict]:
+    """Tune (unless `options.weights` is given) and evaluate one LM score. Dev is `dev` (lists, scores) when
+    given, else a seeded `options.dev_fraction` of `lists`; the test split is the rest (or all of `lists` with a
+    dev file). `pieces` (and `dev_pieces` for a dev file): the tokenizer pieces the LM scored per hypothesis,
+    the length every LM score carries for free; without them the no-LM baseline has a word bonus only
+    (`no_lm_features` says which).
 
     Tuning (`tune_guarded`) keeps the LM only when its dev gain over `no_lm` is significant (`guard`;
     `weights_lm` the LM weights it tuned, `with_lm` their result on each split); `no_lm` is the first-pass
     score (or rank prior) with a word and a piece bonus tuned on dev and no LM (`weights_no_lm`; with given
     weights, those weights with lm 0), kept only when its dev gain over the first pass is significant
     (`guard_no_lm`), else the first pass is applied. `applied` says which ("lm", "no_lm", "first_pass"),
-    `bonuses` names the tuned bonuses of each run. `prior` ("rank" or "none") says whether lists without
-    first-pass scores get -beta * rank (`prior_note` says what was assumed). Returns (weights, report)."""
+    `bonuses` names the tuned bonuses of each run. `options.prior` ("rank" or "none") says whether lists
+    without first-pass scores get -beta * rank (`prior_note` says what was assumed). Returns (weights, report)."""
+    o = options or RerankOptions()
+    metric, weights, dev_fraction, seed, prior = o.metric, o.weights, o.dev_fraction, o.seed, o.prior
     m = make_metric(metric)
     report: dict = {"metric": m.name, "higher_is_better": m.higher_is_better, "num_utterances": len(lists),
                     "no_lm_features": ["words", "pieces"] if pieces is not None else ["words"]}
@@ -57,7 +81,7 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
     if weights is not None:
         no_lm = replace(weights, lm=0.0)  # the same weights without the LM
         report.update(weights=weights.to_dict(), tuned=False, weights_no_lm=no_lm.to_dict())
-        if need_refs or all(nb.ref is not None for nb in lists):
+        if o.need_refs or all(nb.ref is not None for nb in lists):
             report["test"] = {**evaluate_split(Evaluator(lists, m, path), lm_scores, weights, no_lm,
                                                pieces=pieces), "ids": [nb.utt_id for nb in lists]}
         return weights, report
@@ -76,9 +100,9 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
         dev_n = None if pieces is None else [pieces[i] for i in dev_idx]
         test_n = None if pieces is None else [pieces[i] for i in test_idx]
         report["dev_source"] = {"fraction": dev_fraction, "seed": seed}
-    t = tune_guarded(ev_dev, Components.of(ev_dev.lists, dev_scores, dev_n), lm_grid=lm_grid, length_grid=length_grid,
-                     bonus_grid=bonus_grid, beta=beta, prior=prior, resamples=resamples, confidence=confidence,
-                     seed=seed)
+    t = tune_guarded(ev_dev, Components.of(ev_dev.lists, dev_scores, dev_n), lm_grid=o.lm_grid,
+                     length_grid=o.length_grid, bonus_grid=o.bonus_grid, beta=o.beta, prior=prior,
+                     resamples=o.resamples, confidence=o.confidence, seed=seed)
     rows = {"weights": t.weights, "no_lm": t.without_lm.weights, "with_lm": t.with_lm.weights}
     report.update(
         tuned=True,
@@ -90,7 +114,8 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], *
         applied=t.applied,
         bonuses={"with_lm": {"per_word": t.with_lm.weights.length},
                  "no_lm": {"per_word": t.without_lm.weights.length, "per_piece": t.without_lm.weights.piece}},
-        grid={"lm": list(lm_grid), "length_per_lm": list(length_grid), "beta": beta, "bonus_no_lm": list(bonus_grid),
+        grid={"lm": list(o.lm_grid), "length_per_lm": list(o.length_grid), "beta": o.beta,
+              "bonus_no_lm": list(o.bonus_grid),
               "evaluated": t.with_lm.evaluated + t.without_lm.evaluated,
               "chosen_length_per_lm": t.with_lm.length_per_lm, "on_edge": t.with_lm.on_edge + t.without_lm.on_edge},
         dev={**evaluate_split(ev_dev, dev_scores, **rows, pieces=dev_n), "ids": [nb.utt_id for nb in ev_dev.lists]},

@@ -8,10 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from electric.evaluation.nbest.combination import (
-    Weights,
-    num_words,
-)
+from electric.evaluation.nbest.combination import Weights, num_words, weighted_total
 from electric.evaluation.nbest.lists import NBestError, NBestList
 from electric.evaluation.nbest.metrics import Evaluator
 
@@ -60,12 +57,7 @@ class Components:
     def totals(self, w: Weights) -> np.ndarray:
         beta = w.beta if w.prior == "rank" else 0.0
         a = np.where(self.has_first_pass[:, None], self.first_pass, -beta * self.rank)
-        total = a + w.lm * self.lm + w.length * self.words
-        if w.piece:
-            if self.pieces is None:
-                raise ValueError(f"a piece bonus ({w.piece:g}) needs the pieces of every hypothesis")
-            total = total + w.piece * self.pieces
-        return total
+        return weighted_total(a, self.lm, self.words, self.pieces, w)
 
     def scale_free(self, prior: str) -> bool:
         """No list has an a(h): then only the ratio of the LM weight to the word bonus matters."""
