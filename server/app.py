@@ -6,10 +6,11 @@ calling one `Engine`.
 
 Startup: uvicorn runs the lifespan, which starts the gRPC server and the engine's loading task and
 returns at once, so /health answers while the models load; /ready (and gRPC health) turn SERVING after
-warm-up. Shutdown (SIGTERM/SIGINT): the engine refuses new requests (503 / UNAVAILABLE), uvicorn waits
-for in-flight HTTP requests, then the lifespan stops gRPC and waits for the engine's queue to empty. One
-grace period (`shutdown_grace_s`, counted from the signal) bounds it all: when it is over, the engine
-answers the requests still in flight with `ShuttingDown` (503 / UNAVAILABLE), and the transports get
+warm-up. Shutdown (SIGTERM/SIGINT): the engine refuses new requests (503 / UNAVAILABLE); uvicorn accepts the
+connections waiting in its listener's queue, closes it, and waits for every HTTP request that has arrived, read
+or not, to be answered (server/http_protocol.py), then the lifespan stops gRPC and waits for the engine's queue
+to empty. One grace period (`shutdown_grace_s`, counted from the signal) bounds it all: when it is over, the
+engine answers the requests still in flight with `ShuttingDown` (503 / UNAVAILABLE), and the transports get
 FLUSH_S more to send those answers before they cut connections.
 """
 
@@ -39,12 +40,15 @@ from server.http import (
     add_routes,
     fast_routes,
 )
+from server.http_protocol import HEADERS_TOO_LARGE, HttpProtocol, accept_waiting, http_protocol
 from server.metrics import Metrics
 from server.settings import Settings
+from server.transport import record
 
 log = logging.getLogger("electric.server")
 SWITCH_INTERVAL_S = 0.0005
 FLUSH_S = 1.0  # after the shutdown grace: time to send the 503 / UNAVAILABLE answers before cutting connections
+ACCEPT_S = 0.5  # at shutdown: the longest the HTTP listener stays open to accept the connections waiting in its queue
 
 DESCRIPTION = """Electric pseudo-log-likelihood scores, n-best reranking, ELECTRA replaced-token detection and
 fine-tuned classifiers, batched across requests. The same calls are served over gRPC (`electric.v1`).
@@ -108,15 +112,23 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
 
 
 class _Uvicorn(uvicorn.Server):
-    """uvicorn.Server that tells the engine to refuse new work the moment a shutdown signal arrives."""
+    """uvicorn.Server that tells the engine to refuse new work the moment a shutdown signal arrives, and that answers
+    every HTTP request which arrived before it shuts down: the connections waiting in the listener's queue are
+    accepted before it closes, and each connection closes once what it holds is answered (HttpProtocol.shutdown)."""
 
-    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]):
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None], protocol: type[HttpProtocol]):
         super().__init__(config)
         self._on_exit = on_exit
+        self._protocol = protocol
 
     def handle_exit(self, sig, frame) -> None:
         self._on_exit()
         super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets=None) -> None:
+        self._protocol.shutting_down = True
+        await accept_waiting(self.servers, ACCEPT_S)
+        await super().shutdown(sockets)
 
     @contextlib.contextmanager
     def capture_signals(self):
@@ -139,10 +151,14 @@ def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None
         if app.state.engine is not None:
             app.state.engine.begin_shutdown()
 
+    def refused(client: str, error: str, seconds: float) -> None:  # a 431, answered before the app saw the request
+        record(app.state.metrics, settings, "http", "unmatched", 431, HEADERS_TOO_LARGE, seconds, client=client)
+
+    protocol = http_protocol(settings, refused)
     config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None, access_log=False,
                             lifespan="on", timeout_graceful_shutdown=settings.shutdown_grace_s + FLUSH_S,
-                            server_header=False, log_level=settings.log_level)
-    server = _Uvicorn(config, on_exit)
+                            server_header=False, log_level=settings.log_level, http=protocol)
+    server = _Uvicorn(config, on_exit, protocol)
 
     def on_fatal() -> None:
         server.should_exit = True

@@ -84,6 +84,11 @@ class Settings(BaseSettings):
                                                             "422 / INVALID_ARGUMENT naming the input, even with "
                                                             "truncate")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="largest HTTP body / gRPC message in bytes")
+    max_header_bytes: int = Field(65_536, ge=1024, description="largest HTTP request line and headers in bytes; more "
+                                                               "is a 431 and the connection closed, before the API "
+                                                               "key is checked or the body read")
+    max_headers: int = Field(100, ge=1, description="headers in an HTTP request; more is a 431, as for "
+                                                    "max_header_bytes")
     max_batch_tokens: int = Field(8192, ge=1, description="padded tokens (batch size x longest input) per forward pass")
     max_batch_size: int = Field(128, ge=1, description="inputs per forward pass")
     max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0, description="wait this long for more inputs before running a "

@@ -1,0 +1,158 @@
+"""The HTTP connection: uvicorn's httptools protocol with two things a server owes its clients that uvicorn leaves
+out. `http_protocol(settings, refused)` makes the class `uvicorn.Config(http=...)` takes.
+
+- **A bounded request head.** A request line and headers over `max_header_bytes`, or more than `max_headers`
+  headers, are answered 431 `headers_too_large` and the connection is closed, before the app (the API key check,
+  the body) sees anything of the request. httptools has no limit of its own, and joins a header that arrives in
+  many reads by copying it again at every read: a 100 MB header used to be read (30 s of quadratic copying, the
+  event loop stalled for everyone). The bytes read while a head is incomplete are counted at every read, so at
+  most one read (256 KiB) past the limit is ever parsed.
+- **A shutdown that answers what has arrived.** uvicorn closes an idle keep-alive connection at once when it
+  shuts down: a request whose bytes were in the socket, not yet read by a busy event loop, got no answer at all.
+  Here a connection closes at once only when nothing of a next request is there, read or not; otherwise that
+  request is read and answered (503 `shutting_down`, from the engine, which refuses new work from the signal on)
+  and the connection closes after it, as one still answering closes after its response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import select
+import time
+from collections.abc import Callable
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from server.settings import Settings
+
+HEADERS_TOO_LARGE = "headers_too_large"  # the error_type of a 431
+
+
+class HttpProtocol(HttpToolsProtocol):
+    """One HTTP/1.1 connection (see the module's docstring). The class attributes are set by `http_protocol`."""
+
+    max_header_bytes = 65536
+    max_headers = 100
+    refused: Callable[[str, str, float], None] = staticmethod(lambda client, error, seconds: None)
+    shutting_down = False  # set by the server when it begins to shut down: every answer closes its connection
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_head = True  # reading a request head (or waiting for one)
+        self._head_read = 0  # bytes read since the head began (counted per read)
+        self._head_size = 0  # the URL and header bytes the parser has given so far
+        self._head_begun = False  # the parser has begun a message whose headers are not complete
+        self._head_t0 = 0.0
+        self._refusal: str | None = None  # why this connection's request is refused with a 431
+
+    # ---- reads ---------------------------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self._refusal is not None:
+            return  # answered 431 and closing
+        if self._in_head:
+            if not self._head_read:
+                self._head_t0 = time.perf_counter()
+            self._head_read += len(data)
+        super().data_received(data)
+        if self._refusal is None and self._in_head and self._head_read > self.max_header_bytes:
+            self._refuse(f"the request line and headers are over the limit of {self.max_header_bytes} bytes "
+                         "(max_header_bytes)")
+        elif self._refusal is not None:
+            self._refuse(self._refusal)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_begun, self._head_size = True, 0
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        self._grow_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._refusal is not None:
+            return
+        super().on_header(name, value)
+        if len(self.headers) > self.max_headers:
+            self._refusal = f"more than {self.max_headers} headers (max_headers)"
+        self._grow_head(len(name) + len(value) + 4)  # name: value\r\n
+
+    def _grow_head(self, n: int) -> None:
+        self._head_size += n
+        if self._refusal is None and self._head_size > self.max_header_bytes:
+            self._refusal = (f"the request line and headers are over the limit of {self.max_header_bytes} bytes "
+                             "(max_header_bytes)")
+
+    def on_headers_complete(self) -> None:
+        self._in_head, self._head_read, self._head_begun = False, 0, False
+        if self._refusal is not None:
+            return  # no request for the app: data_received answers 431 when the parser returns
+        super().on_headers_complete()
+        if self.shutting_down:
+            self.cycle.keep_alive = False
+
+    def on_body(self, body: bytes) -> None:
+        if self._refusal is None:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._refusal is None:
+            super().on_message_complete()
+            self._in_head = True
+
+    def _refuse(self, error: str) -> None:
+        """Answer 431 (a JSON error body) and close the connection."""
+        self._refusal = error
+        if self.transport.is_closing():
+            return
+        body = json.dumps({"error": error, "error_type": HEADERS_TOO_LARGE}).encode()
+        self.transport.write(b"".join([STATUS_LINE[431], b"content-type: application/json\r\n",
+                                       b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body]))
+        self.transport.close()
+        client = self.client[0] if self.client else ""
+        self.refused(client, error, time.perf_counter() - self._head_t0 if self._head_read else 0.0)
+
+    # ---- shutdown ------------------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Called by uvicorn when the server shuts down: close the connection now if it is idle and nothing of a
+        next request has arrived; else answer what is there (a request in progress, a head begun, bytes not read
+        yet), then close."""
+        idle = self.cycle is None or self.cycle.response_complete
+        if idle and not self._head_begun and not _unread(self.transport):
+            self.transport.close()
+        elif not idle:
+            self.cycle.keep_alive = False  # a next request's cycle learns it from shutting_down (on_headers_complete)
+
+
+async def accept_waiting(servers, limit_s: float) -> None:
+    """Let the event loop accept the connections waiting in the listeners' queues (for up to `limit_s`) before
+    uvicorn closes the listeners: closing one resets the connections in its queue, unanswered, though their
+    requests may have arrived before the signal."""
+    poller = select.poll()
+    for server in servers:
+        for sock in server.sockets:
+            poller.register(sock.fileno(), select.POLLIN)
+    deadline = time.monotonic() + limit_s
+    while poller.poll(0) and time.monotonic() < deadline:
+        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.01)  # the accepted connections are made (asyncio makes them in a task)
+
+
+def _unread(transport) -> bool:
+    """Whether the connection's socket holds bytes (or an end of stream) the event loop has not read yet."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.fileno() < 0:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def http_protocol(settings: Settings, refused: Callable[[str, str, float], None]) -> type[HttpProtocol]:
+    """An HttpProtocol class for one server: its header limits from `settings`; `refused(client, error, seconds)`
+    is told of every 431 (to count and log it)."""
+    return type("HttpProtocol", (HttpProtocol,), {"max_header_bytes": settings.max_header_bytes,
+                                                  "max_headers": settings.max_headers,
+                                                  "refused": staticmethod(refused)})

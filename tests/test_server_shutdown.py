@@ -1,0 +1,123 @@
+"""Issue 30, item 6: a SIGTERM answers every HTTP request whose bytes arrived before it - its result, or 503
+`shutting_down` - on keep-alive connections and on fresh ones still waiting in the listener's queue.
+
+A real server process: it is stopped (SIGSTOP) while the requests are written and the SIGTERM is sent, so every
+request is in its socket buffers, unread, when it resumes and begins to shut down - the moment a busy event loop
+reaches its shutdown in production.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BODY = json.dumps({"texts": ["show me flights from boston to denver"]}).encode()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(port: int) -> bytes:
+    return (f"POST /v1/score HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(BODY)}\r\n\r\n").encode() + BODY
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict, bytes] | None:
+    """(status, headers, body) of one HTTP response, or None when the connection closes before a whole one."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (line.partition(":") for line in lines[1:]))
+    while len(body) < int(headers.get("content-length", 0)):
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            return None
+        if not chunk:
+            return None
+        body += chunk
+    return int(lines[0].split()[1]), headers, body
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
+def serving(disc_dir, request):
+    """A server process on `disc_dir`, on each event loop: (process, HTTP port)."""
+    port = free_port()
+    env = {**os.environ, "ELECTRIC_MODEL": str(disc_dir), "ELECTRIC_HTTP_PORT": str(port), "ELECTRIC_GRPC_PORT": "-1",
+           "ELECTRIC_THREADS": "1", "ELECTRIC_WARMUP": "false", "ELECTRIC_ACCESS_LOG": "false",
+           "ELECTRIC_EVENT_LOOP": request.param, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not get ready"
+            time.sleep(0.1)
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+        proc.communicate()
+
+
+@pytest.mark.integration
+def test_every_request_that_arrived_before_sigterm_is_answered(serving):
+    proc, port = serving
+    keep_alive = []
+    for _ in range(8):  # connections that have been answered once and wait, idle, for their next request
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        s.sendall(request(port))
+        status, headers, _ = read_response(s)
+        assert status == 200 and headers.get("connection") != "close"
+        keep_alive.append(s)
+    fresh = []
+    proc.send_signal(signal.SIGSTOP)  # the server reads nothing until SIGCONT
+    try:
+        time.sleep(0.3)  # past uvicorn's 0.1 s tick: its shutdown is due as soon as the process resumes
+        for s in keep_alive:
+            s.sendall(request(port))
+        for _ in range(8):  # accepted by the kernel, waiting in the listener's queue
+            s = socket.create_connection(("127.0.0.1", port), timeout=60)
+            s.sendall(request(port))
+            fresh.append(s)
+        proc.send_signal(signal.SIGTERM)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    answers = {"keep-alive": [read_response(s) for s in keep_alive], "fresh": [read_response(s) for s in fresh]}
+    for s in keep_alive + fresh:
+        s.close()
+    for kind, replies in answers.items():
+        for reply in replies:
+            assert reply is not None, f"a request on a {kind} connection got no answer: {answers}"
+            status, _, body = reply
+            assert status == 200 or (status == 503 and json.loads(body)["error_type"] == "shutting_down"), body
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
