@@ -23,8 +23,10 @@ from electric import __version__
 
 # subcommand module -> what it provides; each defines add_parser(subparsers)
 SUBCOMMANDS = (
-    "electric.cli.score",   # score, rerank, eval
-    "electric.cli.export",  # export
+    "electric.cli.score",     # score
+    "electric.cli.rerank",    # rerank
+    "electric.cli.evaluate",  # eval (blimp, and the tasks of electric.cli.evaluate.EVAL_TASKS: nbest, detect)
+    "electric.cli.export",    # export
 )
 PLUGINS = "electric.commands"  # entry point group: name -> add_parser(subparsers) of another package (serve)
 

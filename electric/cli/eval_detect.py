@@ -199,7 +199,7 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def add_eval_parser(eval_subparsers) -> argparse.ArgumentParser:
-    """Add `detect` to the `electric eval` subcommand group (called by electric/cli/score.py)."""
+    """Add `detect` to the `electric eval` subcommand group (called by electric/cli/evaluate.py)."""
     return configure(eval_subparsers.add_parser(
         "detect", help="zero-shot error detection on FCE with a pretrained discriminator (ROC-AUC, F0.5 at a "
                        "dev-chosen threshold)",

@@ -1,0 +1,129 @@
+"""What every scoring command of `electric` shares: the model options, loading the scorer, running a command
+with input errors as one line (exit 2), and small helpers (chunks, JSON reports, output checks)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+class InputError(ValueError):
+    """A bad input file or argument, reported in one line."""
+
+
+
+def model_options(p: argparse.ArgumentParser, default_method: str = "electric") -> None:
+    from electric.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS
+    from electric.inference.scoring import METHODS
+
+    g = p.add_argument_group("model")
+    g.add_argument("--model", required=True, help="model directory, or a pretraining run directory")
+    g.add_argument("--method", choices=METHODS, default=default_method,
+                   help="electric: Electric PLL, one pass (sum of -s_t); electra: sum of log(1 - p_t), p_t the "
+                        "replaced probability (calibrated for an export); cloze: sum of log q(x_t | x without t) from "
+                        "an Electric run's two-tower cloze model (RUN/generator or its export), one pass; mlm-pll: "
+                        "classic masked-LM PLL, one pass per token; mlm-pll-word-l2r: also masks the "
+                        f"rest of the word (Kauf & Ivanova 2023). Default {default_method}")
+    g.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
+                   help="auto: onnx for an `electric export` directory, torch otherwise (mlm-pll: torch only)")
+    g.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    g.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                   help=f"most rows per forward pass (default {DEFAULT_BATCH_SIZE})")
+    g.add_argument("--max-batch-tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
+                   help=f"most padded tokens per forward pass (default {DEFAULT_MAX_BATCH_TOKENS})")
+    long = g.add_mutually_exclusive_group()
+    long.add_argument("--truncate", action="store_true", help="score only the first tokens of too-long inputs")
+    long.add_argument("--sliding-window", action="store_true",
+                      help="score too-long inputs with overlapping windows (each token once, most context)")
+    g.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def progress_disable(args) -> bool | None:
+    """tqdm's `disable`: True with --quiet, else None (bars only when stderr is a terminal)."""
+    return True if args.quiet else None
+
+
+def load_scorer(args):
+    model_dir = check_model(args)  # before the slow imports
+    from electric.cli import quiet_progress_bars
+    from electric.inference.backend import resolve_backend
+    from electric.inference.scoring import MLM_METHODS, load_scorer
+
+    if args.method in MLM_METHODS or resolve_backend(model_dir, args.backend) == "torch":
+        # transformers loads the model: no weight-loading bar. (An ONNX export needs no transformers at all; without
+        # it installed, loading a checkpoint says which extra to install.)
+        with contextlib.suppress(ImportError):
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+    if args.quiet:
+        quiet_progress_bars()
+    return load_scorer(args.model, args.method, backend=args.backend, device=args.device,
+                       max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size,
+                       truncate=args.truncate, sliding_window=args.sliding_window)
+
+
+def positive(name: str, value: int) -> None:
+    if value < 1:
+        raise InputError(f"{name} must be at least 1, got {value}")
+
+
+def run_command(fn, args) -> int:
+    """Run a subcommand; input errors become one line on stderr and exit status 2."""
+    from electric.checkpoint import CheckpointError, MissingExtra
+    from electric.evaluation.nbest import NBestError
+    from electric.inference.encoding import InputTooLongError
+
+    prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
+    try:
+        return fn(args)
+    except (InputError, NBestError, CheckpointError, MissingExtra, InputTooLongError, OSError, ValueError) as e:
+        if os.environ.get("ELECTRIC_DEBUG"):
+            raise
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def chunks(it: Iterable, size: int) -> Iterator[list]:
+    it = iter(it)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def write_json(path: str, obj) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(p)
+
+
+def scorer_dir(args) -> str:
+    from electric.inference.scoring import model_dir_for_method
+
+    return str(model_dir_for_method(args.model, args.method))
+
+
+def check_model(args) -> Path:
+    """The --model directory for --method, checked (cheap: no model is loaded, torch is not imported)."""
+    from electric.inference.scoring import check_model_dir
+
+    for name in ("batch_size", "max_batch_tokens"):
+        positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    return check_model_dir(args.model, args.method, args.backend)
+
+
+def check_output(path: str | None, flag: str) -> None:
+    if path not in (None, "-") and Path(path).is_dir():
+        raise InputError(f"{flag} {path}: is a directory, expected a file name")
