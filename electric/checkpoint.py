@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -150,6 +151,36 @@ def resolve_model_dir(path: str | os.PathLike, prefer: Sequence[str] = RUN_PARTS
         if p in parts:
             return parts[p]
     raise CheckpointError(missing or f"run directory {str(d)!r} has no {'/ or '.join(prefer)}/")
+
+
+FINETUNE_CONFIG = "finetune_config.json"  # beside a fine-tuned model: its fine-tuning config (max_seq_length)
+
+
+def trained_length(model_dir: str | os.PathLike, config: dict) -> tuple[int, str]:
+    """The longest input, [CLS]/[SEP] included, that the model in `model_dir` (its transformers `config`) was trained
+    on, and where that figure comes from, in words: the max_seq_length of a fine-tuned model (finetune_config.json
+    in its directory) or of a pretraining run (RUN/config.json beside RUN/discriminator or RUN/generator); for a
+    checkpoint from elsewhere (no training config), its position table (max_position_embeddings). Never more than
+    the table. Positions past it exist in the table but were never trained: serve them only on purpose."""
+    d = Path(model_dir)
+    table = int(config.get("max_position_embeddings", 512))
+    candidates = [d / FINETUNE_CONFIG]
+    if d.resolve() in {p.resolve() for p in run_parts(d.resolve().parent).values()}:
+        candidates.append(d.resolve().parent / "config.json")  # the pretraining run's
+    for path in candidates:
+        if not path.is_file():
+            continue
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise CheckpointError(f"{str(path)!r} is not valid JSON: {e}") from None
+        length = values.get("max_seq_length") if isinstance(values, dict) else None
+        if length is None:
+            continue
+        if not isinstance(length, int) or isinstance(length, bool) or length < 3:
+            raise CheckpointError(f"{str(path)!r}: max_seq_length {length!r} is not a length of at least 3 tokens")
+        return min(length, table), f"max_seq_length of {path}"
+    return table, f"max_position_embeddings of {d / 'config.json'} (no training config beside the checkpoint)"
 
 
 def recover_dir(final: str | os.PathLike) -> bool:

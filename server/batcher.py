@@ -99,8 +99,11 @@ class ModelSlot:
         self.kind: str = backend.kind
         self.tokenizer = backend.tokenizer
         self.pad_id = int(self.tokenizer.pad_token_id or 0)
-        limit = settings.max_tokens_per_input or int(backend.max_length)
-        self.max_tokens = min(limit, int(backend.max_length), settings.max_batch_tokens)
+        # tokens per input: the length the model was trained on (backend.max_length), unless max_tokens_per_input
+        # says otherwise - less, or more on purpose, up to the position table (positions the model never trained)
+        self.trained_length, self.max_positions = int(backend.max_length), int(backend.max_positions)
+        limit = settings.max_tokens_per_input or self.trained_length
+        self.max_tokens = min(limit, self.max_positions, settings.max_batch_tokens)
         self.labels = classify.label_names(backend.config) if self.kind in ("classifier", "tagger") else []
         self.method = METHODS_OF_KIND[self.kind][0] if self.kind in METHODS_OF_KIND else None  # /v1/score's method
         num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
@@ -119,10 +122,21 @@ class ModelSlot:
         """Inputs waiting for a batch, tokenised or not."""
         return len(self.pending) + sum(len(r.inputs) for r in self.arrivals)
 
+    def log_length(self) -> None:
+        """Say at start-up how long an input this model is served and why (a warning when past what it learned)."""
+        if self.max_tokens > self.trained_length:
+            log.warning("%s: serving up to %d tokens an input, past the %d it was trained on (max_tokens_per_input): "
+                        "positions %d-%d were never trained", self.name, self.max_tokens, self.trained_length,
+                        self.trained_length + 1, self.max_tokens)
+        else:
+            log.info("%s: serving up to %d tokens an input (the model's default %d: %s)", self.name, self.max_tokens,
+                     self.trained_length, self.backend.max_length_from)
+
     def info(self) -> dict:
         return {"name": self.name, "kind": self.kind, "method": self.method, "path": str(self.path),
                 "backend": "onnx" if type(self.backend).__name__.lower().startswith("onnx") else "torch",
-                "max_length": self.max_tokens, "providers": list(self.backend.providers),
+                "max_length": self.max_tokens, "trained_length": self.trained_length,
+                "max_positions": self.max_positions, "providers": list(self.backend.providers),
                 "labels": self.labels, "regression": self.regression}
 
 

@@ -113,6 +113,7 @@ class Engine:
                 self.batcher.start(slot)
                 log.info("loaded %s (%s, %s) from %s in %.1f s", name, slot.kind, ",".join(backend.providers), path,
                          time.perf_counter() - t0)
+                slot.log_length()
                 if slot.kind == "discriminator":
                     log.info("%s: detect probabilities are %s", name, describe_calibration(slot.calibration))
             if self.settings.warmup:

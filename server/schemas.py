@@ -287,7 +287,12 @@ class ModelInfo(BaseModel):
                                                  "discriminator) or cloze (Electric's cloze model); null for classifiers")
     path: str
     backend: str
-    max_length: int = Field(description="token limit per input ([CLS]/[SEP] included)")
+    max_length: int = Field(description="token limit per input ([CLS]/[SEP] included): trained_length unless "
+                                        "max_tokens_per_input says otherwise")
+    trained_length: int = Field(description="the length the model was trained on (its export's manifest; for an "
+                                            "export made before manifests recorded it, max_positions)")
+    max_positions: int = Field(description="the model's position table: max_length past trained_length serves "
+                                           "positions it never trained")
     providers: list[str]
     labels: list[str]
     regression: bool

@@ -78,8 +78,10 @@ class Settings(BaseSettings):
                             "(the standard library's), or auto = uvloop when installed, else asyncio")
     # --- limits
     max_inputs_per_request: int = Field(256, ge=1, description="texts (or hypotheses, or pairs) in one request")
-    max_tokens_per_input: int = Field(0, ge=0, description="tokens per input, [CLS]/[SEP] included "
-                                                           "(0 = the model's maximum)")
+    max_tokens_per_input: int = Field(0, ge=0, description="tokens per input, [CLS]/[SEP] included (0 = the "
+                                                           "length each model was trained on, from its export's "
+                                                           "manifest); more serves positions a model never trained, "
+                                                           "on purpose, up to its position table")
     max_input_chars: int = Field(100_000, ge=1, description="characters per input (each text of a pair); more is a "
                                                             "422 / INVALID_ARGUMENT naming the input, even with "
                                                             "truncate")

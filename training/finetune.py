@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from electric import checkpoint
 from electric.batching import pad_rows, pad_values, plan_batches
-from electric.checkpoint import CheckpointError, atomic_dir, check_out_dir
+from electric.checkpoint import FINETUNE_CONFIG, CheckpointError, atomic_dir, check_out_dir
 from electric.evaluation.tasks import (
     FORMATS,
     TASK_TYPES,
@@ -452,7 +452,7 @@ def finish(cfg: FinetuneConfig, parts: Parts, best: dict, history: list[dict], o
         model.to("cpu").save_pretrained(tmp)
         parts.tokenizer.save_pretrained(tmp)
         (tmp / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
-        (tmp / "finetune_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+        (tmp / FINETUNE_CONFIG).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
     print(f"kept epoch {best['epoch']}: dev " + ", ".join(f"{k} {v:.4f}" for k, v in best["dev"].items())
           + (("; test " + ", ".join(f"{k} {v:.4f}" for k, v in result["test"].items())) if "test" in result else "")
           + f"\nwrote {out}")

@@ -54,6 +54,7 @@ from electric.checkpoint import (
     check_creatable,
     require_local_dir,
     run_parts,
+    trained_length,
 )
 from electric.export.calibration import MAX_SENTENCES, find_generator, fit_calibration
 from electric.export.errors import ExportError, ParityError
@@ -239,7 +240,11 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
         raise ExportError(f"Triton model {str(Path(triton_repo) / tname)!r} already exists "
                           "(pass --overwrite to replace it)")
     tokenizer = load_tokenizer(src)
-    max_length = int(config.get("max_position_embeddings", 512))
+    max_length = int(config.get("max_position_embeddings", 512))  # the graph takes its whole position table
+    trained, trained_from = trained_length(src, config)  # what the runtime and server take by default
+    if trained < max_length:
+        log(f"trained on {trained} of its {max_length} positions ({trained_from}): served with {trained} tokens by "
+            f"default (electric serve --max-tokens-per-input serves more on purpose)")
     gen_dir = calibration_generator(src, config, kind, calibrate, generator, log)
     sentences, parity_source = parity_sentences(parity_data, default=default_sentences)
     batches = parity_batches(tokenizer, sentences, max_length, pairs=kind in ("classifier", "tagger"))
@@ -280,7 +285,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
             sents, source = sentences_or_default(calibration_data, MAX_SENTENCES, "calibration data",
                                                  default_sentences)
             calibration = fit_calibration(fp32_runner.run, tokenizer, gen_dir, sents, source,
-                                          max_length=min(max_length, PARITY_MAX_TOKENS), log=log)
+                                          max_length=min(trained, PARITY_MAX_TOKENS), log=log)
 
         files = {"fp32": FILES["fp32"]}
         variants = []
@@ -326,7 +331,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
                 shutil.copyfile(src / f, tmp / f)
         load_tokenizer(tmp)  # the copy must load on its own
         manifest = build_manifest(src, config, kind, arch, max_length, opset, files, parity, exporter,
-                                  attn_implementation, calibration)
+                                  attn_implementation, calibration, (trained, trained_from))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if triton_repo is not None:
             precision = "fp16" if "fp16" in files else "int8" if "int8" in files else "fp32"
@@ -338,7 +343,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | 
 
 def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: int, opset: int,
                    files: dict, parity: dict, exporter: str, attn_implementation: str,
-                   calibration: dict | None = None) -> dict:
+                   calibration: dict | None, trained: tuple[int, str]) -> dict:
     """electric.json: everything the runtime and server need to know about this directory."""
     versions = _versions()
     id2label = config.get("id2label") or {}
@@ -351,7 +356,11 @@ def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: i
         "architecture": arch,
         "labels": labels,
         "problem_type": config.get("problem_type"),
-        "max_length": max_length,
+        "max_length": max_length,  # the position table: the most the graph takes
+        # the length the model was trained on and where that comes from (electric.checkpoint.trained_length): what
+        # the runtime, `electric score` and the server take by default; older manifests lack it (the table, then)
+        "trained_length": trained[0],
+        "trained_length_from": trained[1],
         "opset": opset,
         "precision": {"cpu": "int8" if "int8" in files else "fp32", "cuda": "fp16" if "fp16" in files else "fp32"},
         "files": files,

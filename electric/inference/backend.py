@@ -28,6 +28,7 @@ from electric.checkpoint import (
     model_kind,
     require_extra,
     require_local_dir,
+    trained_length,
 )
 from electric.inference.calibration import Calibration
 from electric.tokenization import load_tokenizer
@@ -37,7 +38,11 @@ __all__ = ["Backend", "TorchBackend", "load_backend", "resolve_backend"]  # Kind
 
 class Backend(Protocol):
     kind: Kind
-    max_length: int  # longest input in tokens, [CLS]/[SEP] included
+    # longest input in tokens, [CLS]/[SEP] included, taken by default: the length the model was trained on
+    # (electric.checkpoint.trained_length; an export made before its manifest recorded it: the position table)
+    max_length: int
+    max_length_from: str  # where max_length comes from, in words (the server logs it at start-up)
+    max_positions: int  # the position table: the most it can take; past max_length, positions it never trained
     providers: list[str]  # e.g. ["torch:cpu"] or ["CUDAExecutionProvider", "CPUExecutionProvider"]
     config: dict  # the model's config.json (label names: config["id2label"])
     # scoring reads `backend_tokenizer` (Rust) and the special token ids: an OnnxBackend's is a
@@ -75,7 +80,8 @@ class TorchBackend:
             cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
             self.model = load_model(d, cls, dtype or torch.float32).to(self.device)
         self.tokenizer = load_tokenizer(d)
-        self.max_length = int(self.config.get("max_position_embeddings", 512))
+        self.max_positions = int(self.config.get("max_position_embeddings", 512))
+        self.max_length, self.max_length_from = trained_length(d, self.config)
         self.providers = [f"torch:{self.device.type}"]
         self.model_dir = d
         self.calibration = None  # a checkpoint carries none: `electric export` fits one

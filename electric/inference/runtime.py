@@ -239,7 +239,14 @@ class OnnxBackend:
         self.kind: Kind = self.manifest["kind"]
         # detect's P(replaced) = sigma(scale * s + bias), fitted at export; None: raw sigma(s) (older exports)
         self.calibration = Calibration.from_manifest(self.manifest) if self.kind == "discriminator" else None
-        self.max_length = int(self.manifest["max_length"])
+        self.max_positions = int(self.manifest["max_length"])  # the graph's position table
+        if "trained_length" in self.manifest:
+            self.max_length = min(int(self.manifest["trained_length"]), self.max_positions)
+            self.max_length_from = f"{self.manifest.get('trained_length_from')}, as its {MANIFEST} records"
+        else:  # exported before the manifest recorded it: the whole table, as then
+            self.max_length = self.max_positions
+            self.max_length_from = (f"the position table, as {d / MANIFEST} predates trained_length (re-export to "
+                                    "serve only the length the model was trained on)")
         self.config = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
         self.tokenizer = load_inference_tokenizer(d)  # from tokenizer.json: no transformers, no torch
         if providers is None and device is not None:
@@ -267,7 +274,7 @@ class OnnxBackend:
         path = self.model_dir / self.manifest["files"][self.precision]
         if not path.is_file():
             raise CheckpointError(f"{str(path)!r} named in {MANIFEST} is missing")
-        return OnnxRunner(path, max_length=self.max_length, pad_token_id=self.tokenizer.pad_token_id,
+        return OnnxRunner(path, max_length=self.max_positions, pad_token_id=self.tokenizer.pad_token_id,
                           providers=providers, threads=threads, buckets=buckets, io_binding=io_binding)
 
     @property

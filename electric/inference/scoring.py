@@ -246,7 +246,10 @@ class Scorer:
 
     def __init__(self, backend, *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
                  batch_size: int = DEFAULT_BATCH_SIZE, truncate: bool = False, sliding_window: bool = False,
-                 window_stride: int | None = None, progress: bool = False):
+                 window_stride: int | None = None, progress: bool = False, max_length: int | None = None):
+        """`max_length`: tokens per input, [CLS]/[SEP] included; default the backend's (the length the model was
+        trained on); more, up to its position table (`backend.max_positions`), scores with positions it never
+        trained."""
         kind = getattr(backend, "kind", "discriminator")
         if kind not in METHODS_OF_KIND:
             raise CheckpointError(f"scoring needs a discriminator (ElectraForPreTraining) or Electric's cloze model "
@@ -254,7 +257,10 @@ class Scorer:
         self.methods = METHODS_OF_KIND[kind]  # the first is the default
         self.backend = backend
         self.tokenizer = backend.tokenizer
-        self.max_length = int(backend.max_length)
+        self.max_length = int(max_length or backend.max_length)
+        if not 3 <= self.max_length <= backend.max_positions:
+            raise ValueError(f"max_length {self.max_length}: expected 3 to the model's {backend.max_positions} "
+                             "positions")
         self.max_batch_tokens, self.batch_size = max_batch_tokens, batch_size
         self.truncate, self.sliding_window, self.window_stride = truncate, sliding_window, window_stride
         self.progress = progress

@@ -267,7 +267,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "kind", "path", "backend", "max_length", "providers", "labels", "regression", "method")
+    __slots__ = ("name", "kind", "path", "backend", "max_length", "providers", "labels", "regression", "method", "trained_length", "max_positions")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +277,8 @@ class ModelInfo(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     REGRESSION_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
+    TRAINED_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    MAX_POSITIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: str
     path: str
@@ -286,7 +288,9 @@ class ModelInfo(_message.Message):
     labels: _containers.RepeatedScalarFieldContainer[str]
     regression: bool
     method: str
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ..., max_length: _Optional[int] = ..., providers: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., regression: _Optional[bool] = ..., method: _Optional[str] = ...) -> None: ...
+    trained_length: int
+    max_positions: int
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ..., max_length: _Optional[int] = ..., providers: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., regression: _Optional[bool] = ..., method: _Optional[str] = ..., trained_length: _Optional[int] = ..., max_positions: _Optional[int] = ...) -> None: ...
 
 class Limits(_message.Message):
     __slots__ = ("max_inputs_per_request", "max_tokens_per_input", "max_batch_tokens", "max_batch_size", "max_concurrent_requests", "max_body_bytes", "max_wait_ms", "request_timeout_s", "max_input_chars")
