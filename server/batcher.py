@@ -253,11 +253,11 @@ class Batcher:
                     f"{req.names(enc.index)} has {enc.count()} tokens ([CLS] and [SEP] included), more than the "
                     f"limit of {enc.max_length}; shorten it or send \"truncate\": true"))
                 continue
-            empty = next((e for e in enc if isinstance(e, Encoded) and e.num_candidates == 0), None)
+            empty = _first_blank(req, enc)
             if empty is not None:  # the answer of a blank text: no 0.0 score that could win a rerank
-                req.future.set_exception(ValidationError(f"{req.names(empty.index)} is empty once tokenised: it "
-                                                         f"has only characters the tokenizer drops (zero-width, "
-                                                         f"control or lone combining characters)"))
+                req.future.set_exception(ValidationError(f"{empty} is empty once tokenised: it has only characters "
+                                                         f"the tokenizer drops (zero-width, control or lone "
+                                                         f"combining characters)"))
                 continue
             tokens = sum(e.length for e in enc)
             t.inputs += len(enc)
@@ -367,6 +367,17 @@ class Batcher:
             req.remaining -= 1
             if req.remaining == 0:
                 req.future.set_result(req.results)
+
+
+def _first_blank(req: _Request, enc: list) -> str | None:
+    """The name of a request's first input the tokenizer kept nothing of - a text (`input 2`), or one side of a pair
+    (`pairs[0][1]`), as its text alone would be - else None."""
+    for e in enc:
+        if isinstance(e, Encoded) and e.num_candidates == 0:
+            return req.names(e.index)
+        if isinstance(e, pipelines.PairEncoded) and e.blank_side is not None:
+            return f"{req.names(e.index)}[{e.blank_side}]"
+    return None
 
 
 def _tokenize(slot: ModelSlot, reqs: list[_Request]) -> list:

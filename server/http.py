@@ -74,6 +74,42 @@ def _dumps(data: object) -> bytes:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+def json_text(body: bytes) -> str:
+    """A JSON body's text: UTF-8, with or without a byte-order mark (RFC 8259 has JSON exchanged in UTF-8; the BOM
+    is tolerated, as it allows). Anything else - UTF-16 or UTF-32 with or without a BOM, Latin-1 - is a 400 naming the
+    problem: one rule for the fast path and for FastAPI's routes (`Utf8JsonRoute`), where `json.loads(bytes)` would
+    take UTF-16 and -32."""
+    encoding = json.detect_encoding(body)
+    if encoding not in ("utf-8", "utf-8-sig"):
+        raise StarletteHTTPException(400, f"the body is {encoding.upper()}, not UTF-8; send JSON in UTF-8")
+    try:
+        return body.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise StarletteHTTPException(400, f"the body is not UTF-8 (byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
+                                          "send JSON in UTF-8") from None
+
+
+class Utf8JsonRequest(Request):
+    """A request whose JSON body is read by `json_text`."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = json.loads(json_text(await self.body()))
+        return self._json
+
+
+class Utf8JsonRoute(APIRoute):
+    """A FastAPI route that parses its JSON body with `Utf8JsonRequest` (FastAPI passes on the 400 it raises)."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def utf8_json_handler(request: Request) -> Response:
+            return await handler(Utf8JsonRequest(request.scope, request.receive))
+
+        return utf8_json_handler
+
+
 def _json(data: object, status: int = 200, headers: dict | None = None) -> Response:
     return Response(_dumps(data), status_code=status, headers=headers, media_type="application/json")
 
@@ -161,6 +197,7 @@ async def _answer(request: Request, handler: _Handler, body) -> Response:
 
 
 def add_routes(app: FastAPI) -> None:
+    app.router.route_class = Utf8JsonRoute  # JSON bodies in UTF-8 only (json_text), as on the fast path
     auth = [Depends(require_api_key)]
 
     @app.post("/v1/score", response_model=schemas.ScoreResponse, responses=schemas.ERROR_RESPONSES,
@@ -394,10 +431,9 @@ class ObservabilityMiddleware:
         handler = HANDLERS[route.path]
         problem = None
         try:
-            text = b"".join(chunks).decode("utf-8")  # not json.loads(bytes), which would also take UTF-16 and -32
-            body = handler.schema.model_validate(json.loads(text))  # as FastAPI parses and validates
-        except UnicodeDecodeError as e:
-            problem = f"the body is not UTF-8 (byte {e.start}: {e.object[e.start:e.start + 1]!r}); send JSON in UTF-8"
+            body = handler.schema.model_validate(json.loads(json_text(b"".join(chunks))))  # as FastAPI's routes do
+        except StarletteHTTPException as e:  # not UTF-8
+            problem = e.detail
         except RecursionError:
             problem = "the body nests JSON arrays or objects too deeply to parse"
         except ValueError:  # json.JSONDecodeError, pydantic's ValidationError: FastAPI answers with the details

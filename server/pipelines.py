@@ -37,6 +37,7 @@ class PairEncoded:
     input_ids: np.ndarray  # (T,) int64
     token_type_ids: np.ndarray  # (T,) int64
     truncated: bool = False
+    blank_side: int | None = None  # 0 or 1: a side the tokenizer kept nothing of (refused, as a blank text is)
 
     @property
     def length(self) -> int:
@@ -94,12 +95,14 @@ def _pair(tokenizer, e, pair: tuple[str, str], index: int, max_length: int, trun
     truncation of cut sides equals that of the whole ones, but for which side gets the odd token when both were
     cut."""
     ids, tt, truncated = e.ids, e.type_ids, False
+    kept = {side for side, special in zip(tt, e.special_tokens_mask, strict=True) if not special}
+    blank_side = next((side for side in (0, 1) if side not in kept), None)
     if len(ids) > max_length:
         if not truncate:
             raise InputTooLongError(index, len(ids), max_length, at_least=cut)
         cut = rust_tokenizer(tokenizer, max_length).encode(pair[0], pair[1], add_special_tokens=True)
         ids, tt, truncated = cut.ids, cut.type_ids, True
-    return PairEncoded(index, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated)
+    return PairEncoded(index, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated, blank_side)
 
 
 # ---- after the forward pass ---------------------------------------------------------------------------

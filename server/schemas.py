@@ -19,8 +19,9 @@ from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # every request model
 
 
-def _examples(*examples: dict) -> ConfigDict:
-    return ConfigDict(**_STRICT, json_schema_extra={"examples": list(examples)})
+def _examples(*examples: dict, **schema: object) -> ConfigDict:
+    """A request model's config: strict, with `examples` for /docs and further JSON-schema keywords (`oneOf`)."""
+    return ConfigDict(**_STRICT, json_schema_extra={"examples": list(examples), **schema})
 
 
 def _unicode(text: str) -> str:
@@ -32,7 +33,20 @@ def _unicode(text: str) -> str:
     return text
 
 
+def _form(given: str, absent: tuple[str, ...]) -> dict:
+    """One form of a request, as a branch of its JSON schema's `oneOf`: the field `given` is there and not null, the
+    fields `absent` are missing or null. A body giving both forms, or neither, matches no branch."""
+    null = {"type": "null"}
+    return {"required": [given], "properties": {given: {"not": null}, **{f: null for f in absent}}}
+
+
 Text = Annotated[str, AfterValidator(_unicode)]  # every string of a request
+# An input text: the engine refuses one that is empty or only characters the tokenizer drops (422 naming it, over
+# HTTP and gRPC alike), so its JSON schema asks for a character that is not whitespace, a control or a zero-width /
+# format mark - the same set in Python's and ECMAScript's regular expressions (their \s differ; the ranges cover
+# both). A text of lone combining marks matches and is still refused: no pattern says what a tokenizer keeps.
+VISIBLE = r"[^\s\u0000-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]"
+InputText = Annotated[Text, Field(json_schema_extra={"minLength": 1, "pattern": VISIBLE})]
 Score = Annotated[float, Field(ge=-MAX_ABS_RERANK_SCORE, le=MAX_ABS_RERANK_SCORE)]  # a first-pass score
 Weight = Annotated[float, Field(ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT)]  # a rerank weight
 
@@ -68,7 +82,7 @@ class ScoreRequest(BaseModel):
     model_config = _examples({"texts": ["show me flights from boston to denver",
                                         "show me fights from boston to denver"]},
                              {"texts": ["the cat sat on the mat"], "per_token": True})
-    texts: list[Text] = Field(min_length=1, description="texts to score")
+    texts: list[InputText] = Field(min_length=1, description="texts to score")
     per_token: bool = Field(False, description="also return each token's score and character offsets")
     truncate: bool = Field(False, description="cut texts over the token limit instead of failing with 422")
 
@@ -104,7 +118,7 @@ class ScoreResponse(BaseModel):
 class NBestList(BaseModel):
     model_config = _STRICT
     id: Text | None = Field(None, description="utterance id, echoed as utt_id (default: the list's position)")
-    hypotheses: list[Text] = Field(min_length=1, description="hypotheses in the first pass's order (best first)")
+    hypotheses: list[InputText] = Field(min_length=1, description="hypotheses in the first pass's order (best first)")
     scores: list[Score] | None = Field(None, min_length=1, description="first-pass scores, one per hypothesis, "
                                        "higher = better (e.g. am_score); without them the prior is -beta * rank "
                                        "with weights.prior \"rank\", else none")
@@ -132,9 +146,10 @@ class RerankRequest(BaseModel):
          "scores": [-4.1, -4.3], "weights": {"lm": 0.3, "length": 0.5}},
         {"lists": [{"id": "utt1", "hypotheses": ["i want to fly to dallas", "i want to fly to dulles"]},
                    {"id": "utt2", "hypotheses": ["list all flights", "list all fights"]}],
-         "weights": {"lm": 1.0, "beta": 2.0, "prior": "rank"}})
+         "weights": {"lm": 1.0, "beta": 2.0, "prior": "rank"}},
+        oneOf=[_form("lists", absent=("hypotheses", "scores")), _form("hypotheses", absent=("lists",))])  # _one_form
     lists: list[NBestList] | None = Field(None, min_length=1, description="many n-best lists ...")
-    hypotheses: list[Text] | None = Field(None, min_length=1, description="... or one list")
+    hypotheses: list[InputText] | None = Field(None, min_length=1, description="... or one list")
     scores: list[Score] | None = Field(None, min_length=1, description="first-pass scores of the one list")
     weights: RerankWeights | None = Field(None, description="unset weights take the server's defaults (/info); the "
                                                            "\"weights\" of an `electric rerank --report` file can "
@@ -197,7 +212,7 @@ class RerankResponse(BaseModel):
 
 class DetectRequest(BaseModel):
     model_config = _examples({"texts": ["the chef cooked the meal", "the chef ate the meal"]})
-    texts: list[Text] = Field(min_length=1)
+    texts: list[InputText] = Field(min_length=1)
     per_token: bool = Field(True, description="return per-token and per-word probabilities (else only totals)")
     truncate: bool = False
 
@@ -240,10 +255,11 @@ class DetectResponse(BaseModel):
 class ClassifyRequest(BaseModel):
     # no "model" in the examples: they work as they are on a server with one classifier
     model_config = _examples({"texts": ["a gripping, beautifully acted film", "a tedious mess"]},
-                             {"pairs": [["he said hello", "he greeted them"]]})
+                             {"pairs": [["he said hello", "he greeted them"]]},
+                             oneOf=[_form("texts", absent=("pairs",)), _form("pairs", absent=("texts",))])  # _one_form
     model: Text | None = Field(None, description="classifier name (see /info); optional when there is only one")
-    texts: list[Text] | None = Field(None, min_length=1, description="texts to classify ...")
-    pairs: list[Annotated[list[Text], Field(min_length=2, max_length=2)]] | None = Field(
+    texts: list[InputText] | None = Field(None, min_length=1, description="texts to classify ...")
+    pairs: list[Annotated[list[InputText], Field(min_length=2, max_length=2)]] | None = Field(
         None, min_length=1, description="... or sentence pairs [text, text_pair]")
     truncate: bool = False
 
