@@ -147,7 +147,7 @@ def test_blimp_error_on_a_malformed_line_quotes_only_its_start(tmp_path):
 
 def test_task_and_nbest_errors_quote_a_long_value_only_in_part(tmp_path):
     from electric.evaluation.nbest import NBestError, parse_espnet
-    from electric.evaluation.tasks import TASKS, TaskDataError
+    from electric.finetuning.tasks import TASKS, TaskDataError
 
     fce = tmp_path / "fce.tsv"
     fce.write_text("The\tc\ncat\t" + "i" * LONG + "\n")  # a tag that is not c or i

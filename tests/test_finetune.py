@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from electric.evaluation.tasks import CONLL2000_TAGS, TASKS
 from electric.finetuning.config import FinetuneConfig
+from electric.finetuning.tasks import CONLL2000_TAGS, TASKS
 from tests.conftest import require_shared
 from training import finetune
 from training.finetune import encoder_dir, param_groups
@@ -118,7 +118,7 @@ def test_tagging_end_to_end_maps_pieces_back_to_words(disc_dir, tmp_path):
 
     # word-level prediction: one tag per word, whatever the number of pieces, and a word cut by
     # truncation gets the fallback tag and is counted
-    from electric.evaluation.tasks import Example
+    from electric.finetuning.tasks import Example
     from electric.tokenization import load_tokenizer
 
     tok = load_tokenizer(out)
@@ -317,7 +317,7 @@ def test_eval_detect_subcommand(trained_run, tmp_path, capsys):
                           "--json", str(tmp_path / "detect.json")])
     assert args.func(args) == 0
     res = json.loads((tmp_path / "detect.json").read_text())
-    from electric.evaluation.tasks import TASKS
+    from electric.finetuning.tasks import TASKS
 
     sents = TASKS["fce"].read(fce)
     assert res["sentences"] + res["dev"]["sentences"] == len(sents) == 30  # a seeded half is dev

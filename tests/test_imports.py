@@ -84,10 +84,10 @@ LAYERS = {
     "electric.modeling": set(),  # the networks: every layer that loads a model imports them, they import none
     "electric.inference": {"electric.modeling"},  # never pretraining: loading a model needs the networks only
     "electric.pretraining": {"electric.evaluation", "electric.modeling"},  # health measures AUC with the one roc_auc
-    "electric.finetuning": {"electric.evaluation"},  # the fine-tuning config names the tasks
+    "electric.finetuning": {"electric.evaluation"},  # its tasks report the evaluation metrics
     "electric.export": {"electric.inference", "electric.modeling", "electric.pretraining", "electric.evaluation"},
     "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.modeling",
-                     "electric.pretraining"},
+                     "electric.pretraining", "electric.finetuning"},  # eval detect reads FCE with the task readers
 }
 
 

@@ -154,7 +154,7 @@ def test_bad_inputs_raise_value_error_naming_sizes(call, message):
 
 def test_importing_the_task_registry_loads_no_metric_library():
     """scikit-learn alone takes about a second to import: the metrics load their libraries on first use."""
-    code = ("import sys, electric.evaluation.tasks, electric.evaluation.metrics; "
+    code = ("import sys, electric.finetuning.tasks, electric.evaluation.metrics; "
             "print(sorted(m for m in ('sklearn', 'scipy', 'seqeval') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

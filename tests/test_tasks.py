@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from electric.evaluation import metrics as M
-from electric.evaluation.tasks import (
+from electric.finetuning.tasks import (
     CONLL2000_TAGS,
     TASKS,
     Example,

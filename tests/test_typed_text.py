@@ -126,7 +126,7 @@ def test_server_scores_a_typed_sep_as_the_text_it_is(http, channel):
 def test_training_tokenises_corpus_and_task_text_as_inference_does(disc_dir):
     """A "[MASK]" in the pretraining corpus or a "[SEP]" in a fine-tuning example is text there too: the model is
     trained on the ids it is served."""
-    from electric.evaluation.tasks import Example
+    from electric.finetuning.tasks import Example
     from electric.pretraining.data import _tokenize_and_pack
     from training.finetune import encode as finetune_encode
 

@@ -41,7 +41,8 @@ from tqdm.auto import tqdm
 from electric import checkpoint
 from electric.batching import pad_rows, pad_values, plan_batches
 from electric.checkpoint import FINETUNE_CONFIG, CheckpointError, atomic_dir, check_out_dir
-from electric.evaluation.tasks import (
+from electric.finetuning.config import FinetuneConfig
+from electric.finetuning.tasks import (
     FORMATS,
     TASK_TYPES,
     TASKS,
@@ -53,7 +54,6 @@ from electric.evaluation.tasks import (
     load_task_data,
     task_metrics,
 )
-from electric.finetuning.config import FinetuneConfig
 from electric.modeling.pre_layer_norm import require_post_layer_norm
 from electric.tokenization import load_tokenizer
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words

@@ -26,7 +26,7 @@ import numpy as np
 
 from electric.checkpoint import CheckpointError
 from electric.evaluation import metrics as M
-from electric.evaluation.tasks import DEV_FRACTION, DEV_SEED, TASKS, TaskDataError, subsample, train_dev_split
+from electric.finetuning.tasks import DEV_FRACTION, DEV_SEED, TASKS, TaskDataError, subsample, train_dev_split
 from electric.inference.calibration import describe, replaced_probs
 
 POSITIVE = "incorrect"

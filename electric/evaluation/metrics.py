@@ -9,7 +9,7 @@ before the libraries took over (tests/test_metrics.py pins the values):
 - `chunk_f1` reads spans as CoNLL-2000's conlleval does (seqeval's default mode: an I- tag after O or after
   a different type opens a new chunk); a tag without a type ("O", "B") is outside every chunk;
 - `roc_auc` counts tied scores one half and raises when y_true holds one class only.
-The libraries are imported on first use, so importing this module (and electric.evaluation.tasks) stays cheap.
+The libraries are imported on first use, so importing this module (and electric.finetuning.tasks) stays cheap.
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""Fine-tuning's library side: its configuration (`config.FinetuneConfig`)."""
+"""Fine-tuning's library side: its configuration (`config.FinetuneConfig`) and its tasks (`tasks`: the registry of
+benchmark tasks, readers for their files and a user's own, label vocabularies, dev splits, metrics)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from electric.evaluation.tasks import TASK_TYPES
+from electric.finetuning.tasks import TASK_TYPES
 
 LONG_TASKS = ("rte", "stsb")  # ELECTRA fine-tunes these small datasets for 10 epochs
 
