@@ -221,11 +221,17 @@ class Engine:
             raise ValidationError(f"unknown classifier {name!r}; this server has {classifiers or 'none'}")
         return self.models[name]
 
+    def check_count(self, n: int, what: str) -> None:
+        """PayloadTooLarge when `n` (of `what`: texts, hypotheses, ...) is over max_inputs_per_request. The
+        transports call it on the lengths of a request's lists before they look at any element (a refused request
+        costs about what reading it cost), and the engine again on what it is given."""
+        if n > self.settings.max_inputs_per_request:
+            raise PayloadTooLarge(f"{n} {what} in one request, the limit is {self.settings.max_inputs_per_request}")
+
     def _check_count(self, n: int, what: str) -> None:
         if n == 0:
             raise ValidationError(f"no {what} given")
-        if n > self.settings.max_inputs_per_request:
-            raise PayloadTooLarge(f"{n} {what} in one request, the limit is {self.settings.max_inputs_per_request}")
+        self.check_count(n, what)
 
     def _check_text(self, text: object, name: str) -> None:
         if not isinstance(text, str):

@@ -42,6 +42,7 @@ log = logging.getLogger("electric.server")
 SERVICES = tuple(pb.DESCRIPTOR.services_by_name[n].full_name for n in ("Scoring", "Detection", "Classification",
                                                                        "Info"))
 OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")  # no API key needed
+INPUT_LISTS = ("texts", "pairs", "lists")  # a request's repeated inputs, counted before anything else
 
 # the core's errors -> gRPC status (a subclass not listed takes its nearest listed base's: PayloadTooLarge ->
 # INVALID_ARGUMENT, ShuttingDown -> UNAVAILABLE)
@@ -60,9 +61,25 @@ async def _abort(context: grpc.aio.ServicerContext, err: ServerError) -> None:
     await context.abort(status_for(GRPC_STATUS, err), err.message, trailing_metadata=(("error-type", err.error_type),))
 
 
+def _check_counts(engine: Engine, request) -> None:
+    """PayloadTooLarge when a request's repeated inputs (texts, pairs, lists, the hypotheses and scores of its lists)
+    are more than max_inputs_per_request, from their lengths alone: before anything looks at an element."""
+    fields = request.DESCRIPTOR.fields_by_name
+    for name in INPUT_LISTS:
+        if name in fields:
+            engine.check_count(len(getattr(request, name)), name)
+    if "lists" in fields:
+        for name in ("hypotheses", "scores"):
+            engine.check_count(sum(len(getattr(x, name)) for x in request.lists), name)
+
+
 def _non_finite(msg, path: str = "") -> str | None:
     """`where: ...` for the first float field of `msg` (nested messages included) that is NaN or infinite."""
     for fd, value in msg.ListFields():
+        if fd.type not in (fd.TYPE_MESSAGE, fd.TYPE_DOUBLE, fd.TYPE_FLOAT):
+            continue
+        if fd.type != fd.TYPE_MESSAGE and fd.is_repeated and all(map(math.isfinite, value)):
+            continue
         name = f"{path}.{fd.name}" if path else fd.name
         for k, x in enumerate(value) if fd.is_repeated else ((None, value),):
             where = name if k is None else f"{name}[{k}]"
@@ -76,8 +93,8 @@ def _non_finite(msg, path: str = "") -> str | None:
 
 
 def rpc(route: str):
-    """Wrap a servicer method returning (Answer | None, response): validation of float fields, error mapping,
-    metrics, access log."""
+    """Wrap a servicer method returning (Answer | None, response): the input count, then validation of float
+    fields, error mapping, metrics, access log."""
 
     def deco(fn):
         @functools.wraps(fn)
@@ -85,6 +102,7 @@ def rpc(route: str):
             t0 = time.perf_counter()
             status, error_type, timing = "OK", None, None
             try:
+                _check_counts(self.engine, request)
                 bad = _non_finite(request)
                 if bad:
                     raise ValidationError(bad)

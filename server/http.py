@@ -26,6 +26,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server import schemas
@@ -280,7 +281,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 def _describe(errors: list[dict]) -> str:
-    """FastAPI's error list -> one sentence: `texts[2]: Input should be a valid string; ...`."""
+    """FastAPI's (or pydantic's) error list -> one sentence: `texts[2]: Input should be a valid string; ...`. A list
+    gives one error at most, at its first bad element (the request schemas validate lists with fail_fast)."""
     parts = []
     for e in errors[:5]:
         loc = [str(x) for x in e.get("loc", ()) if x != "body"]
@@ -294,6 +296,24 @@ def _describe(errors: list[dict]) -> str:
         parts.append(f"{where}: {msg}")
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return "; ".join(parts) + more
+
+
+INPUT_LISTS = ("texts", "pairs", "hypotheses", "scores", "lists")  # a body's lists of inputs, counted first
+
+
+def _check_counts(engine: Engine, body: object) -> None:
+    """PayloadTooLarge when a parsed body's lists of inputs (texts, pairs, hypotheses, scores, lists, and the
+    hypotheses and scores of its lists) are longer than max_inputs_per_request, from their lengths alone: before
+    validation looks at any element, so `{"texts": [0, 0, ...]}` costs what parsing it cost."""
+    if not isinstance(body, dict):
+        return
+    for name in INPUT_LISTS:
+        if isinstance(body.get(name), list):
+            engine.check_count(len(body[name]), name)
+    if isinstance(body.get("lists"), list):  # at most max_inputs_per_request of them by now
+        for name in ("hypotheses", "scores"):
+            engine.check_count(sum(len(x[name]) for x in body["lists"]
+                                   if isinstance(x, dict) and isinstance(x.get(name), list)), name)
 
 
 INPUT_TEXTS = {"ScoreRequest": ("texts",), "DetectRequest": ("texts",), "RerankRequest": ("hypotheses",),
@@ -341,9 +361,11 @@ class ObservabilityMiddleware:
     Fast path: a JSON POST to a route of `routes` that carries the API key and whose body is valid is answered
     here, with the route's `_Handler` (as its FastAPI endpoint answers it), without FastAPI's routing, dependency
     and exception machinery - most of the event loop's time per request. A POST to such a route without the key
-    is answered 401 here (before its body is read), and a body that is not UTF-8 or nests too deeply to parse
-    400 (json.loads' RecursionError); any other request, and a body that is not JSON or does not validate, goes
-    to FastAPI with the messages read so far, so every other client mistake is answered by FastAPI as before."""
+    is answered 401 here (before its body is read), a body that is not UTF-8 or nests too deeply to parse 400
+    (json.loads' RecursionError), one whose lists hold more inputs than max_inputs_per_request 413 (from their
+    lengths, before validation), and one that does not validate 422 (as FastAPI words it); any other request, and
+    a body that is not JSON, goes to FastAPI with the messages read so far, so every other client mistake is
+    answered by FastAPI as before."""
 
     def __init__(self, app, settings: Settings, metrics: Metrics, routes: dict[str, APIRoute] | None = None):
         self.app, self.settings, self.metrics = app, settings, metrics
@@ -430,15 +452,19 @@ class ObservabilityMiddleware:
                 break
         handler = HANDLERS[route.path]
         problem = None
+        scope["route"] = route
         try:
-            body = handler.schema.model_validate(json.loads(json_text(b"".join(chunks))))  # as FastAPI's routes do
+            data = json.loads(json_text(b"".join(chunks)))
+            _check_counts(scope["app"].state.engine, data)  # 413 from the lists' lengths, before any element is read
+            body = handler.schema.model_validate(data)  # as FastAPI's routes do, one error at most a list (fail_fast)
         except StarletteHTTPException as e:  # not UTF-8
             problem = e.detail
         except RecursionError:
             problem = "the body nests JSON arrays or objects too deeply to parse"
-        except ValueError:  # json.JSONDecodeError, pydantic's ValidationError: FastAPI answers with the details
+        except PydanticValidationError as e:  # answered here, as FastAPI would: not parsed and validated again
+            raise ValidationError(_describe(e.errors(include_url=False, include_input=False))) from None
+        except ValueError:  # json.JSONDecodeError: FastAPI answers, saying where
             return seen
-        scope["route"] = route
         if problem is not None:
             scope["state"]["error_type"] = "http_error"
             await _send_json(send, 400, {"error": problem, "error_type": "http_error"})

@@ -3,8 +3,10 @@
 Requests are strict (no coercion of numbers to strings, unknown fields rejected) so a wrong JSON type
 is a 422 naming the field; so are a NaN or infinite number (`NaN`, `1e400`) in any float field, a string
 that is not valid Unicode (a lone surrogate escape such as `"\ud800"`, which JSON can spell but UTF-8
-cannot) and an empty list. Limits that depend on settings (input count, token length) are checked by the
-engine, the same for HTTP and gRPC.
+cannot) and an empty list. A refusal costs little however big the body: a list is validated up to its first
+bad element (`fail_fast`) and unknown fields up to the first, so each gives one error at most. Limits that depend
+on settings (input count, token length) are checked by the engine, the same for HTTP and gRPC (the input count
+by the transports too, from the lists' lengths, before validation).
 """
 
 from __future__ import annotations
@@ -51,6 +53,21 @@ Score = Annotated[float, Field(ge=-MAX_ABS_RERANK_SCORE, le=MAX_ABS_RERANK_SCORE
 Weight = Annotated[float, Field(ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT)]  # a rerank weight
 
 
+class _Request(BaseModel):
+    """A request body (or a part of one): strict, and refused at its first unknown field. `extra="forbid"` alone
+    reports every unknown key, so a body of 100,000 of them would cost 100,000 errors to refuse."""
+
+    model_config = _STRICT
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_unknown_field_only(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.keys() <= cls.model_fields.keys():
+            first = next(k for k in data if k not in cls.model_fields)
+            return {k: v for k, v in data.items() if k in cls.model_fields or k == first}
+        return data
+
+
 # ---- errors --------------------------------------------------------------------------------------
 
 class ErrorResponse(BaseModel):
@@ -78,11 +95,11 @@ ERROR_RESPONSES = {
 
 # ---- /v1/score -----------------------------------------------------------------------------------
 
-class ScoreRequest(BaseModel):
+class ScoreRequest(_Request):
     model_config = _examples({"texts": ["show me flights from boston to denver",
                                         "show me fights from boston to denver"]},
                              {"texts": ["the cat sat on the mat"], "per_token": True})
-    texts: list[InputText] = Field(min_length=1, description="texts to score")
+    texts: list[InputText] = Field(min_length=1, fail_fast=True, description="texts to score")
     per_token: bool = Field(False, description="also return each token's score and character offsets")
     truncate: bool = Field(False, description="cut texts over the token limit instead of failing with 422")
 
@@ -115,17 +132,17 @@ class ScoreResponse(BaseModel):
 
 # ---- /v1/rerank ----------------------------------------------------------------------------------
 
-class NBestList(BaseModel):
-    model_config = _STRICT
+class NBestList(_Request):
     id: Text | None = Field(None, description="utterance id, echoed as utt_id (default: the list's position)")
-    hypotheses: list[InputText] = Field(min_length=1, description="hypotheses in the first pass's order (best first)")
-    scores: list[Score] | None = Field(None, min_length=1, description="first-pass scores, one per hypothesis, "
-                                       "higher = better (e.g. am_score); without them the prior is -beta * rank "
-                                       "with weights.prior \"rank\", else none")
+    hypotheses: list[InputText] = Field(min_length=1, fail_fast=True,
+                                        description="hypotheses in the first pass's order (best first)")
+    scores: list[Score] | None = Field(None, min_length=1, fail_fast=True,
+                                       description="first-pass scores, one per hypothesis, higher = better (e.g. "
+                                       "am_score); without them the prior is -beta * rank with weights.prior "
+                                       "\"rank\", else none")
 
 
-class RerankWeights(BaseModel):
-    model_config = _STRICT
+class RerankWeights(_Request):
     lm: Weight | None = Field(None, description="lambda_lm: weight of the Electric PLL")
     length: Weight | None = Field(None, description="lambda_len: bonus per word")
     beta: Weight | None = Field(None, description="the -beta * rank prior used when a list has no scores and "
@@ -140,7 +157,7 @@ class RerankWeights(BaseModel):
                                                                      "PLL) or \"mean\" per token")
 
 
-class RerankRequest(BaseModel):
+class RerankRequest(_Request):
     model_config = _examples(
         {"hypotheses": ["show me flights from boston to denver", "show me fights from boston to denver"],
          "scores": [-4.1, -4.3], "weights": {"lm": 0.3, "length": 0.5}},
@@ -148,9 +165,10 @@ class RerankRequest(BaseModel):
                    {"id": "utt2", "hypotheses": ["list all flights", "list all fights"]}],
          "weights": {"lm": 1.0, "beta": 2.0, "prior": "rank"}},
         oneOf=[_form("lists", absent=("hypotheses", "scores")), _form("hypotheses", absent=("lists",))])  # _one_form
-    lists: list[NBestList] | None = Field(None, min_length=1, description="many n-best lists ...")
-    hypotheses: list[InputText] | None = Field(None, min_length=1, description="... or one list")
-    scores: list[Score] | None = Field(None, min_length=1, description="first-pass scores of the one list")
+    lists: list[NBestList] | None = Field(None, min_length=1, fail_fast=True, description="many n-best lists ...")
+    hypotheses: list[InputText] | None = Field(None, min_length=1, fail_fast=True, description="... or one list")
+    scores: list[Score] | None = Field(None, min_length=1, fail_fast=True,
+                                       description="first-pass scores of the one list")
     weights: RerankWeights | None = Field(None, description="unset weights take the server's defaults (/info); the "
                                                            "\"weights\" of an `electric rerank --report` file can "
                                                            "be given as is")
@@ -210,9 +228,9 @@ class RerankResponse(BaseModel):
 
 # ---- /v1/detect ----------------------------------------------------------------------------------
 
-class DetectRequest(BaseModel):
+class DetectRequest(_Request):
     model_config = _examples({"texts": ["the chef cooked the meal", "the chef ate the meal"]})
-    texts: list[InputText] = Field(min_length=1)
+    texts: list[InputText] = Field(min_length=1, fail_fast=True)
     per_token: bool = Field(True, description="return per-token and per-word probabilities (else only totals)")
     truncate: bool = False
 
@@ -252,15 +270,15 @@ class DetectResponse(BaseModel):
 
 # ---- /v1/classify --------------------------------------------------------------------------------
 
-class ClassifyRequest(BaseModel):
+class ClassifyRequest(_Request):
     # no "model" in the examples: they work as they are on a server with one classifier
     model_config = _examples({"texts": ["a gripping, beautifully acted film", "a tedious mess"]},
                              {"pairs": [["he said hello", "he greeted them"]]},
                              oneOf=[_form("texts", absent=("pairs",)), _form("pairs", absent=("texts",))])  # _one_form
     model: Text | None = Field(None, description="classifier name (see /info); optional when there is only one")
-    texts: list[InputText] | None = Field(None, min_length=1, description="texts to classify ...")
-    pairs: list[Annotated[list[InputText], Field(min_length=2, max_length=2)]] | None = Field(
-        None, min_length=1, description="... or sentence pairs [text, text_pair]")
+    texts: list[InputText] | None = Field(None, min_length=1, fail_fast=True, description="texts to classify ...")
+    pairs: list[Annotated[list[InputText], Field(min_length=2, max_length=2, fail_fast=True)]] | None = Field(
+        None, min_length=1, fail_fast=True, description="... or sentence pairs [text, text_pair]")
     truncate: bool = False
 
     @model_validator(mode="after")

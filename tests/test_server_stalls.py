@@ -1,5 +1,9 @@
 """Issue 30: no request within the limits can stall the server for everyone else.
 
+- Item 1: a body within max_body_bytes that holds 300,000 inputs of the wrong type (`{"texts": [0] * 300000}`)
+  is refused from its list's length (413) before any input is looked at, and one within the count limit from
+  its first bad element (one error, not one per element); over HTTP (both the fast path and FastAPI's) and gRPC;
+  small requests sent alongside are answered.
 - Item 2: a request head over max_header_bytes, or with more than max_headers headers, is a 431 (or a closed
   connection) before the API key is checked or the body read, while other clients are answered.
 
@@ -12,15 +16,21 @@ import json
 import socket
 import threading
 
+import grpc
 import httpx
 import pytest
-from conftest import AUTH, KEY
+from conftest import AUTH, GRPC_AUTH, KEY
 
 from server.app import BackgroundServer
+from server.grpc_gen.electric.v1 import electric_pb2 as pb
+from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.integration]
 
+MAX_INPUTS = 256  # the default max_inputs_per_request
+PLUS_JSON = "application/x+json"  # FastAPI parses a +json body the fast path leaves to it, and says so first
+SAID_FIRST = f'send the body as JSON with "Content-Type: application/json" (got {PLUS_JSON!r}); '
 MAX_HEADER_BYTES = 65_536  # the default max_header_bytes
 SMALL = {"texts": ["show me flights from boston to denver"]}
 
@@ -37,6 +47,105 @@ def failures(server, **labels) -> float:
 
     return metric(httpx.get(f"{server.url}/metrics").text, "electric_request_failures_total", **labels)
 
+
+def alongside(server, big_calls: list) -> list:
+    """Run `big_calls` in threads while small requests go to the same server, one after another, until every big
+    call has returned; every small request must be answered 200. The big calls' results, in order."""
+    results: list = [None] * len(big_calls)
+
+    def run(i, call):
+        results[i] = call()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(big_calls)]
+    small = []
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as c:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads) or not small:
+            small.append(c.post("/v1/score", json=SMALL).status_code)
+    for t in threads:
+        t.join()
+    assert set(small) == {200}, small
+    return results
+
+
+# ---- item 1: bodies within every limit -------------------------------------------------------------------------
+
+def test_300000_non_texts_are_refused_from_the_count_while_small_requests_are_answered(server):
+    big = json.dumps({"texts": [0] * 300_000}).encode()  # 900 KB, under max_body_bytes
+    assert len(big) < server.settings.max_body_bytes
+
+    def post(headers):
+        return lambda: httpx.post(f"{server.url}/v1/score", content=big, headers={**AUTH, **headers}, timeout=60)
+
+    fast, fastapi = post({"content-type": "application/json"}), post({"content-type": PLUS_JSON})
+    replies = alongside(server, [fast, fast, fast, fast, fastapi])
+    for r in replies[:4]:
+        assert r.status_code == 413, r.text
+        assert r.json() == {"error": f"300000 texts in one request, the limit is {MAX_INPUTS}",
+                            "error_type": "payload_too_large"}
+    r = replies[4]  # validated by FastAPI: the first bad element alone, not 300,000 errors
+    assert r.status_code == 422 and r.json()["error"] == SAID_FIRST + "texts[0]: Input should be a valid string"
+
+
+@pytest.mark.parametrize("body, error", [
+    ({"texts": ["ok"] * 10 + [0] * (MAX_INPUTS - 10)}, "texts[10]: Input should be a valid string"),
+    ({"texts": ["ok"], **{f"k{i}": 0 for i in range(60_000)}}, "k0: Extra inputs are not permitted"),
+    ({"hypotheses": ["a", "b"], "scores": [0.0, "x"] * (MAX_INPUTS // 2)}, "scores[1]: Input should be a valid number"),
+    ({"hypotheses": ["a"], "weights": {f"w{i}": 0 for i in range(60_000)}}, "weights.w0: Extra inputs are not permitted"),
+    ({"lists": [{"hypotheses": ["a"]}, {"hypotheses": [1] * 200}]}, "lists[1].hypotheses[0]: Input should be a valid "
+                                                                    "string"),
+    ({"pairs": [["a", "b"], ["c", 0, 0, 0]] + [[0, 0]] * 200}, "pairs[1][1]: Input should be a valid string"),
+], ids=["texts", "unknown-keys", "scores", "weight-keys", "nested-lists", "pairs"])
+def test_a_body_within_the_count_is_refused_at_its_first_bad_element(server, body, error):
+    route = "/v1/classify" if "pairs" in body else "/v1/rerank" if "texts" not in body else "/v1/score"
+    for ctype, said in (("application/json", ""), (PLUS_JSON, SAID_FIRST)):  # the fast path, FastAPI
+        r = httpx.post(f"{server.url}{route}", content=json.dumps(body).encode(),
+                       headers={**AUTH, "content-type": ctype}, timeout=60)
+        assert r.status_code == 422, r.text
+        assert r.json() == {"error": said + error, "error_type": "validation_error"}
+
+
+@pytest.mark.parametrize("body, error", [
+    ({"lists": [{"hypotheses": ["a"]}] * (MAX_INPUTS + 1)}, f"{MAX_INPUTS + 1} lists in one request"),
+    ({"lists": [{"hypotheses": ["a"] * 200}, {"hypotheses": ["b"] * 200}]}, "400 hypotheses in one request"),
+    ({"hypotheses": ["a"], "scores": [0.0] * 100_000}, "100000 scores in one request"),
+    ({"lists": [{"hypotheses": ["a"], "scores": [0.0] * 100_000}]}, "100000 scores in one request"),
+], ids=["lists", "hypotheses", "scores", "nested-scores"])
+def test_rerank_counts_every_list_before_validation(server, body, error):
+    r = httpx.post(f"{server.url}/v1/rerank", json=body, headers=AUTH, timeout=60)
+    assert r.status_code == 413 and r.json()["error"] == f"{error}, the limit is {MAX_INPUTS}", r.text
+
+
+def test_grpc_counts_a_repeated_field_before_looking_at_its_elements(server, monkeypatch):
+    from server import grpc_service
+
+    looked = []
+    check = grpc_service._non_finite
+    monkeypatch.setattr(grpc_service, "_non_finite", lambda msg: looked.append(msg) or check(msg))
+    with grpc.insecure_channel(server.grpc_target, options=[("grpc.max_send_message_length", -1)]) as ch:
+        def score(texts):
+            def call():
+                try:
+                    return pb_grpc.ScoringStub(ch).Score(pb.ScoreRequest(texts=texts), metadata=GRPC_AUTH, timeout=60)
+                except grpc.RpcError as e:
+                    return e
+
+            return call
+
+        def rerank():
+            try:
+                return pb_grpc.ScoringStub(ch).Rerank(pb.RerankRequest(
+                    lists=[pb.NBestList(hypotheses=["a"], scores=[0.0])] * 60_000), metadata=GRPC_AUTH, timeout=60)
+            except grpc.RpcError as e:
+                return e
+
+        replies = alongside(server, [score([""] * 300_000), score(["a"] * 300_000), rerank])
+    for e, what in zip(replies, ("300000 texts", "300000 texts", "60000 lists"), strict=True):
+        assert isinstance(e, grpc.RpcError) and e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+        assert e.details() == f"{what} in one request, the limit is {MAX_INPUTS}"
+        assert dict(e.trailing_metadata())["error-type"] == "payload_too_large"
+    assert not [m for m in looked if len(getattr(m, "texts", ())) > MAX_INPUTS or len(getattr(m, "lists", ())) > 1]
 
 
 # ---- item 2: headers -------------------------------------------------------------------------------------------
