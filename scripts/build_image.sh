@@ -3,13 +3,20 @@
 #   1. a Debian base made here: debootstrap (minbase) -> tar -> `podman import`   (skipped when it already exists)
 #   2. `podman build` of the Dockerfile on it, with the CPU onnxruntime            (layers cached between runs)
 #
+#   sudo scripts/build_image.sh --install-deps      # first apt-get install what building and running need
 #   sudo scripts/build_image.sh                     # -> localhost/electric-serve:cpu
-#   sudo scripts/build_image.sh --install-deps      # first apt-get install podman runc debootstrap
+#   export CONTAINERS_CONF="$PWD/scripts/containers.conf"
 #   podman run --rm -p 8000:8000 -p 50051:50051 -v "$PWD/models/scorer:/models:ro" localhost/electric-serve:cpu
+#   scripts/build_image.sh --check                  # only say whether building and running can work here
 #
-# Needs: root (debootstrap, and podman's default rootful storage), Debian's podman, runc and debootstrap packages,
-# and the network to deb.debian.org (debootstrap, apt-get in the build) and to PyPI (pip in the build).
-# podman runs with scripts/containers.conf (runc, ulimits the machine allows) unless CONTAINERS_CONF is set.
+# Needs: root (debootstrap, and podman's default rootful storage); Debian's podman, runc, conmon and debootstrap to
+# build; netavark, aardvark-dns and iptables (its iptables and ip6tables) to run with published ports (`-p`), else
+# `podman run -p` fails with "netavark: No such file or directory (os error 2)". Each is checked before anything
+# is built, and what is missing is named in one line. The network to deb.debian.org (debootstrap, apt-get in the
+# build) and to PyPI (pip in the build).
+# podman runs with scripts/containers.conf (runc, ulimits the machine allows, netavark, no systemd) unless
+# CONTAINERS_CONF is set; set it the same way for your own podman commands. PODMAN_HELPER_DIRS (colon-separated)
+# is where netavark and aardvark-dns are looked for when podman's helper_binaries_dir is not its default.
 # The machine's CA bundle goes into the build as the secret `pip_ca` (never into a layer), so that pip works where
 # TLS passes through a proxy that re-signs it. Large artefacts (the rootfs) live under --work, git-ignored runs/.
 # docs/scale.md "The container image" has what this gave here.
@@ -23,6 +30,7 @@ MIRROR=http://deb.debian.org/debian
 WORK="$REPO/runs/image"
 ORT_PACKAGE=onnxruntime
 INSTALL_DEPS=0
+CHECK_ONLY=0
 REBUILD_BASE=0
 CA_FILE=""
 
@@ -38,7 +46,9 @@ usage: $0 [options]
   --ca-file FILE      CA bundle for pip in the build (default: \$PIP_CERT, \$REQUESTS_CA_BUNDLE, \$SSL_CERT_FILE
                       or /etc/ssl/certs/ca-certificates.crt, the first that exists)
   --rebuild-base      make the base again even if it exists
-  --install-deps      apt-get install the missing podman, runc, debootstrap first
+  --install-deps      apt-get install what building and running need first (podman, runc, conmon, debootstrap,
+                      netavark, aardvark-dns, iptables)
+  --check             only check that building and running can work here: exit 0, or 1 naming what is missing
 EOF
 }
 
@@ -53,6 +63,7 @@ while [ $# -gt 0 ]; do
         --ca-file) CA_FILE="$2"; shift 2 ;;
         --rebuild-base) REBUILD_BASE=1; shift ;;
         --install-deps) INSTALL_DEPS=1; shift ;;
+        --check) CHECK_ONLY=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -62,21 +73,50 @@ log() { printf '[build_image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'build_image: %s\n' "$*" >&2; exit 1; }
 
 # ---- tools ------------------------------------------------------------------------------------------------------
-missing=()
-for cmd in podman runc debootstrap; do
-    command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$INSTALL_DEPS" = 1 ]; then
-        log "installing ${missing[*]} with apt-get"
-        apt-get update -q
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-            podman runc debootstrap uidmap slirp4netns netavark aardvark-dns conmon catatonit
-    else
-        die "missing ${missing[*]}: install Debian's packages (apt-get install podman runc debootstrap) or pass --install-deps"
-    fi
+# command -> Debian package. podman finds netavark and aardvark-dns in its helper directories (containers.conf
+# helper_binaries_dir, these by default), not on PATH; netavark runs iptables and ip6tables from PATH.
+declare -A PACKAGE_OF=([podman]=podman [runc]=runc [conmon]=conmon [debootstrap]=debootstrap [netavark]=netavark
+                       [aardvark-dns]=aardvark-dns [iptables]=iptables [ip6tables]=iptables)
+HELPER_DIRS="${PODMAN_HELPER_DIRS:-/usr/local/libexec/podman:/usr/local/lib/podman:/usr/libexec/podman:/usr/lib/podman}"
+
+# The one line saying what building and running the image lack and how to get it (empty when nothing is missing).
+missing_tools() {
+    local cmd dir dirs found missing=() packages=()
+    for cmd in podman runc conmon debootstrap netavark aardvark-dns iptables ip6tables; do
+        found=0
+        if [ "$cmd" = netavark ] || [ "$cmd" = aardvark-dns ]; then
+            IFS=: read -ra dirs <<<"$HELPER_DIRS"
+            for dir in "${dirs[@]}"; do [ -x "$dir/$cmd" ] && found=1 && break; done
+        else
+            command -v "$cmd" >/dev/null 2>&1 && found=1
+        fi
+        if [ "$found" = 0 ]; then
+            missing+=("$cmd")
+            [[ " ${packages[*]} " == *" ${PACKAGE_OF[$cmd]} "* ]] || packages+=("${PACKAGE_OF[$cmd]}")
+        fi
+    done
+    local listed="${missing[*]}"
+    [ ${#missing[@]} -eq 0 ] || printf 'podman cannot build and run the image here: missing %s (apt-get install %s, or scripts/build_image.sh --install-deps)' \
+        "${listed// /, }" "${packages[*]}"
+}
+
+if [ "$CHECK_ONLY" = 1 ]; then
+    why="$(missing_tools)"
+    [ -z "$why" ] || die "$why"
+    printf 'build_image: podman, runc, conmon, debootstrap, netavark, aardvark-dns, iptables, ip6tables found\n'
+    exit 0
 fi
 [ "$(id -u)" = 0 ] || die "run as root: debootstrap needs it, and the base is imported into rootful podman storage"
+why="$(missing_tools)"
+if [ -n "$why" ] && [ "$INSTALL_DEPS" = 1 ]; then
+    log "installing podman, runc, conmon, debootstrap, netavark, aardvark-dns, iptables with apt-get"
+    apt-get update -q
+    # uidmap, slirp4netns and catatonit: what podman recommends for rootless use and --init; harmless as root
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        podman runc conmon debootstrap netavark aardvark-dns iptables uidmap slirp4netns catatonit
+    why="$(missing_tools)"
+fi
+[ -z "$why" ] || die "$why"
 
 # one build at a time (two test runs on one machine would otherwise debootstrap into the same directory)
 mkdir -p "$WORK"
@@ -132,3 +172,4 @@ podman build --format docker --pull=never --network host \
     "${ca_args[@]}" -t "$TAG" -f "$REPO/Dockerfile" "$REPO"
 log "built $TAG in $((SECONDS - start)) s: $(podman image inspect --format '{{.Size}}' "$TAG" \
     | awk '{printf "%.0f MB", $1 / 1e6}')"
+log "run it: CONTAINERS_CONF=$CONTAINERS_CONF podman run --rm -p 8000:8000 -p 50051:50051 -v \"\$PWD/models/scorer:/models:ro\" $TAG"
