@@ -14,9 +14,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
+
+# Below this many texts `--ray` is slower than the same command without it, however many nodes score: a local
+# Ray instance cost about 30 s of start-up and per-job overhead (809 ATIS n-best lists, 1,656 distinct hypotheses:
+# `electric rerank --ray` 42 s, plain 11.6 s, on 2 shared cores), in which the plain command scores ~4,300 texts
+# (~140 a second there). An estimate from those two runs, not a measured break-even (docs/scale.md).
+SMALL_INPUT = 5000
+
+
+def note_small_input(count: int, what: str) -> None:
+    """One line on stderr when `count` texts are too few for Ray to pay (SMALL_INPUT)."""
+    if count < SMALL_INPUT:
+        print(f"note: {count:,} {what} is a small input for --ray: its start-up and per-job overhead (about 30 s "
+              f"for a local instance) outweighs the scoring below roughly {SMALL_INPUT:,} texts, so the same "
+              "command without --ray is faster here (docs/scale.md)", file=sys.stderr)
 
 
 def add_ray_options(p: argparse.ArgumentParser, score: bool) -> None:
@@ -31,8 +44,10 @@ def add_ray_options(p: argparse.ArgumentParser, score: bool) -> None:
                                               "the cluster's CPUs / --threads-per-actor)")
     g.add_argument("--threads-per-actor", type=int, default=1,
                    help="ONNX Runtime intra-op threads (and CPUs reserved) per actor (default 1)")
-    g.add_argument("--shard-size", type=int, default=1024,
-                   help="records per shard: the unit of work and of resuming an interrupted job (default 1024)")
+    g.add_argument("--shard-size", type=int,
+                   help="records per shard: the unit of work and of resuming an interrupted job (default: "
+                        "--chunk-size, so that a shard is batched as the plain command batches a chunk: an int8 "
+                        "export's scores depend on the batch, docs/scale.md)")
     g.add_argument("--on-bad-record", choices=("fail", "skip"), default="fail",
                    help="a record that cannot be read or scored (not UTF-8, not JSON, too long): fail the job "
                         "naming it (default), or write it with its \"error\" and go on (listed in the summary)")
@@ -48,11 +63,18 @@ def add_ray_options(p: argparse.ArgumentParser, score: bool) -> None:
                             "hypothesis's combined score and the reranked choice")
 
 
+def shard_size(args) -> int:
+    """--shard-size, by default --chunk-size: each shard then holds the records the plain command scores together
+    (a chunk), so the actors send the model the same batches, and an int8 export gives the same scores."""
+    return args.chunk_size if args.shard_size is None else args.shard_size
+
+
 def _check_args(args) -> Path:
     """The export --model names for --method, and the numbers, checked before Ray starts."""
     from electric.inference.scoring import check_model_dir
 
-    for name in ("threads_per_actor", "shard_size") + (("actors",) if args.actors is not None else ()):
+    for name in ("threads_per_actor", "chunk_size") + (("actors",) if args.actors is not None else ()) + \
+            (("shard_size",) if args.shard_size is not None else ()):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.method not in ("electric", "electra", "cloze"):
@@ -110,15 +132,17 @@ def cmd_score_ray(args) -> int:
     if weights and kind not in ("nbest", "nbest-jsonl"):
         raise ValueError(f"--weights reranks n-best lists; {src} is read as {kind}")
     model = _check_args(args)
-    shards = files.plan_shards(src, kind, args.shard_size, args.text_field)
+    shards = files.plan_shards(src, kind, shard_size(args), args.text_field)
     if not shards:
         raise ValueError(f"{src}: no records")
+    if not kind.startswith("nbest"):  # a record is a text (lists hold several, counted by no one before the job)
+        note_small_input(sum(s["count"] for s in shards), "texts")
     started = ray_job.connect(args.ray)
     try:
         job = _job(args, model, fmt, weights, lm_score)
         parts = files.parts_dir(out)
         files.open_parts(parts, {**job.plan(), "input": files.fingerprint(src), "kind": kind,
-                                 "shard_size": args.shard_size, "text_field": args.text_field})
+                                 "shard_size": shard_size(args), "text_field": args.text_field})
         summary = ray_job.run_job(job, shards, parts, progress=not args.quiet)
     finally:
         if started:
@@ -136,19 +160,21 @@ def ray_score_texts(args):
     """`electric rerank --ray`: a `score_texts` for `rerank_nbest` that scores all its texts in one Ray job and
     returns a `TextScore` per text (0 tokens for a text without a score: no token, or a bad record under skip)."""
     from electric.cli.offline import files, ray_job
+    from electric.inference.records import record_text_score
     from electric.inference.scoring import TextScore
 
     ray_job.require_ray()
     model = _check_args(args)
 
     def score_texts(texts: list[str]) -> list[TextScore]:
-        shards = files.text_shards(texts, args.shard_size)
+        note_small_input(len(texts), "distinct hypotheses")
+        shards = files.text_shards(texts, shard_size(args))
         started = ray_job.connect(args.ray)
         try:
             job = _job(args, model, "jsonl")
             parts = files.parts_dir(Path(args.out).with_name(Path(args.out).name + ".scores"))
             files.open_parts(parts, {**job.plan(), "texts": files.texts_fingerprint(texts),
-                                     "shard_size": args.shard_size})
+                                     "shard_size": shard_size(args)})
             summary = ray_job.run_job(job, shards, parts, progress=not args.quiet)
         finally:
             if started:
@@ -161,8 +187,6 @@ def ray_score_texts(args):
             import shutil
 
             shutil.rmtree(parts)
-        return [TextScore(t, math.nan, math.nan, 0, args.method) if r["score"] is None else
-                TextScore(t, r["score"], r["mean"], int(r["num_tokens"]), args.method)
-                for t, r in zip(texts, records, strict=True)]
+        return [record_text_score(t, r, args.method) for t, r in zip(texts, records, strict=True)]
 
     return score_texts

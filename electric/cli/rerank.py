@@ -83,15 +83,17 @@ def _nbest_job(args, *, write: bool) -> int:
         need_refs=not write)
 
     chunk_size = args.chunk_size
-    if getattr(args, "ray", None) is not None:  # every distinct hypothesis in one job on a Ray cluster
+    if getattr(args, "ray", None) is not None:  # every distinct hypothesis in one job, a shard per chunk
         from electric.cli.ray_score import ray_score_texts
 
         score_texts, chunk_size = ray_score_texts(args), sys.maxsize
     else:
+        from electric.inference.records import text_scores
+
         scorer = load_scorer(args)
 
-        def score_texts(texts):
-            return scorer.score(texts, method=args.method)
+        def score_texts(texts):  # as the Ray actors score a shard: the same batches, so the same scores
+            return text_scores(scorer, texts, args.method)
 
     result = rerank_nbest(lists, score_texts, options, dev_lists=dev_lists, path=args.nbest, dev_path=args.dev,
                           chunk_size=chunk_size, progress=not args.quiet and sys.stderr.isatty())

@@ -3,13 +3,18 @@
 `electric score` writes them as JSON lines; `electric score --ray` (electric.cli.offline.ray_job) writes the same
 records, with the line number, as Parquet or JSON lines. A blank line or one the tokenizer keeps nothing of gets
 `"score": null` and an `"error"`, never a silent 0.0 (which would outrank every real sentence).
+
+`electric rerank` scores its hypotheses through the same records (`text_scores`), plain or on Ray, so that both
+send the model the same batches: an int8 export's scores depend on the batch a text is in (docs/scale.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from electric.inference.encoding import InputTooLongError
+from electric.inference.scoring import TextScore
 
 BLANK = "blank line: nothing to score"
 NO_TOKEN = "no token to score: the tokenizer keeps none of its characters (zero-width, control or lone combining)"
@@ -47,3 +52,17 @@ def score_records(scorer, texts: Sequence[str], method: str, per_token: bool) ->
             no_token.append(i)
     blank = [i for i, t in enumerate(texts) if not t.strip()]
     return rows, blank, no_token
+
+
+def record_text_score(text: str, record: dict, method: str) -> TextScore:
+    """A record of `score_records` as the `TextScore` `Scorer.score` gives (0 tokens and NaN without a score)."""
+    if record["score"] is None:
+        return TextScore(text, math.nan, math.nan, 0, method)
+    return TextScore(text, record["score"], record["mean"], int(record["num_tokens"]), method)
+
+
+def text_scores(scorer, texts: Sequence[str], method: str) -> list[TextScore]:
+    """`Scorer.score` of `texts` batched as `electric score` and `--ray` batch them (`score_records`: the blank ones
+    are not sent to the model), for `electric rerank`."""
+    rows, _, _ = score_records(scorer, texts, method, per_token=False)
+    return [record_text_score(t, r, method) for t, r in zip(texts, rows, strict=True)]
