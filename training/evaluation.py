@@ -13,6 +13,7 @@ from electric.pretraining import health
 from electric.pretraining.config import PretrainConfig
 from electric.pretraining.modeling import PretrainingModel
 from training.batches import collate, step_rng
+from training.run_dir import TrainerState
 
 UNIGRAM_SEQUENCES = 20_000  # training sequences counted for the unigram baseline of the health metrics
 
@@ -61,20 +62,20 @@ def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, 
             **{f"val_{k}": v for k, v in health.health_metrics(details, unigram_lp).items()}}
 
 
-def record_eval(metrics_path: Path, step: int, trainer: dict, val: dict, last: dict, bar, start: str) -> bool:
+def record_eval(metrics_path: Path, step: int, trainer: TrainerState, val: dict, last: dict, bar, start: str) -> bool:
     """Log one evaluation; warn (once) when it finds the discriminator collapsed, with the advice for a run that
     started `start` (`PretrainConfig.start`). True iff it did."""
     if not val:
         return False
     reasons = health.collapse_reasons_in(val)
-    row = {"step": step, "tokens": trainer["tokens"], **{k: round(v, 5) for k, v in val.items()}}
+    row = {"step": step, "tokens": trainer.tokens, **{k: round(v, 5) for k, v in val.items()}}
     if reasons:
         row["collapsed"] = True
     with metrics_path.open("a") as f:
         f.write(json.dumps(row) + "\n")
     last.update(val)
-    if reasons and trainer.get("collapse") is None:
-        trainer["collapse"] = {"step": step, "reasons": reasons}
+    if reasons and trainer.collapse is None:
+        trainer.collapse = {"step": step, "reasons": reasons}
         msg = f"WARNING at step {step}: {health.collapse_advice(start)} ({'; '.join(reasons)})"
         (bar.write if bar is not None else print)(msg, file=sys.stderr)
     return bool(reasons)

@@ -50,7 +50,7 @@ from training.init_from import build_model, resolve_init
 from training.pretrain_args import parse_args, resolve_run
 from training.progress import TrainProgress
 from training.report import print_summary, progress_fields, write_curves
-from training.run_dir import load_checkpoint, save_checkpoint, saved_trainer, truncate_metrics
+from training.run_dir import TrainerState, load_checkpoint, save_checkpoint, saved_trainer, truncate_metrics
 from training.schedule import build_optimizer, lr_at, temperature_at
 
 WARM_START_DONE = "warm start done"  # take_steps' reason when the MLM stage has run its share
@@ -86,14 +86,14 @@ def train(run: RunConfig, tokenizer) -> int:
         print(f"error: {e}", file=sys.stderr)
         d.close()
         return 2
-    first_step = trainer["step"]
+    first_step = trainer.step
     reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
     if reason == WARM_START_DONE:  # the MLM stage ran its share: its encoder becomes the discriminator's
         parts = switch_to_objective(run, parts, trainer)
         reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
     finish(run, parts, trainer, last, reason)
     if d.world > 1:  # each process's own account, on its own node's log: every rank did its share
-        print(f"{d}: steps {first_step + 1}-{trainer['step']}, {parts.batches.tokens_read:,} tokens read from "
+        print(f"{d}: steps {first_step + 1}-{trainer.step}, {parts.batches.tokens_read:,} tokens read from "
               "its shard", file=sys.stderr)
     return 3 if reason == "collapse" else 0
 
@@ -136,7 +136,7 @@ def setup(run: RunConfig, tokenizer, d: Dist) -> Parts:
     return Parts(d, tokenizer, special, batches, val_ds, unigram_lp, model, optimizer, autocast)
 
 
-def start_or_resume(run: RunConfig, parts: Parts) -> dict:
+def start_or_resume(run: RunConfig, parts: Parts) -> TrainerState:
     """The trainer state (step, schedule length, time, tokens, data position, collapse) from the last
     checkpoint with --resume, else fresh in an empty run directory. Rank 0 saves the run's config.json."""
     cfg, out, d = run.pretrain, Path(run.out), parts.d
@@ -144,27 +144,23 @@ def start_or_resume(run: RunConfig, parts: Parts) -> dict:
     if cfg.epochs:  # the schedule ends with the last epoch, not at the preset's max_steps
         steps_per_epoch = max(1, parts.batches.per_rank // (parts.batches.batch_size * cfg.grad_accum))
         total_steps = min(cfg.max_steps, math.ceil(cfg.epochs * steps_per_epoch))
-    # stage: "warm" (the warm start's MLM) or "main" (the objective), begun at stage_step / stage_elapsed;
-    # total_steps is where the current stage's schedule ends, run_steps where the run's does
-    trainer = {"step": 0, "total_steps": total_steps, "elapsed": 0.0, "tokens": 0, "batches": None,
-               "collapse": None, "stage": "warm" if cfg.warm_start else "main", "stage_step": 0,
-               "stage_elapsed": 0.0, "run_steps": total_steps, "warm_start": None, "processes": d.world}
+    trainer = TrainerState(total_steps=total_steps, run_steps=total_steps, processes=d.world,
+                           stage="warm" if cfg.warm_start else "main")
     if cfg.warm_start:
-        trainer["total_steps"] = max(1, round(cfg.warm_start * total_steps))
+        trainer.total_steps = max(1, round(cfg.warm_start * total_steps))
     metrics_path = out / "metrics.jsonl"
     if run.resume:
-        saved = load_checkpoint(out, parts.model, parts.optimizer, d.device)
-        if saved.get("processes", d.world) != d.world:  # each process's data position is its own
-            raise CheckpointError(f"--resume: {str(out)!r} was checkpointed by {saved['processes']} processes, this "
+        trainer = load_checkpoint(out, parts.model, parts.optimizer, d.device)
+        if trainer.processes != d.world:  # each process's data position is its own
+            raise CheckpointError(f"--resume: {str(out)!r} was checkpointed by {trainer.processes} processes, this "
                                   f"run has {d.world}; resume with the same number (nodes x processes per node)")
-        trainer.update(saved)
-        parts.batches.load_state_dict(trainer["batches"])
+        parts.batches.load_state_dict(trainer.batches)
         if "max_steps" in run.extended:
-            trainer["run_steps"] = cfg.max_steps
-            if trainer["stage"] == "main":
-                trainer["total_steps"] = cfg.max_steps
+            trainer.run_steps = cfg.max_steps
+            if not trainer.warm:
+                trainer.total_steps = cfg.max_steps
         if d.main:
-            truncate_metrics(metrics_path, trainer["step"])
+            truncate_metrics(metrics_path, trainer.step)
     elif d.main:
         if run.overwrite and out.exists():
             shutil.rmtree(out)
@@ -186,44 +182,44 @@ def step_module(model: PretrainingModel, cfg: PretrainConfig, d: Dist) -> torch.
     return step_model
 
 
-def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, trainer: dict) -> tuple[str, dict]:
+def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, trainer: TrainerState) -> tuple[str, dict]:
     """Optimizer steps until the schedule ends or something stops the run: (why it stopped, the latest logged
     values). Logs every log_every steps, evaluates every eval_every, checkpoints every save_every."""
     cfg, d, metrics_path = parts.model.cfg, parts.d, Path(run.out) / "metrics.jsonl"  # cfg: this stage's recipe
-    warm = trainer["stage"] == "warm"
+    warm = trainer.warm
     budget_s = run.pretrain.time_budget_minutes * 60
     stage_end_s = budget_s * (run.pretrain.warm_start if warm else 1.0)  # elapsed time at which this stage ends
-    stage_end_step = trainer["total_steps"] if warm else trainer["run_steps"]  # ... at the latest
-    first = trainer["stage_step"]
-    start_time, start_elapsed, start_step = time.time(), trainer["elapsed"], trainer["step"]
+    stage_end_step = trainer.total_steps if warm else trainer.run_steps  # ... at the latest
+    first = trainer.stage_step
+    start_time, start_elapsed, start_step = time.time(), trainer.elapsed, trainer.step
     name = f"{'mlm warm start' if warm else cfg.objective}-{cfg.preset}"
-    bar = TrainProgress(name, trainer["total_steps"], trainer["step"], trainer["elapsed"],
+    bar = TrainProgress(name, trainer.total_steps, trainer.step, trainer.elapsed,
                         budget_s, enabled=d.main)  # time / budget with --time-budget; plain lines in a log file
     window = {"t": time.time(), "tokens": 0}  # tokens since the last training line
     last: dict = {}
     with stop_signals() as stop, contextlib.closing(bar):
-        while trainer["step"] < trainer["total_steps"]:
-            lr = lr_at(trainer["step"] - first, cfg, trainer["total_steps"] - first)
-            parts.model.sample_temperature = temperature_at(trainer["step"] - first, cfg, trainer["total_steps"] - first)
-            sums, grad_norm, tokens = optimizer_step(step_model, parts, cfg, trainer["step"], lr)
-            trainer["step"] = step = trainer["step"] + 1
-            trainer["tokens"] += tokens
+        while trainer.step < trainer.total_steps:
+            lr = lr_at(trainer.step - first, cfg, trainer.total_steps - first)
+            parts.model.sample_temperature = temperature_at(trainer.step - first, cfg, trainer.total_steps - first)
+            sums, grad_norm, tokens = optimizer_step(step_model, parts, cfg, trainer.step, lr)
+            trainer.step = step = trainer.step + 1
+            trainer.tokens += tokens
             window["tokens"] += tokens
-            trainer["elapsed"] = elapsed = start_elapsed + time.time() - start_time
-            bar.update(step, trainer["total_steps"], elapsed)
+            trainer.elapsed = elapsed = start_elapsed + time.time() - start_time
+            bar.update(step, trainer.total_steps, elapsed)
 
             if budget_s and step - start_step >= CALIBRATION_STEPS and step % CALIBRATION_STEPS == 0:
                 # Fit the schedule's length to the time left, from the mean step time so far (refitted
                 # as the machine's speed changes; the decay ends where the budget does).
                 per_step = (time.time() - start_time) / (step - start_step)
                 fitted = min(stage_end_step, step + int(max(0.0, stage_end_s - elapsed) / per_step))
-                trainer["total_steps"] = d.broadcast_int(min(stage_end_step, max(fitted, step + 1)))
+                trainer.total_steps = d.broadcast_int(min(stage_end_step, max(fitted, step + 1)))
 
             if step % cfg.log_every == 0 or step == 1:
                 sums = d.average(sums)  # the global batch's metrics, not rank 0's share
                 dt = time.time() - window["t"]
                 tok_s = window["tokens"] / dt if dt > 0 else 0.0
-                last.update({"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer["tokens"],
+                last.update({"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer.tokens,
                              "tokens_per_s": round(tok_s, 1), "epoch": round(parts.batches.epoch_fraction, 4),
                              "elapsed_s": round(elapsed, 1), **{k: round(float(v), 5) for k, v in sums.items()}})
                 window = {"t": time.time(), "tokens": 0}
@@ -247,7 +243,7 @@ def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, traine
     # the schedule ran to its end: max_steps, or the length fitted to the time budget
     if warm:
         return WARM_START_DONE, last
-    return ("time budget" if budget_s and trainer["total_steps"] < run.pretrain.max_steps else "max steps"), last
+    return ("time budget" if budget_s and trainer.total_steps < run.pretrain.max_steps else "max steps"), last
 
 
 def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfig, step: int,
@@ -311,18 +307,18 @@ def stop_reason(run: RunConfig, signal_name: str | None, elapsed: float, epoch_f
     return None
 
 
-def evaluate_and_log(run: RunConfig, parts: Parts, trainer: dict, last: dict, bar: TrainProgress | None) -> bool:
+def evaluate_and_log(run: RunConfig, parts: Parts, trainer: TrainerState, last: dict, bar: TrainProgress | None) -> bool:
     """Evaluate on the validation slice and log it (rank 0); True iff it finds the discriminator collapsed."""
     val = evaluate(parts.model, parts.val_ds, run.pretrain, parts.special.pad, parts.d.device, parts.autocast,
                    parts.unigram_lp)
-    return record_eval(Path(run.out) / "metrics.jsonl", trainer["step"], trainer, val, last, bar, run.pretrain.start)
+    return record_eval(Path(run.out) / "metrics.jsonl", trainer.step, trainer, val, last, bar, run.pretrain.start)
 
 
 def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
     """The model of the run's current stage: the warm start's MLM, the objective's model on a warm encoder, or
     `build_model`'s. Resuming, its shape only: the checkpoint's weights replace its own."""
     cfg = run.pretrain
-    stage = saved_trainer(Path(run.out)).get("stage", "main") if run.resume else ("warm" if cfg.warm_start else "main")
+    stage = saved_trainer(Path(run.out)).stage if run.resume else ("warm" if cfg.warm_start else "main")
     if stage == "warm":
         return PretrainingModel(cfg.warm_stage, special)
     if run.resume and (cfg.warm_start or cfg.generator_mode == "frozen"):  # a discriminator on an MLM's encoder
@@ -331,7 +327,7 @@ def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
                        if cfg.init_from and not run.resume else None)
 
 
-def switch_to_objective(run: RunConfig, parts: Parts, trainer: dict) -> Parts:
+def switch_to_objective(run: RunConfig, parts: Parts, trainer: TrainerState) -> Parts:
     """End the warm start: keep its MLM as OUT/warm_start/, build the objective's model on its encoder with a
     fresh optimizer, start the objective's schedule (its own warmup) and checkpoint, so a resume lands after it.
 
@@ -351,13 +347,13 @@ def switch_to_objective(run: RunConfig, parts: Parts, trainer: dict) -> Parts:
         model = PretrainingModel(run.pretrain, parts.special,
                                  generator=mlm if run.pretrain.generator_mode == "frozen" else None)
     model = model.to(d.device).train()
-    trainer["warm_start"] = {"steps": trainer["step"], "tokens": trainer["tokens"], "elapsed": trainer["elapsed"],
+    trainer.warm_start = {"steps": trainer.step, "tokens": trainer.tokens, "elapsed": trainer.elapsed,
                              "token_cosine": round(cosine, 5), "handed_over": handed_over}
-    trainer.update(stage="main", stage_step=trainer["step"], stage_elapsed=trainer["elapsed"],
-                   total_steps=trainer["run_steps"])
+    trainer.stage, trainer.stage_step, trainer.stage_elapsed = "main", trainer.step, trainer.elapsed
+    trainer.total_steps = trainer.run_steps
     if d.main:
-        done = (f"warm start done after {trainer['step']} steps ({trainer['tokens']:,} tokens, "
-                f"{trainer['elapsed'] / 60:.1f} min): MLM saved to {Path(run.out) / 'warm_start'}; ")
+        done = (f"warm start done after {trainer.step} steps ({trainer.tokens:,} tokens, "
+                f"{trainer.elapsed / 60:.1f} min): MLM saved to {Path(run.out) / 'warm_start'}; ")
         print(done + (f"{run.pretrain.objective} continues on its encoder" if handed_over else
                       f"its encoder is still in the unigram phase (token cosine {cosine:.3f} >= "
                       f"{health.COLLAPSE_MIN_COSINE}), so {run.pretrain.objective}'s discriminator starts fresh "
@@ -375,17 +371,17 @@ def warm_encoder_cosine(run: RunConfig, parts: Parts) -> float:
     return float(val.get("val_token_cosine", float("nan")))
 
 
-def checkpoint(run: RunConfig, parts: Parts, trainer: dict) -> None:
+def checkpoint(run: RunConfig, parts: Parts, trainer: TrainerState) -> None:
     """Rank 0 saves the models and the resumable state of this step (the data position included)."""
-    trainer["batches"] = parts.batches.state_dict()
+    trainer.batches = parts.batches.state_dict()
     if parts.d.main:
         save_checkpoint(Path(run.out), parts.model, parts.tokenizer, parts.optimizer, trainer)
 
 
-def finish(run: RunConfig, parts: Parts, trainer: dict, last: dict, reason: str) -> None:
+def finish(run: RunConfig, parts: Parts, trainer: TrainerState, last: dict, reason: str) -> None:
     """The last step's evaluation (unless it had one), the final checkpoint, curves.png and the summary."""
     out, d = Path(run.out), parts.d
-    if d.main and trainer["step"] % run.pretrain.eval_every:
+    if d.main and trainer.step % run.pretrain.eval_every:
         evaluate_and_log(run, parts, trainer, last, None)
     checkpoint(run, parts, trainer)
     if d.main:

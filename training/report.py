@@ -8,6 +8,7 @@ from pathlib import Path
 
 from electric.pretraining import health
 from electric.pretraining.config import PretrainConfig
+from training.run_dir import TrainerState
 
 
 def progress_fields(last: dict, tok_s: float | None) -> dict:
@@ -61,11 +62,11 @@ def write_curves(out: Path) -> None:
     plt.close(fig)
 
 
-def print_summary(out: Path, cfg: PretrainConfig, trainer: dict, last: dict, reason: str) -> None:
-    el = trainer["elapsed"]
+def print_summary(out: Path, cfg: PretrainConfig, trainer: TrainerState, last: dict, reason: str) -> None:
+    el = trainer.elapsed
     lines = [
-        f"stopped after {trainer['step']} steps ({reason}); {trainer['tokens']:,} tokens in {el / 60:.1f} min "
-        f"({trainer['tokens'] / max(el, 1e-9):,.0f} tokens/s)",
+        f"stopped after {trainer.step} steps ({reason}); {trainer.tokens:,} tokens in {el / 60:.1f} min "
+        f"({trainer.tokens / max(el, 1e-9):,.0f} tokens/s)",
     ]
     keys = [k for k in ("loss", "gen_loss", "disc_loss", "disc_acc", "val_loss", "val_gen_loss",
                         "val_disc_loss", "val_disc_acc") if k in last]
@@ -75,8 +76,8 @@ def print_summary(out: Path, cfg: PretrainConfig, trainer: dict, last: dict, rea
                                "val_logit_spread", "val_token_cosine", "val_gen_nll", "val_unigram_nll") if k in last]
     if health_keys:
         lines.append("health: " + ", ".join(f"{k[4:]} {last[k]:.4f}" for k in health_keys))
-    if trainer.get("collapse"):
-        c = trainer["collapse"]
+    if trainer.collapse:
+        c = trainer.collapse
         lines.append(f"WARNING: collapsed at step {c['step']} ({'; '.join(c['reasons'])}): "
                      f"{health.collapse_advice(cfg.start)}")
     if (out / "curves.png").is_file():

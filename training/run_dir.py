@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -26,7 +29,48 @@ def prepare_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
     check_out_dir(out, overwrite, hint="pass --resume to continue the run in it or --overwrite to replace it")
 
 
-def save_checkpoint(out: Path, model: PretrainingModel, tokenizer, optimizer, trainer: dict) -> None:
+@dataclass
+class TrainerState:
+    """Where a run stands: saved with every checkpoint (state/trainer.pt, as a dict of these fields and the RNG
+    states) and loaded back by --resume, in this one place.
+
+    A run has one stage ("main": the objective) or two ("warm": the warm start's MLM first). `total_steps` is
+    where the current stage's schedule ends (fitted to the time left under --time-budget), `run_steps` where
+    the run's does; the current stage began at `stage_step` / `stage_elapsed`."""
+
+    step: int = 0
+    total_steps: int = 0
+    run_steps: int = 0
+    elapsed: float = 0.0  # seconds of training, over every invocation of the run
+    tokens: int = 0  # over every process
+    batches: dict | None = None  # the data position (Batches.state_dict)
+    collapse: dict | None = None  # the first evaluation that found the discriminator collapsed: step, reasons
+    stage: str = "main"  # "warm" | "main"
+    stage_step: int = 0
+    stage_elapsed: float = 0.0
+    warm_start: dict | None = None  # the switch: steps, tokens, elapsed, token_cosine, handed_over
+    processes: int = 1  # each process's data position is its own: a resume needs as many
+
+    @property
+    def warm(self) -> bool:
+        """In the warm start's MLM stage."""
+        return self.stage == "warm"
+
+    @property
+    def stage_steps_done(self) -> int:
+        return self.step - self.stage_step
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> TrainerState:
+        """A saved state (extra keys, such as the RNG states, are not part of it)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in names})
+
+
+def save_checkpoint(out: Path, model: PretrainingModel, tokenizer, optimizer, trainer: TrainerState) -> None:
     """Models first, then the resumable state; each directory is written aside and renamed into place."""
     model.materialize_generator_embeddings()  # GDES: the generator directory gets its effective embeddings
     for name, m in (("discriminator", model.discriminator), ("generator", model.generator)):
@@ -38,24 +82,29 @@ def save_checkpoint(out: Path, model: PretrainingModel, tokenizer, optimizer, tr
     with atomic_dir(out / "state") as tmp:
         torch.save(model.state_dict(), tmp / "model.pt")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save({**trainer, "torch_rng": torch.get_rng_state(),
+        torch.save({**trainer.to_dict(), "torch_rng": torch.get_rng_state(),
                     "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
                    tmp / "trainer.pt")
 
 
-def load_checkpoint(out: Path, model: PretrainingModel, optimizer, device: torch.device) -> dict:
+def load_checkpoint(out: Path, model: PretrainingModel, optimizer, device: torch.device) -> TrainerState:
+    """The models' and the optimizer's state, the RNG states and the trainer state of the last checkpoint."""
     model.load_state_dict(torch.load(out / "state" / "model.pt", map_location=device))
     model.share_embeddings()
     optimizer.load_state_dict(torch.load(out / "state" / "optimizer.pt", map_location=device))
-    trainer = saved_trainer(out)
-    torch.set_rng_state(trainer["torch_rng"])
-    if trainer.get("cuda_rng") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(trainer["cuda_rng"])
-    return trainer
+    saved = _read_trainer(out)
+    torch.set_rng_state(saved["torch_rng"])
+    if saved.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(saved["cuda_rng"])
+    return TrainerState.from_dict(saved)
 
 
-def saved_trainer(out: Path) -> dict:
+def saved_trainer(out: Path) -> TrainerState:
     """The trainer state of the run's last checkpoint (step, stage, ...), without loading the models."""
+    return TrainerState.from_dict(_read_trainer(out))
+
+
+def _read_trainer(out: Path) -> dict:
     return torch.load(out / "state" / "trainer.pt", map_location="cpu", weights_only=False)
 
 
