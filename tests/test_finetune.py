@@ -227,6 +227,50 @@ def test_layerwise_lr_decay_and_weight_decay_groups(disc_dir):
     assert len(scale) == len(named)
 
 
+def test_the_schedule_warms_up_then_decays_linearly():
+    from training.schedule import warmup_then_decay
+
+    # peak 1, 4 warmup steps, 10 in all: up by 1/4 a step, then down by 1/6 a step to 0 at step 10
+    assert [warmup_then_decay(s, 1.0, 4, 10) for s in (0, 1, 3, 4, 7, 10, 12)] == [0.25, 0.5, 1.0, 1.0, 0.5, 0.0, 0.0]
+    assert warmup_then_decay(0, 2.0, 0, 10) == 2.0  # no warmup: the peak at once
+
+
+def test_finetuning_on_the_shared_schedule_and_adamw_gives_the_same_run(disc_dir, tmp_path, monkeypatch):
+    """A seeded run with training/schedule.py's schedule and AdamW builder ends with the losses and weights of one
+    with the inline schedule and AdamW fine-tuning had before it shared them (same optimiser, same lrs)."""
+    rng = np.random.default_rng(0)
+    words = ["the", "a", "film", "was", "very", "plot", "and", "of"]
+    rows = [f"{' '.join(rng.choice(words, size=5))} {'excellent' if i % 2 else 'terrible'},{i % 2}" for i in range(16)]
+    (tmp_path / "train.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
+    (tmp_path / "dev.csv").write_text("text,label\n" + "\n".join(rows[:6]) + "\n")
+
+    def fine_tune(out: Path) -> tuple[list, bytes]:
+        rc, _ = run(["--task-type", "classification", "--train", tmp_path / "train.csv", "--dev", tmp_path / "dev.csv",
+                     "--text-column", "text", "--label-column", "label", "--model", disc_dir, "--out", out,
+                     "--epochs", "2", "--batch-size", "4", "--lr", "1e-3", "--warmup-fraction", "0.3",
+                     "--patience", "0"])
+        assert rc == 0
+        return load_eval(out)["history"], (out / "model.safetensors").read_bytes()
+
+    shared = fine_tune(tmp_path / "shared")
+
+    def inline_lr(step, peak, warmup, total_steps):  # the schedule as training/finetune.py wrote it
+        return peak * (min(1.0, (step + 1) / warmup) if step < warmup else
+                       max(0.0, (total_steps - step) / max(1, total_steps - warmup)))
+
+    def inline_set_lr(optimizer, lr):
+        for g in optimizer.param_groups:
+            g["lr"] = lr * g["lr_scale"]
+
+    monkeypatch.setattr(finetune, "warmup_then_decay", inline_lr)
+    monkeypatch.setattr(finetune, "set_lr", inline_set_lr)
+    monkeypatch.setattr(finetune, "adamw", lambda groups, cfg, fused: torch.optim.AdamW(
+        groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps))
+    inline = fine_tune(tmp_path / "inline")
+    assert shared[0] == inline[0] and len(shared[0]) == 2
+    assert shared[1] == inline[1]
+
+
 def test_defaults_follow_design():
     cfg = FinetuneConfig(task="rte", task_type="pair-classification", model="m").resolved(
         num_hidden_layers=24, hidden_size=1024)

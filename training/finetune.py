@@ -9,9 +9,9 @@
 model directory with its tokenizer. Heads: ElectraForSequenceClassification (classification, pairs,
 regression) and ElectraForTokenClassification (each word's label on its first piece). Optimisation follows
 ELECTRA (DESIGN §1): AdamW (eps 1e-6, weight decay 0.01 off LayerNorm/bias), layer-wise lr decay 0.8
-(0.9 for 24-layer models), linear warmup over 10% of the steps then linear decay, 3 epochs (10 for RTE
-and STS-B). The dev set is scored after each epoch; the best epoch's weights are kept and training stops
-after --patience epochs without improvement.
+(0.9 for 24-layer models), linear warmup over 10% of the steps then linear decay (pretraining's schedule and
+AdamW builder, training/schedule.py), 3 epochs (10 for RTE and STS-B). The dev set is scored after each epoch;
+the best epoch's weights are kept and training stops after --patience epochs without improvement.
 
 Writes OUT/ (atomically: nothing is left half-written): a transformers model directory with label names
 in config.json (id2label / label2id, problem_type "regression" for regression), the tokenizer,
@@ -57,6 +57,7 @@ from electric.finetuning.tasks import (
 from electric.modeling.pre_layer_norm import require_post_layer_norm
 from electric.tokenization import load_tokenizer
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
+from training.schedule import adamw, set_lr, warmup_then_decay
 
 # ---- setup ---------------------------------------------------------------------------------------
 
@@ -362,8 +363,7 @@ def setup(cfg: FinetuneConfig, data: TaskData, model, tokenizer, device: str | N
         counts = Counter(t for e in data.train for t in e.label)
         fallback = label2id["O"] if "O" in label2id else label2id[counts.most_common(1)[0][0]]
     model.to(dev).train()
-    optimizer = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                                  eps=cfg.adam_eps)
+    optimizer = adamw(param_groups(model, cfg), cfg, fused=False)
     steps_per_epoch = math.ceil(len(train_enc) / cfg.batch_size)
     total_steps = cfg.epochs * steps_per_epoch
     autocast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if cfg.precision == "bf16" \
@@ -390,11 +390,8 @@ def run_epochs(cfg: FinetuneConfig, parts: Parts) -> tuple[dict, list[dict]]:
             order = torch.randperm(len(parts.train_enc), generator=generator).tolist()
             loss_sum = 0.0
             for s in range(0, len(order), cfg.batch_size):
-                # linear warmup, then linear decay to 0 at total_steps; each group keeps its layer's scale
-                lr = cfg.lr * (min(1.0, (step + 1) / warmup) if step < warmup else
-                               max(0.0, (total_steps - step) / max(1, total_steps - warmup)))
-                for g in optimizer.param_groups:
-                    g["lr"] = lr * g["lr_scale"]
+                # pretraining's schedule over warmup_fraction of the steps; each group keeps its layer's scale
+                set_lr(optimizer, warmup_then_decay(step, cfg.lr, warmup, total_steps))
                 batch = collate(parts.train_enc, order[s: s + cfg.batch_size], pad_id, parts.device)
                 with parts.autocast():
                     loss = model(**batch).loss

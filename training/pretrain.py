@@ -51,7 +51,7 @@ from training.pretrain_args import parse_args, resolve_run
 from training.progress import TrainProgress
 from training.report import print_summary, progress_fields, write_curves
 from training.run_dir import TrainerState, load_checkpoint, save_checkpoint, saved_trainer, truncate_metrics
-from training.schedule import build_optimizer, lr_at, temperature_at
+from training.schedule import build_optimizer, lr_at, set_lr, temperature_at
 
 WARM_START_DONE = "warm start done"  # take_steps' reason when the MLM stage has run its share
 CALIBRATION_STEPS = 5  # a --time-budget run refits its schedule length every this many steps
@@ -251,8 +251,7 @@ def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfi
     """One optimizer step at learning rate `lr`, over grad_accum micro-steps: (the metrics' means, still on the
     device; the gradient norm before clipping; the tokens seen, over all processes)."""
     d = parts.d
-    for group in parts.optimizer.param_groups:
-        group["lr"] = lr * group.get("lr_scale", 1.0)
+    set_lr(parts.optimizer, lr)
     sums: dict[str, torch.Tensor] = {}  # metrics stay on the device until a log step reads them
     read_before = parts.batches.tokens_read  # Batches counts each batch's tokens on the host, before the copy
     for micro in range(cfg.grad_accum):

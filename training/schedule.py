@@ -1,10 +1,17 @@
-"""The optimizer's parameter groups and the learning-rate schedule (linear warmup, linear decay to 0)."""
+"""The optimizer and the learning-rate schedule (linear warmup, linear decay to 0), for pretraining and
+fine-tuning: one AdamW builder (`adamw`), one schedule (`warmup_then_decay`, which pretraining's `lr_at` and
+fine-tuning call with their own warmup lengths) and one way to set it (`set_lr`, each group at its lr_scale)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import torch
 
 from electric.pretraining.config import PretrainConfig
+
+if TYPE_CHECKING:  # pretraining need not import fine-tuning's tasks
+    from electric.finetuning.config import FinetuneConfig
 
 HEAD = "discriminator.discriminator_predictions."  # the replaced-token head: dense -> GELU -> dense(H -> 1)
 
@@ -28,12 +35,24 @@ def optimizer_groups(model: torch.nn.Module, weight_decay: float, gen_lr_scale: 
             for (decay, scale), ps in groups.items()]
 
 
+def adamw(groups: list[dict], cfg: PretrainConfig | FinetuneConfig, fused: bool) -> torch.optim.Optimizer:
+    """AdamW over parameter groups (each with its weight_decay and lr_scale) at the config's lr, betas and eps.
+    fused: the fused kernel (pretraining; it runs on CPU and CUDA), or torch's default one (fine-tuning: for-each
+    on CUDA, a loop on CPU)."""
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
+                             fused=True if fused else None)  # None, not False: False would also turn for-each off
+
+
 def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.Optimizer:
-    """AdamW over `optimizer_groups`; `optimizer_step` sets each group's lr from the schedule and its lr_scale."""
+    """Pretraining's fused AdamW over `optimizer_groups`; `optimizer_step` sets each group's lr (`set_lr`)."""
     scale = cfg.gen_lr / cfg.lr if cfg.gen_lr and cfg.objective != "mlm" else 1.0
-    return torch.optim.AdamW(optimizer_groups(model, cfg.weight_decay, scale, cfg.head_lr_scale), lr=cfg.lr,
-                             betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
-                             fused=True)  # fused AdamW runs on CPU and CUDA
+    return adamw(optimizer_groups(model, cfg.weight_decay, scale, cfg.head_lr_scale), cfg, fused=True)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Each parameter group at `lr` times its lr_scale (1 if it has none)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
 def warmup_length(cfg: PretrainConfig, total_steps: int) -> int:
@@ -42,12 +61,17 @@ def warmup_length(cfg: PretrainConfig, total_steps: int) -> int:
     return max(1, min(cfg.warmup_steps, cap))
 
 
-def lr_at(step: int, cfg: PretrainConfig, total_steps: int) -> float:
-    """Linear warmup (warmup_length) then linear decay to 0 at total_steps."""
-    warmup = warmup_length(cfg, total_steps)
+def warmup_then_decay(step: int, peak: float, warmup: int, total_steps: int) -> float:
+    """The learning rate `step` steps (from 0) into a run of total_steps: rising linearly to `peak` over the first
+    `warmup` steps (none if 0), then falling linearly to 0 at total_steps."""
     if step < warmup:
-        return cfg.lr * (step + 1) / warmup
-    return cfg.lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+        return peak * (step + 1) / warmup
+    return peak * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+
+def lr_at(step: int, cfg: PretrainConfig, total_steps: int) -> float:
+    """Pretraining's learning rate: `warmup_then_decay` to cfg.lr, with warmup_length steps of warmup."""
+    return warmup_then_decay(step, cfg.lr, warmup_length(cfg, total_steps), total_steps)
 
 
 def temperature_at(step: int, cfg: PretrainConfig, total_steps: int) -> float:
