@@ -8,7 +8,7 @@ from electric.modeling.cloze import ElectricForClozeLM
 from electric.pretraining.config import resolve_config
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from training.pretrain_args import parse_args, resolve_run
-from training.run_dir import save_checkpoint
+from training.run_dir import TrainerState, save_checkpoint
 from training.schedule import build_optimizer
 
 
@@ -58,7 +58,7 @@ def test_the_delta_moves_at_gen_lr_and_a_saved_gdes_generator_is_a_plain_model_w
     assert any(g["lr_scale"] == 2.0 and any(p is model.gdes_delta for p in g["params"]) for g in opt.param_groups)
     with torch.no_grad():
         model.gdes_delta.normal_()
-    save_checkpoint(tmp_path, model, tok, opt, {"step": 0})
+    save_checkpoint(tmp_path, model, tok, opt, TrainerState())
     gen = AutoModelForMaskedLM.from_pretrained(tmp_path / "generator")
     torch.testing.assert_close(gen.electra.embeddings.word_embeddings.weight, model.generator_word_weight().detach())
     torch.testing.assert_close(gen.generator_lm_head.weight, gen.electra.embeddings.word_embeddings.weight)
