@@ -171,3 +171,26 @@ def test_fixed_noise_scores_replace_only_candidates_with_draws_from_the_given_di
     assert (labels.sum(dim=1) <= k).all() and labels.sum() > 0  # a draw equal to the original is not "replaced"
     with pytest.raises(ValueError, match="no discriminator"):
         PretrainingModel(resolve_config("debug", "mlm"), SPECIAL).fixed_noise_scores(ids, ids, probs, None)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_electrics_correction_uses_the_log_q_of_the_noise_it_sampled_from(temperature, monkeypatch):
+    """NCE's correction is log q of the noise distribution: with --temperature T the replacements come from
+    softmax(logits / T), so the corrected logit adds that log-probability, not the untempered cloze model's."""
+    from electric.pretraining import objectives as obj
+
+    torch.manual_seed(0)
+    m = PretrainingModel(resolve_config("debug", "electric", {"temperature": temperature}), SPECIAL).eval()
+    seen = {}
+    discriminate = m._discriminate
+    monkeypatch.setattr(m, "_discriminate", lambda inputs, *a: seen.setdefault("inputs", inputs) is not None
+                        and discriminate(inputs, *a))
+    corrected = obj.electric_corrected_logits
+    monkeypatch.setattr(obj, "electric_corrected_logits",
+                        lambda s, log_q, p: seen.setdefault("log_q", log_q) is not None and corrected(s, log_q, p))
+    ids, am = batch()
+    with torch.no_grad():
+        m(ids, am, torch.Generator().manual_seed(0))
+        logits = m.generator(ids, am).float()  # (B, T, V): the cloze model on the clean input
+    expected = torch.log_softmax(logits / temperature, -1).gather(-1, seen["inputs"][..., None]).squeeze(-1)
+    assert torch.allclose(seen["log_q"], expected, atol=1e-4)

@@ -266,8 +266,12 @@ class PretrainingModel(nn.Module):
         disc_inputs = input_ids.clone()
         disc_inputs[chosen] = sampled
         labels = obj.electric_labels(chosen)  # (B, T): every sampled position is "noise"
+        # the correction's log q is the noise's: the distribution the replacements were drawn from, tempered when
+        # --temperature is not 1 (the cloze model's own loss below keeps its untempered log q)
+        t = self.sample_temperature
+        noise_log_q = log_q_all if t == 1.0 else torch.log_softmax(cloze_logits.detach() / t, dim=-1)
         log_q = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)  # (B, T)
-        log_q[real] = log_q_all.gather(-1, disc_inputs[real][:, None]).squeeze(-1)
+        log_q[real] = noise_log_q.gather(-1, disc_inputs[real][:, None]).squeeze(-1)
         s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T) energies, (B, T, H) or None
         logit = obj.electric_corrected_logits(s, log_q, self.cfg.mask_prob)  # (B, T)
         targets = input_ids[real]  # (N_real,)
