@@ -47,9 +47,9 @@ def build_model(size: str, work: Path) -> Path:
     out = work / f"{size}-onnx"
     if (out / "electric.json").is_file():
         return out
-    from electric.export.exporter import export_model
+    from electric.export.exporter import ExportOptions, export_model
 
-    export_model(random_checkpoint(size, work), out, quantize="int8", overwrite=True, log=lambda *_: None)
+    export_model(random_checkpoint(size, work), out, ExportOptions(quantize="int8", overwrite=True), log=lambda *_: None)
     return out
 
 
@@ -66,13 +66,14 @@ def export_checkpoint(model_dir: str | Path, work: Path, log=print) -> Path:
     calibration with the run's generator, electric.json); reused while the checkpoint's files are unchanged.
     Raises electric.checkpoint.CheckpointError or electric.export.errors.ExportError."""
     from electric.cli.export import default_sentences
-    from electric.export.exporter import checkpoint_hash, export_model
+    from electric.export.exporter import ExportOptions, checkpoint_hash, export_model
 
     out = work / f"model-{model_label(model_dir).replace('/', '-')}-onnx"
     manifest = out / "electric.json"
     if manifest.is_file() and json.loads(manifest.read_text())["source"]["sha256"] == checkpoint_hash(Path(model_dir)):
         return out
-    export_model(model_dir, out, quantize="int8", overwrite=True, default_sentences=default_sentences(), log=log)
+    export_model(model_dir, out, ExportOptions(quantize="int8", overwrite=True, default_sentences=default_sentences()),
+                 log=log)
     return out
 
 

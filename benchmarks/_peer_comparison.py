@@ -29,11 +29,11 @@ def build_classifier(work: Path) -> tuple[Path, Path]:
         print("+ " + " ".join(cmd[1:]), flush=True)
         subprocess.run(cmd, cwd=REPO, check=True)
     if not (onnx / "electric.json").is_file():
-        from electric.export.exporter import export_model
+        from electric.export.exporter import ExportOptions, export_model
 
         # force: a classifier at chance gives near-equal logits, whose int8-vs-fp32 Spearman is noise (the
         # manifest keeps the max logit difference, the report prints it)
-        export_model(ckpt, onnx, quantize="int8", force=True, overwrite=True, log=lambda *_: None)
+        export_model(ckpt, onnx, ExportOptions(quantize="int8", force=True, overwrite=True), log=lambda *_: None)
     return ckpt, onnx
 
 

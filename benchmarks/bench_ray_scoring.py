@@ -53,14 +53,14 @@ def random_export(work: Path, sample: list[str]) -> Path:
     """A random-weight `tiny` discriminator (`_bench_models`' shape, 8k pieces trained on `sample`), exported to ONNX
     fp32."""
     import training.tokenizer
-    from electric.export.exporter import export_model
+    from electric.export.exporter import ExportOptions, export_model
 
     (work / "sample.txt").write_text("\n".join(sample), encoding="utf-8")
     if training.tokenizer.main(["--data", str(work / "sample.txt"), "--vocab-size", "8000", "--out", str(work / "tok"),
                                 "--overwrite"]):
         raise SystemExit("training the tokenizer failed")
     random_discriminator("tiny", work / "tok", work / "disc", max_positions=512)
-    export_model(work / "disc", work / "onnx", calibrate=False, log=lambda _: None)
+    export_model(work / "disc", work / "onnx", ExportOptions(calibrate=False), log=lambda _: None)
     return work / "onnx"
 
 

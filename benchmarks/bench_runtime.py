@@ -45,7 +45,7 @@ from _runtime_report import machine_name, report  # noqa: E402
 from _runtime_timing import CEILING_BATCH, SEQ_LEN, batched, gemm_ceiling, log, measure, pll  # noqa: E402
 
 from electric.evaluation.metrics import spearman  # noqa: E402
-from electric.export.exporter import export_model  # noqa: E402
+from electric.export.exporter import ExportOptions, export_model  # noqa: E402
 from electric.hardware import cpu_flags, int8_gemm_kernel  # noqa: E402
 from electric.inference.backend import TorchBackend  # noqa: E402
 from electric.inference.runtime import CPU, CUDA, OnnxBackend  # noqa: E402
@@ -107,10 +107,10 @@ def bench_size(size, tok_dir, work, data, args) -> dict:
     src = random_discriminator(size, tok_dir, work / f"{size}-hf", max_positions=512)
     out = work / f"{size}-onnx"
     fp16 = torch.cuda.is_available()
-    manifest = export_model(src, out, quantize="int8", fp16=fp16, threads=args.threads, log=log)
+    manifest = export_model(src, out, ExportOptions(quantize="int8", fp16=fp16, threads=args.threads), log=log)
     # the int8 graph made the other way (electric export --int8-graph fused): fused BERT ops, QAttention
     fused = work / f"{size}-onnx-fused"
-    export_model(src, fused, quantize="int8", int8_graph="fused", threads=args.threads, log=log)
+    export_model(src, fused, ExportOptions(quantize="int8", int8_graph="fused", threads=args.threads), log=log)
     runs = {"torch eager fp32 (CPU)": TorchBackend(src, device="cpu").run}
     outputs = {}
     for prec, d in (("fp32", out), ("int8", out), ("int8 fused", fused)):
@@ -154,7 +154,7 @@ def trained_quality(work: Path, args) -> dict:
     tok = AutoTokenizer.from_pretrained(src)
     ids, mask, cand = real_sentences(tok, args.sentences)
     out = work / "trained-onnx"
-    manifest = export_model(src, out, quantize="int8", threads=args.threads, log=log)
+    manifest = export_model(src, out, ExportOptions(quantize="int8", threads=args.threads), log=log)
     o32 = batched(OnnxBackend(out, precision="fp32", threads=args.threads).run, ids, mask)
     o8 = batched(OnnxBackend(out, precision="int8", threads=args.threads).run, ids, mask)
     cfg = json.loads((src / "config.json").read_text())

@@ -119,7 +119,7 @@ def health_line(run: Path) -> str | None:
 
 
 def export(run: Path, scorer: str, onnx_dir: Path, shared: Path) -> Path:
-    from electric.export.exporter import export_model
+    from electric.export.exporter import ExportOptions, export_model
 
     out = onnx_dir
     model = run / ("generator" if scorer == "cloze" else "discriminator")
@@ -132,7 +132,7 @@ def export(run: Path, scorer: str, onnx_dir: Path, shared: Path) -> Path:
         if "warning" in msg.lower():
             log(msg)
 
-    export_model(model, out, quantize="int8", overwrite=True, default_sentences=sentences, log=loud)
+    export_model(model, out, ExportOptions(quantize="int8", overwrite=True, default_sentences=sentences), log=loud)
     return out
 
 

@@ -101,7 +101,7 @@ def test_refusals_and_the_int8_gate(cloze_run, tmp_path, capsys, monkeypatch):
     rc, err = run(capsys, "--model", cloze_run, "--out", tmp_path / "r")
     assert rc == 1 and "pretraining run" in err and str(gen) in err  # names the cloze model's directory too
     with pytest.raises(ex.ExportError, match="torch.export-based exporter only"):
-        ex.export_model(gen, tmp_path / "l", exporter="legacy", log=lambda _: None)
+        ex.export_model(gen, tmp_path / "l", ex.ExportOptions(exporter="legacy"), log=lambda _: None)
     monkeypatch.setattr(ex, "MIN_SPEARMAN", 1.01)  # unreachable: the int8 graph "fails" its gate
     rc, err = run(capsys, "--model", gen, "--out", tmp_path / "o", "--quantize", "int8")
     assert rc == 1 and "Spearman" in err and "--force" in err and not (tmp_path / "o").exists()

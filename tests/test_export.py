@@ -154,7 +154,7 @@ def test_fused_int8_graph_quantises_the_fused_attention_and_keeps_parity(disc_di
 
 def test_an_unknown_int8_graph_is_refused(disc_dir, tmp_path):
     with pytest.raises(ex.ExportError, match="int8-graph"):
-        ex.export_model(disc_dir, tmp_path / "x", quantize="int8", int8_graph="magic")
+        ex.export_model(disc_dir, tmp_path / "x", ex.ExportOptions(quantize="int8", int8_graph="magic"))
 
 
 # ---- classifier and tagger heads ----------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_an_unknown_int8_graph_is_refused(disc_dir, tmp_path):
 def test_classifier_and_tagger_heads(tokenizer_dir, tmp_path, arch, kind, num_labels):
     src = head_dir(tokenizer_dir, tmp_path, arch, num_labels)
     out, triton = tmp_path / "onnx", tmp_path / "triton"
-    m = ex.export_model(src, out, triton_repo=triton, log=lambda _: None)
+    m = ex.export_model(src, out, ex.ExportOptions(triton_repo=triton), log=lambda _: None)
     assert m["kind"] == kind and m["labels"] == [f"L{i}" for i in range(num_labels)]
     assert m["parity"]["fp32"]["max_abs_diff"] <= 1e-4
     be, ref = load_backend(out), TorchBackend(src, device="cpu")

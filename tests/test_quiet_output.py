@@ -43,10 +43,10 @@ def test_tokenising_whole_documents_does_not_warn_about_the_model_maximum(tokeni
 
 @pytest.mark.integration
 def test_int8_export_does_not_print_the_preprocessing_advice(disc_dir, tmp_path, caplog):
-    from electric.export.exporter import export_model
+    from electric.export.exporter import ExportOptions, export_model
 
     with caplog.at_level(logging.WARNING):
-        export_model(disc_dir, tmp_path / "onnx", quantize="int8", log=lambda m: None)
+        export_model(disc_dir, tmp_path / "onnx", ExportOptions(quantize="int8"), log=lambda m: None)
     assert (tmp_path / "onnx" / "model.int8.onnx").is_file()
     assert not [r for r in caplog.records if "pre-processing before quantization" in r.getMessage()]
     assert not logging.getLogger().filters  # the filter is gone afterwards

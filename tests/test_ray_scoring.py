@@ -151,10 +151,10 @@ def test_wrong_arguments_are_one_line_before_ray_starts(capsys, disc_dir, tmp_pa
 @pytest.fixture(scope="module")
 def onnx_dir(disc_dir, tmp_path_factory) -> Path:
     pytest.importorskip("onnx")
-    from electric.export.exporter import export_model
+    from electric.export.exporter import ExportOptions, export_model
 
     out = tmp_path_factory.mktemp("ray-onnx") / "onnx"
-    export_model(disc_dir, out, calibrate=False, log=lambda _: None)
+    export_model(disc_dir, out, ExportOptions(calibrate=False), log=lambda _: None)
     return out
 
 
@@ -163,10 +163,10 @@ def int8_onnx_dir(disc_dir, tmp_path_factory) -> Path:
     """The same model exported with its int8 graph (what `electric score` runs on a CPU by default). Random
     weights miss the int8 parity gate; kept anyway (force): only its batch dependence matters here."""
     pytest.importorskip("onnx")
-    from electric.export.exporter import export_model
+    from electric.export.exporter import ExportOptions, export_model
 
     out = tmp_path_factory.mktemp("ray-onnx-int8") / "onnx"
-    export_model(disc_dir, out, quantize="int8", force=True, calibrate=False, log=lambda _: None)
+    export_model(disc_dir, out, ExportOptions(quantize="int8", force=True, calibrate=False), log=lambda _: None)
     return out
 
 

@@ -15,7 +15,7 @@ pytest.importorskip("onnx")
 from electric.batching import bucket_length  # noqa: E402
 from electric.checkpoint import CheckpointError  # noqa: E402
 from electric.evaluation.metrics import spearman  # noqa: E402
-from electric.export.exporter import export_model  # noqa: E402
+from electric.export.exporter import ExportOptions, export_model  # noqa: E402
 from electric.inference import runtime as rt  # noqa: E402
 from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
 from electric.inference.scoring import Scorer  # noqa: E402
@@ -29,7 +29,7 @@ def onnx_dirs(disc_dir, tmp_path_factory) -> dict[str, Path]:
     """The discriminator exported twice: fp32 only, and fp32 + int8 + fp16."""
     root = tmp_path_factory.mktemp("rt")
     export_model(disc_dir, root / "fp32", log=lambda _: None)
-    export_model(disc_dir, root / "int8", quantize="int8", fp16=True, log=lambda _: None)
+    export_model(disc_dir, root / "int8", ExportOptions(quantize="int8", fp16=True), log=lambda _: None)
     return {"fp32": root / "fp32", "int8": root / "int8"}
 
 

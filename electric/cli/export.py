@@ -77,16 +77,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from transformers.utils import logging as hf_logging
 
-    from electric.export.exporter import ExportError, export_model
+    from electric.export.exporter import ExportError, ExportOptions, export_model
 
     hf_logging.disable_progress_bar()  # one line per step is enough on a terminal
     try:
-        export_model(args.model, args.out, quantize=args.quantize, fp16=args.fp16, opset=args.opset,
-                     force=args.force, overwrite=args.overwrite, parity_data=args.parity_data,
-                     triton_repo=args.triton_repo, triton_model_name=args.triton_name, threads=args.threads,
-                     calibrate=not args.no_calibration, generator=args.generator,
-                     calibration_data=args.calibration_data, int8_graph=args.int8_graph,
-                     default_sentences=default_sentences(), log=lambda msg: print(msg, file=sys.stderr))
+        options = ExportOptions(quantize=args.quantize, int8_graph=args.int8_graph, fp16=args.fp16, opset=args.opset,
+                                force=args.force, overwrite=args.overwrite, parity_data=args.parity_data,
+                                default_sentences=default_sentences(), threads=args.threads,
+                                calibrate=not args.no_calibration, generator=args.generator,
+                                calibration_data=args.calibration_data, triton_repo=args.triton_repo,
+                                triton_model_name=args.triton_name)
+        export_model(args.model, args.out, options, log=lambda msg: print(msg, file=sys.stderr))
     except (CheckpointError, ExportError) as e:
         print(f"electric export: error: {e}", file=sys.stderr)
         return 1

@@ -2,6 +2,6 @@
 `electric.json` manifest (`exporter`), and the calibration of the discriminator's probabilities fitted on the
 way (`calibration`). Needs the `export` extra (torch, onnx)."""
 
-from electric.export.exporter import ExportError, ParityError, export_model
+from electric.export.exporter import ExportError, ExportOptions, ParityError, export_model
 
-__all__ = ["ExportError", "ParityError", "export_model"]
+__all__ = ["ExportError", "ExportOptions", "ParityError", "export_model"]

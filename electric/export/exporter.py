@@ -1,6 +1,7 @@
 """Export an ELECTRA checkpoint to ONNX, check parity, quantise, and write the runtime's manifest.
 
-    manifest = export_model("runs/electric-tiny/discriminator", "runs/electric-tiny/onnx", quantize="int8")
+    manifest = export_model("runs/electric-tiny/discriminator", "runs/electric-tiny/onnx",
+                            ExportOptions(quantize="int8"))
 
 The output directory (written to a temporary directory and renamed into place, so it is complete or
 absent) holds:
@@ -29,8 +30,10 @@ fitted on held-out sentences that the run's own generator (RUN/generator, or `ge
 pretraining, so that detect's probabilities mean the same for ELECTRA and Electric; the manifest keeps
 the two numbers, what they were fitted on and a held-out check.
 
-This module runs the steps in order and writes the manifest; the steps live beside it: `graph` (trace,
-optimise, quantise, fp16), `parity` (sentences, batches, measures), `calibration`, `triton`.
+`export_model` runs the steps in order - `plan_export` (check and resolve everything before writing), `export_fp32`,
+`check_fp32_parity`, `calibrate_discriminator`, `add_variant` for int8 and fp16, `build_manifest` - on an
+`ExportOptions` record; the work of each lives beside this module: `graph` (trace, optimise, quantise, fp16),
+`parity` (sentences, batches, measures), `calibration`, `triton`.
 """
 
 from __future__ import annotations
@@ -41,8 +44,11 @@ import shutil
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
 from electric.checkpoint import (
@@ -93,6 +99,7 @@ from electric.tokenization import TOKENIZER_FILES, load_tokenizer
 FP32_TOLERANCE = 1e-4  # max |ONNX fp32 - torch| over real tokens
 MIN_SPEARMAN = 0.99  # int8/fp16 vs fp32, sentence-level
 FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx", "fp16": "model.fp16.onnx"}
+VARIANT_PROVIDERS = {"int8": [CPU], "fp16": [CUDA, CPU]}  # where each precision's parity is measured, first found
 # how the int8 graph is made: "plain" = the exported graph's MatMuls quantised; "fused" = onnxruntime's transformer
 # optimizer first (fused Attention, SkipLayerNorm, BiasGelu), then its MatMuls and Attention quantised
 INT8_GRAPHS = ("plain", "fused")
@@ -110,7 +117,146 @@ OUTPUT_MEANINGS = {
 FORMAT_VERSION = 1
 
 
-# ---- inputs -------------------------------------------------------------------------------------
+# ---- what to export -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """How to export: what `electric export`'s flags set. Checked when made (ExportError); never changed after."""
+
+    quantize: str | None = None  # "int8": also write model.int8.onnx, dynamic int8 (the CPU default)
+    int8_graph: str = INT8_GRAPHS[0]  # how the int8 graph is made (INT8_GRAPHS)
+    fp16: bool = False  # also write model.fp16.onnx (the CUDA default)
+    opset: int = DEFAULT_OPSET  # 7..21; the torch.export-based exporter takes 18 at least
+    exporter: str | None = None  # "legacy" (TorchScript) or "dynamo" (torch.export); None: legacy, dynamo for cloze
+    attn_implementation: str = "eager"  # the attention traced
+    force: bool = False  # keep an int8/fp16 graph below MIN_SPEARMAN (fp32 parity is never waived)
+    overwrite: bool = False  # replace an existing output directory (and Triton model)
+    parity_data: str | Path | None = None  # parity sentences, one a line (a .tsv: its `sentence` or first column)
+    default_sentences: str | Path | None = None  # the text when none is given, if it exists; else built-in sentences
+    threads: int | None = None  # onnxruntime threads for the parity checks
+    calibrate: bool = True  # calibrate a discriminator when a generator is found
+    generator: str | Path | None = None  # corrupts the calibration text; default RUN/generator beside the model
+    calibration_data: str | Path | None = None  # calibration sentences; default as for parity
+    triton_repo: str | Path | None = None  # also write a Triton model repository entry here
+    triton_model_name: str | None = None  # its name; default the output folder's
+
+    def __post_init__(self) -> None:
+        if self.quantize not in (None, "int8"):
+            raise ExportError(f"--quantize {self.quantize!r}: only int8 is supported")
+        if self.int8_graph not in INT8_GRAPHS:
+            raise ExportError(f"--int8-graph {self.int8_graph!r}: expected one of {', '.join(INT8_GRAPHS)}")
+        if not 7 <= self.opset <= 21:
+            raise ExportError(f"--opset {self.opset}: expected 7..21 (17 recommended)")
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The precisions written beside fp32, in the order they are made and checked."""
+        return (("int8",) if self.quantize == "int8" else ()) + (("fp16",) if self.fp16 else ())
+
+
+# ---- the whole export ---------------------------------------------------------------------------
+
+def export_model(model_dir: str | Path, out_dir: str | Path, options: ExportOptions | None = None, *,
+                 log: Callable[[str], None] = print) -> dict:
+    """Export fp32, check its parity, calibrate, add each precision variant, write the manifest; returns it.
+
+    `options` (default: `ExportOptions()`): the exporter is legacy (TorchScript), dynamo (torch.export) for the
+    cloze model (the only one it can export). Parity runs on `parity_data` sentences, else on the
+    `default_sentences` file when it exists (`electric export` passes ../shared/data/glue/sst2/dev.tsv), else on
+    built-in ones. A discriminator is calibrated (electric.inference.calibration) when `calibrate` and a generator
+    is found: `generator`, else RUN/generator beside RUN/discriminator; on `calibration_data` sentences (default: as
+    for parity). Without one the manifest's calibration is null and detect returns sigma(s_t).
+
+    Raises CheckpointError (bad input), ExportError (failed step, existing output) or ParityError.
+    Nothing is left in `out_dir` (or the Triton repository) unless everything succeeded."""
+    plan = plan_export(model_dir, out_dir, options or ExportOptions(), log)
+    t0 = time.perf_counter()
+    with atomic_dir(plan.out) as tmp:
+        fp32 = check_fp32_parity(plan, export_fp32(plan, tmp, log), log)
+        calibration = calibrate_discriminator(plan, fp32.runner.run, log)
+        parity = dict(fp32.parity)
+        for precision in plan.options.variants:  # int8, fp16
+            parity[precision] = add_variant(plan, precision, fp32, tmp, log)
+        files = {p: FILES[p] for p in ("fp32", *plan.options.variants)}
+        copy_model_files(plan.src, tmp)
+        manifest = build_manifest(plan, files, parity, calibration)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        if plan.options.triton_repo is not None:
+            add_triton_model(plan, tmp, files, log)
+    log(f"wrote {plan.out} ({', '.join(files.values())}) in {time.perf_counter() - t0:.1f}s")
+    return manifest
+
+
+# ---- before anything is written -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """One checkpoint's export, resolved and checked before anything is written."""
+
+    options: ExportOptions
+    src: Path  # the checkpoint
+    out: Path  # the output directory
+    config: dict  # the checkpoint's config.json
+    kind: Kind
+    arch: str  # its head, of ARCHITECTURE_KINDS
+    exporter: str  # "legacy" | "dynamo"
+    opset: int  # the options', at least 18 for dynamo
+    tokenizer: Any
+    max_length: int  # the position table: the graph takes all of it
+    trained: tuple[int, str]  # the length trained on and where that comes from (electric.checkpoint.trained_length)
+    generator: Path | None  # corrupts the calibration text; None: not calibrated
+    sentences: list[str]  # the parity sentences
+    parity_source: str  # where they come from
+    batches: list[dict]  # their parity batches, at shapes other than the export shape
+    triton_name: str
+
+
+def plan_export(model_dir: str | Path, out_dir: str | Path, options: ExportOptions,
+                log: Callable[[str], None]) -> ExportPlan:
+    """Check the checkpoint, the exporter and the output directory; find the served length, the calibration
+    generator and the parity batches."""
+    src, config, kind, arch = inspect_checkpoint(model_dir)
+    exporter, opset = choose_exporter(kind, options)
+    out = Path(out_dir)
+    tname = options.triton_model_name or triton_name(out)
+    check_outputs(src, out, tname, options)
+    tokenizer = load_tokenizer(src)
+    max_length = int(config.get("max_position_embeddings", 512))  # the graph takes its whole position table
+    trained, trained_from = trained_length(src, config)  # what the runtime and server take by default
+    if trained < max_length:
+        log(f"trained on {trained} of its {max_length} positions ({trained_from}): served with {trained} tokens by "
+            f"default (electric serve --max-tokens-per-input serves more on purpose)")
+    gen_dir = calibration_generator(src, config, kind, options.calibrate, options.generator, log)
+    sentences, parity_source = parity_sentences(options.parity_data, default=options.default_sentences)
+    batches = parity_batches(tokenizer, sentences, max_length, pairs=kind in ("classifier", "tagger"))
+    return ExportPlan(options, src, out, config, kind, arch, exporter, opset, tokenizer, max_length,
+                      (trained, trained_from), gen_dir, sentences, parity_source, batches, tname)
+
+
+def choose_exporter(kind: Kind, options: ExportOptions) -> tuple[str, int]:
+    """(exporter, opset): the cloze model exports with torch.export only, whose lowest opset is 18."""
+    if kind == "cloze":
+        if options.exporter == "legacy":
+            raise ExportError("the cloze model exports with the torch.export-based exporter only (the TorchScript "
+                              "one writes a bool EyeLike, which onnxruntime cannot run)")
+        if options.quantize == "int8" and options.int8_graph == "fused":
+            raise ExportError("--int8-graph fused is onnxruntime's BERT fusion, not made for the cloze model's causal "
+                              "towers; use --int8-graph plain")
+    exporter = options.exporter or ("dynamo" if kind == "cloze" else "legacy")
+    return exporter, max(options.opset, 18) if exporter == "dynamo" else options.opset
+
+
+def check_outputs(src: Path, out: Path, tname: str, options: ExportOptions) -> None:
+    """The output directory (and Triton model) can be written: new or `overwrite`, not the checkpoint, creatable."""
+    if out.exists() and not options.overwrite:
+        raise ExportError(f"output directory {str(out)!r} already exists (pass --overwrite to replace it)")
+    if out.resolve() == src.resolve():
+        raise ExportError("--out must differ from --model")
+    check_creatable(out)  # before minutes of exporting into a directory that cannot be made
+    triton = Path(options.triton_repo) / tname if options.triton_repo is not None else None
+    if triton is not None and triton.exists() and not options.overwrite:
+        raise ExportError(f"Triton model {str(triton)!r} already exists (pass --overwrite to replace it)")
+
 
 def inspect_checkpoint(model_dir: str | Path) -> tuple[Path, dict, Kind, str]:
     """Validate a transformers ELECTRA checkpoint dir; returns (dir, config, kind, architecture)."""
@@ -144,19 +290,6 @@ def inspect_checkpoint(model_dir: str | Path) -> tuple[Path, dict, Kind, str]:
     return d, config, ARCHITECTURE_KINDS[arch], arch
 
 
-def checkpoint_hash(d: Path) -> str:
-    """sha256 over the checkpoint's top-level files (names and bytes, in name order)."""
-    h = hashlib.sha256()
-    for p in sorted(x for x in d.iterdir() if x.is_file()):
-        h.update(p.name.encode() + b"\0")
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
-
-
-# ---- calibration --------------------------------------------------------------------------------
-
 def calibration_generator(src: Path, config: dict, kind: Kind, calibrate: bool, generator: str | Path | None,
                           log: Callable[[str], None]) -> Path | None:
     """The generator that corrupts the calibration text: `generator`, else RUN/generator beside
@@ -180,7 +313,121 @@ def calibration_generator(src: Path, config: dict, kind: Kind, calibrate: bool, 
     return gen_dir
 
 
-# ---- the whole export ---------------------------------------------------------------------------
+# ---- the steps ----------------------------------------------------------------------------------
+
+def export_fp32(plan: ExportPlan, tmp: Path, log: Callable[[str], None]) -> Path:
+    """Step 1: trace the checkpoint into the fp32 graph, tmp/model.onnx."""
+    t0 = time.perf_counter()
+    model = load_for_export(plan.src, plan.arch, plan.options.attn_implementation)
+    path = tmp / FILES["fp32"]
+    try:
+        export_onnx(model, path, opset=plan.opset, exporter=plan.exporter, pad_token_id=plan.tokenizer.pad_token_id)
+    except Exception as e:  # noqa: BLE001
+        raise ExportError(f"ONNX export failed: {type(e).__name__}: {e}") from e
+    log(f"exported {plan.arch} ({plan.kind}) to ONNX opset {plan.opset} in {time.perf_counter() - t0:.1f}s")
+    return path
+
+
+@dataclass(frozen=True)
+class Fp32Graph:
+    """The fp32 graph, checked against torch: what calibration runs and each precision variant is compared with."""
+
+    path: Path
+    runner: OnnxRunner
+    outputs: list[np.ndarray]  # on the parity batches
+    parity: dict  # the manifest's parity record so far: the sentences, their shapes and fp32 vs torch
+
+
+def check_fp32_parity(plan: ExportPlan, path: Path, log: Callable[[str], None]) -> Fp32Graph:
+    """Step 2: the fp32 graph against torch on the parity batches; ParityError past FP32_TOLERANCE, always."""
+    # the reference is the torch path users get (TorchBackend), not the eager copy we traced
+    ref = run_batches(TorchBackend(plan.src, device="cpu").run, plan.batches)
+    runner = OnnxRunner(path, max_length=plan.max_length, pad_token_id=plan.tokenizer.pad_token_id,
+                        providers=[CPU], threads=plan.options.threads)
+    outputs = run_batches(runner.run, plan.batches)
+    stats = compare(plan.kind, plan.batches, ref, outputs)
+    parity: dict = {
+        "sentences": len(plan.sentences), "source": plan.parity_source,
+        "shapes": [list(b["input_ids"].shape) for b in plan.batches], "export_shape": list(EXPORT_SHAPE),
+        "fp32": {"max_abs_diff": stats["max_abs_diff"], "tolerance": FP32_TOLERANCE, "provider": CPU,
+                 "reference": "torch (transformers, CPU, fp32)"},
+    }
+    log(f"parity fp32 vs torch: max |diff| {stats['max_abs_diff']:.2e} on {len(plan.sentences)} sentences, "
+        f"shapes {parity['shapes']}")
+    if not stats["max_abs_diff"] <= FP32_TOLERANCE:
+        raise ParityError(f"fp32 ONNX logits differ from torch by {stats['max_abs_diff']:.3g} "
+                          f"(> {FP32_TOLERANCE}); the export is wrong, not saved")
+    return Fp32Graph(path, runner, outputs, parity)
+
+
+def calibrate_discriminator(plan: ExportPlan, run: Callable, log: Callable[[str], None]) -> dict | None:
+    """Step 3: a discriminator's Platt scaling, fitted on the fp32 graph's logits (`run`) over text the generator
+    corrupts; None when there is no generator."""
+    if plan.generator is None:
+        return None
+    sents, source = sentences_or_default(plan.options.calibration_data, MAX_SENTENCES, "calibration data",
+                                         plan.options.default_sentences)
+    return fit_calibration(run, plan.tokenizer, plan.generator, sents, source,
+                           max_length=min(plan.trained[0], PARITY_MAX_TOKENS), log=log)
+
+
+def make_variant(plan: ExportPlan, precision: str, fp32_path: Path, path: Path) -> None:
+    """The int8 graph (plain or fused, `int8_graph`) or the fp16 one, from the fp32 graph."""
+    if precision == "fp16":
+        convert_fp16(fp32_path, path)
+    elif plan.options.int8_graph == "fused":
+        quantize_int8_fused(fp32_path, path, plan.config)
+    else:
+        quantize_int8(fp32_path, path)
+
+
+def add_variant(plan: ExportPlan, precision: str, fp32: Fp32Graph, tmp: Path, log: Callable[[str], None]) -> dict:
+    """Step 4, once per precision (int8, fp16): make its graph and compare it with fp32 - the Spearman of sentence
+    scores must reach MIN_SPEARMAN unless `force` (ParityError); returns its parity record."""
+    path = tmp / FILES[precision]
+    make_variant(plan, precision, fp32.path, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no CUDA here: measured on CPU, and the manifest says so
+        runner = OnnxRunner(path, max_length=plan.max_length, pad_token_id=plan.tokenizer.pad_token_id,
+                            providers=select_providers(VARIANT_PROVIDERS[precision]), threads=plan.options.threads)
+    st = compare(plan.kind, plan.batches, fp32.outputs, run_batches(runner.run, plan.batches))
+    ok, force = st["spearman"] >= MIN_SPEARMAN, plan.options.force
+    per_token = f" (per token {st['spearman_per_token']:.4f})" if "spearman_per_token" in st else ""
+    log(f"parity {precision} vs fp32 on {runner.providers[0]}: max |diff| {st['max_abs_diff']:.3g}, "
+        f"Spearman {st['spearman']:.4f}{per_token}" + ("" if ok else f" < {MIN_SPEARMAN}"))
+    if not ok and not force:
+        raise ParityError(f"{precision} sentence-score Spearman vs fp32 is {st['spearman']:.4f} "
+                          f"(< {MIN_SPEARMAN}); not saved (pass --force to keep it anyway)")
+    if not ok:
+        log(f"warning: keeping the {precision} model despite low parity (--force)")
+    return {
+        "max_abs_diff": st["max_abs_diff"], "spearman": st["spearman"],
+        "spearman_of": {"discriminator": "sentence PLL", "cloze": "sentence cloze score"}.get(plan.kind, "logits"),
+        **({"spearman_per_token": st["spearman_per_token"]} if "spearman_per_token" in st else {}),
+        "reference": "onnx fp32", "min_spearman": MIN_SPEARMAN, "passed": bool(ok),
+        "forced": bool(not ok and force), "provider": runner.providers[0],
+        **({"graph": plan.options.int8_graph} if precision == "int8" else {}),
+        "size_mb": round(path.stat().st_size / 2**20, 2),
+    }
+
+
+def copy_model_files(src: Path, tmp: Path) -> None:
+    """config.json and the tokenizer's files beside the graphs; the copied tokenizer must load on its own."""
+    for f in ("config.json", *TOKENIZER_FILES, *TOKENIZER_EXTRA):
+        if (src / f).is_file():
+            shutil.copyfile(src / f, tmp / f)
+    load_tokenizer(tmp)
+
+
+def add_triton_model(plan: ExportPlan, tmp: Path, files: dict, log: Callable[[str], None]) -> None:
+    """The Triton model repository entry, of the fp16 graph if there is one, else int8, else fp32."""
+    precision = "fp16" if "fp16" in files else "int8" if "int8" in files else "fp32"
+    path = write_triton(Path(plan.options.triton_repo), plan.triton_name, tmp / files[precision], precision,
+                        plan.options.overwrite)
+    log(f"wrote Triton model {path} ({precision})")
+
+
+# ---- the manifest -------------------------------------------------------------------------------
 
 def _versions() -> dict:
     import onnx
@@ -193,158 +440,20 @@ def _versions() -> dict:
             "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-def export_model(model_dir: str | Path, out_dir: str | Path, *, quantize: str | None = None, fp16: bool = False,
-                 opset: int = DEFAULT_OPSET, force: bool = False, overwrite: bool = False,
-                 parity_data: str | Path | None = None, triton_repo: str | Path | None = None,
-                 triton_model_name: str | None = None, exporter: str | None = None,
-                 attn_implementation: str = "eager", threads: int | None = None, calibrate: bool = True,
-                 generator: str | Path | None = None, calibration_data: str | Path | None = None,
-                 default_sentences: str | Path | None = None, int8_graph: str = INT8_GRAPHS[0],
-                 log: Callable[[str], None] = print) -> dict:
-    """Export, check parity, calibrate, quantise/convert, write the manifest; returns the manifest.
-
-    `exporter`: "legacy" (TorchScript) or "dynamo" (torch.export); default legacy, dynamo for the cloze model (the
-    only one it can export). Parity runs on `parity_data` sentences, else on the `default_sentences` file when it exists (`electric
-    export` passes ../shared/data/glue/sst2/dev.tsv), else on built-in ones. A discriminator is calibrated
-    (electric.inference.calibration) when `calibrate` and a generator is found: `generator`, else RUN/generator
-    beside RUN/discriminator; on `calibration_data` sentences (default: as for parity). Without one the
-    manifest's calibration is null and detect returns sigma(s_t).
-
-    Raises CheckpointError (bad input), ExportError (failed step, existing output) or ParityError.
-    Nothing is left in `out_dir` (or the Triton repository) unless everything succeeded."""
-    if quantize not in (None, "int8"):
-        raise ExportError(f"--quantize {quantize!r}: only int8 is supported")
-    if int8_graph not in INT8_GRAPHS:
-        raise ExportError(f"--int8-graph {int8_graph!r}: expected one of {', '.join(INT8_GRAPHS)}")
-    if not 7 <= opset <= 21:
-        raise ExportError(f"--opset {opset}: expected 7..21 (17 recommended)")
-    src, config, kind, arch = inspect_checkpoint(model_dir)
-    if kind == "cloze":
-        if exporter == "legacy":
-            raise ExportError("the cloze model exports with the torch.export-based exporter only (the TorchScript "
-                              "one writes a bool EyeLike, which onnxruntime cannot run)")
-        if quantize == "int8" and int8_graph == "fused":
-            raise ExportError("--int8-graph fused is onnxruntime's BERT fusion, not made for the cloze model's causal "
-                              "towers; use --int8-graph plain")
-    exporter = exporter or ("dynamo" if kind == "cloze" else "legacy")
-    if exporter == "dynamo":
-        opset = max(opset, 18)  # the torch.export-based exporter's lowest
-    out = Path(out_dir)
-    if out.exists() and not overwrite:
-        raise ExportError(f"output directory {str(out)!r} already exists (pass --overwrite to replace it)")
-    if out.resolve() == src.resolve():
-        raise ExportError("--out must differ from --model")
-    check_creatable(out)  # before minutes of exporting into a directory that cannot be made
-    tname = triton_model_name or triton_name(out)
-    if triton_repo is not None and (Path(triton_repo) / tname).exists() and not overwrite:
-        raise ExportError(f"Triton model {str(Path(triton_repo) / tname)!r} already exists "
-                          "(pass --overwrite to replace it)")
-    tokenizer = load_tokenizer(src)
-    max_length = int(config.get("max_position_embeddings", 512))  # the graph takes its whole position table
-    trained, trained_from = trained_length(src, config)  # what the runtime and server take by default
-    if trained < max_length:
-        log(f"trained on {trained} of its {max_length} positions ({trained_from}): served with {trained} tokens by "
-            f"default (electric serve --max-tokens-per-input serves more on purpose)")
-    gen_dir = calibration_generator(src, config, kind, calibrate, generator, log)
-    sentences, parity_source = parity_sentences(parity_data, default=default_sentences)
-    batches = parity_batches(tokenizer, sentences, max_length, pairs=kind in ("classifier", "tagger"))
-
-    t0 = time.perf_counter()
-    with atomic_dir(out) as tmp:
-        model = load_for_export(src, arch, attn_implementation)
-        fp32_path = tmp / FILES["fp32"]
-        try:
-            export_onnx(model, fp32_path, opset=opset, exporter=exporter, pad_token_id=tokenizer.pad_token_id)
-        except Exception as e:  # noqa: BLE001
-            raise ExportError(f"ONNX export failed: {type(e).__name__}: {e}") from e
-        log(f"exported {arch} ({kind}) to ONNX opset {opset} in {time.perf_counter() - t0:.1f}s")
-        del model
-
-        # the reference is the torch path users get (TorchBackend), not the eager copy we traced
-        reference = TorchBackend(src, device="cpu")
-        ref = run_batches(reference.run, batches)
-        del reference
-        fp32_runner = OnnxRunner(fp32_path, max_length=max_length, pad_token_id=tokenizer.pad_token_id,
-                                 providers=[CPU], threads=threads)
-        fp32 = run_batches(fp32_runner.run, batches)
-        stats = compare(kind, batches, ref, fp32)
-        parity: dict = {
-            "sentences": len(sentences), "source": parity_source,
-            "shapes": [list(b["input_ids"].shape) for b in batches], "export_shape": list(EXPORT_SHAPE),
-            "fp32": {"max_abs_diff": stats["max_abs_diff"], "tolerance": FP32_TOLERANCE, "provider": CPU,
-                     "reference": "torch (transformers, CPU, fp32)"},
-        }
-        log(f"parity fp32 vs torch: max |diff| {stats['max_abs_diff']:.2e} on {len(sentences)} sentences, "
-            f"shapes {parity['shapes']}")
-        if not stats["max_abs_diff"] <= FP32_TOLERANCE:
-            raise ParityError(f"fp32 ONNX logits differ from torch by {stats['max_abs_diff']:.3g} "
-                              f"(> {FP32_TOLERANCE}); the export is wrong, not saved")
-
-        calibration = None
-        if gen_dir is not None:
-            sents, source = sentences_or_default(calibration_data, MAX_SENTENCES, "calibration data",
-                                                 default_sentences)
-            calibration = fit_calibration(fp32_runner.run, tokenizer, gen_dir, sents, source,
-                                          max_length=min(trained, PARITY_MAX_TOKENS), log=log)
-
-        files = {"fp32": FILES["fp32"]}
-        variants = []
-        if quantize == "int8":
-            if int8_graph == "fused":
-                quantize_int8_fused(fp32_path, tmp / FILES["int8"], config)
-            else:
-                quantize_int8(fp32_path, tmp / FILES["int8"])
-            variants.append(("int8", [CPU]))
-        if fp16:
-            convert_fp16(fp32_path, tmp / FILES["fp16"])
-            variants.append(("fp16", [CUDA, CPU]))
-        for precision, providers in variants:
-            path = tmp / FILES[precision]
-            files[precision] = FILES[precision]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # no CUDA here: measured on CPU, and the manifest says so
-                runner = OnnxRunner(path, max_length=max_length, pad_token_id=tokenizer.pad_token_id,
-                                    providers=select_providers(providers), threads=threads)
-            got = run_batches(runner.run, batches)
-            st = compare(kind, batches, fp32, got)
-            ok = st["spearman"] >= MIN_SPEARMAN
-            parity[precision] = {
-                "max_abs_diff": st["max_abs_diff"], "spearman": st["spearman"],
-                "spearman_of": {"discriminator": "sentence PLL", "cloze": "sentence cloze score"}.get(kind, "logits"),
-                **({"spearman_per_token": st["spearman_per_token"]} if "spearman_per_token" in st else {}),
-                "reference": "onnx fp32", "min_spearman": MIN_SPEARMAN, "passed": bool(ok),
-                "forced": bool(not ok and force), "provider": runner.providers[0],
-                **({"graph": int8_graph} if precision == "int8" else {}),
-                "size_mb": round(path.stat().st_size / 2**20, 2),
-            }
-            per_token = f" (per token {st['spearman_per_token']:.4f})" if "spearman_per_token" in st else ""
-            log(f"parity {precision} vs fp32 on {runner.providers[0]}: max |diff| {st['max_abs_diff']:.3g}, "
-                f"Spearman {st['spearman']:.4f}{per_token}" + ("" if ok else f" < {MIN_SPEARMAN}"))
-            if not ok and not force:
-                raise ParityError(f"{precision} sentence-score Spearman vs fp32 is {st['spearman']:.4f} "
-                                  f"(< {MIN_SPEARMAN}); not saved (pass --force to keep it anyway)")
-            if not ok:
-                log(f"warning: keeping the {precision} model despite low parity (--force)")
-
-        for f in ("config.json", *TOKENIZER_FILES, *TOKENIZER_EXTRA):
-            if (src / f).is_file():
-                shutil.copyfile(src / f, tmp / f)
-        load_tokenizer(tmp)  # the copy must load on its own
-        manifest = build_manifest(src, config, kind, arch, max_length, opset, files, parity, exporter,
-                                  attn_implementation, calibration, (trained, trained_from))
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        if triton_repo is not None:
-            precision = "fp16" if "fp16" in files else "int8" if "int8" in files else "fp32"
-            path = write_triton(Path(triton_repo), tname, tmp / files[precision], precision, overwrite)
-            log(f"wrote Triton model {path} ({precision})")
-    log(f"wrote {out} ({', '.join(files.values())}) in {time.perf_counter() - t0:.1f}s")
-    return manifest
+def checkpoint_hash(d: Path) -> str:
+    """sha256 over the checkpoint's top-level files (names and bytes, in name order)."""
+    h = hashlib.sha256()
+    for p in sorted(x for x in d.iterdir() if x.is_file()):
+        h.update(p.name.encode() + b"\0")
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
-def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: int, opset: int,
-                   files: dict, parity: dict, exporter: str, attn_implementation: str,
-                   calibration: dict | None, trained: tuple[int, str]) -> dict:
+def build_manifest(plan: ExportPlan, files: dict, parity: dict, calibration: dict | None) -> dict:
     """electric.json: everything the runtime and server need to know about this directory."""
+    src, config, kind, trained = plan.src, plan.config, plan.kind, plan.trained
     versions = _versions()
     id2label = config.get("id2label") or {}
     labels = [id2label[k] for k in sorted(id2label, key=int)] if kind in ("classifier", "tagger") and id2label else None
@@ -353,15 +462,15 @@ def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: i
         "format": "electric-onnx",
         "format_version": FORMAT_VERSION,
         "kind": kind,
-        "architecture": arch,
+        "architecture": plan.arch,
         "labels": labels,
         "problem_type": config.get("problem_type"),
-        "max_length": max_length,  # the position table: the most the graph takes
+        "max_length": plan.max_length,  # the position table: the most the graph takes
         # the length the model was trained on and where that comes from (electric.checkpoint.trained_length): what
         # the runtime, `electric score` and the server take by default; older manifests lack it (the table, then)
         "trained_length": trained[0],
         "trained_length_from": trained[1],
-        "opset": opset,
+        "opset": plan.opset,
         "precision": {"cpu": "int8" if "int8" in files else "fp32", "cuda": "fp16" if "fp16" in files else "fp32"},
         "files": files,
         "inputs": list(CLOZE_INPUT_NAMES if cloze else INPUT_NAMES),
@@ -369,9 +478,9 @@ def build_manifest(src: Path, config: dict, kind: Kind, arch: str, max_length: i
         "output_meaning": OUTPUT_MEANINGS[kind],
         "scoring_methods": list(METHODS_OF_KIND.get(kind, ())),  # electric score/serve --method on this directory
         "source": {"path": str(src.resolve()), "sha256": checkpoint_hash(src)},
-        "exporter": {"name": "torch.onnx TorchScript (dynamo=False)" if exporter == "legacy"
+        "exporter": {"name": "torch.onnx TorchScript (dynamo=False)" if plan.exporter == "legacy"
                      else "torch.onnx torch.export (dynamo=True)",
-                     "attn_implementation": "sdpa" if cloze else attn_implementation},  # the cloze towers: SDPA
+                     "attn_implementation": "sdpa" if cloze else plan.options.attn_implementation},  # cloze: SDPA
         "versions": versions,
         "onnxruntime": versions["onnxruntime"],
         "parity": parity,
