@@ -2,14 +2,14 @@
 
 - `pad_rows`/`pad_values`: rows of different lengths -> a (B, T) array (and its attention mask), every caller
   (scoring, the server's batches, pretraining and fine-tuning collation via `torch.from_numpy`);
-- `pad_columns`: an already-padded (B, T) batch -> (B, T') with T' >= T (the ONNX runtime's length buckets);
+- `pad_columns`: an already-padded (B, T) batch -> (B, T') with T' >= T (the ONNX runtime's shape buckets);
 - `plan_batches`: offline batching (`electric score`, fine-tuning evaluation): rows sorted by length, cut by a
   row count and a padded-token budget;
-- `length_bucket`: the server's online batcher groups queued inputs by this power-of-two bucket (it must take
-  the oldest first, so it cannot sort);
-- `bucket_length`: the padded length T' the ONNX runtime runs a batch at (a multiple of 8 on CPU, a few fixed
-  lengths on CUDA) so that it sees few distinct shapes; a backend's `padded_length(T)` says it, so that the
-  server pads each batch once, straight to T';
+- `length_bucket`: the bucket (a number) of an input's length, by which the server's online batcher groups
+  queued inputs: powers of two (it must take the oldest first, so it cannot sort);
+- `round_up_to_bucket`: a batch's longest length rounded up to the padded length T' the ONNX runtime runs it at
+  (a multiple of 8 on CPU, a few fixed lengths on CUDA) so that it sees few distinct shapes; a backend's
+  `padded_length(T)` says it, so that the server pads each batch once, straight to T';
 - `progress_bar`: a tqdm bar over offline batches when asked for (scoring, MLM PLL).
 
 NumPy only, so serving, training and the benchmarks share it.
@@ -80,8 +80,9 @@ def length_bucket(length: int) -> int:
     return max(4, math.ceil(math.log2(max(length, 1))))
 
 
-def bucket_length(length: int, max_length: int, on_cuda: bool) -> int:
-    """The padded length for a batch whose longest row has `length` tokens (never above max_length)."""
+def round_up_to_bucket(length: int, max_length: int, on_cuda: bool) -> int:
+    """The padded length for a batch whose longest row has `length` tokens: the next of the runtime's shape
+    buckets (never above max_length, nor below `length`)."""
     if on_cuda:
         bucket = next((b for b in CUDA_BUCKETS if b >= length), length)
     else:

@@ -12,7 +12,7 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from electric.batching import bucket_length  # noqa: E402
+from electric.batching import round_up_to_bucket  # noqa: E402
 from electric.checkpoint import CheckpointError  # noqa: E402
 from electric.evaluation.metrics import spearman  # noqa: E402
 from electric.export.exporter import ExportOptions, export_model  # noqa: E402
@@ -167,10 +167,10 @@ def test_threads_default_to_physical_cores(onnx_dirs):
 
 
 def test_bucket_lengths():
-    assert [bucket_length(n, 512, on_cuda=False) for n in (1, 8, 9, 24, 510)] == [8, 8, 16, 24, 512]
-    assert [bucket_length(n, 512, on_cuda=True) for n in (3, 16, 17, 100, 400)] == [16, 16, 32, 128, 512]
-    assert bucket_length(100, 100, on_cuda=True) == 100  # never above max_length
-    assert bucket_length(60, 50, on_cuda=False) == 60  # never below the input (run() rejects it first)
+    assert [round_up_to_bucket(n, 512, on_cuda=False) for n in (1, 8, 9, 24, 510)] == [8, 8, 16, 24, 512]
+    assert [round_up_to_bucket(n, 512, on_cuda=True) for n in (3, 16, 17, 100, 400)] == [16, 16, 32, 128, 512]
+    assert round_up_to_bucket(100, 100, on_cuda=True) == 100  # never above max_length
+    assert round_up_to_bucket(60, 50, on_cuda=False) == 60  # never below the input (run() rejects it first)
 
 
 def test_padding_to_a_bucket_does_not_change_results(onnx_dirs, sentences, monkeypatch):

@@ -12,7 +12,7 @@ Choices made here, each overridable:
   $ELECTRIC_ONNX_PRECISION asks for, e.g. fp32 for results identical to torch).
 - threads: intra-op threads = physical cores available to this process (hyper-threads do not help
   GEMM-bound inference); inter-op 1 (the graph is a chain).
-- length buckets: the batch is padded up to the next bucket length (a multiple of 8 on CPU, a few
+- shape buckets: the batch is padded up to the next bucket (`round_up_to_bucket`: a multiple of 8 on CPU, a few
   fixed lengths on CUDA, where fewer distinct shapes mean fewer allocations) and the output is cut
   back to the caller's length. Padding is masked out, so the result does not depend on the bucket.
 - IOBinding: on CUDA, inputs are copied to the device once and the output is bound on the device.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electric.batching import bucket_length, pad_columns
+from electric.batching import pad_columns, round_up_to_bucket
 from electric.checkpoint import MANIFEST, CheckpointError, Kind, require_local_dir
 from electric.inference.calibration import Calibration
 from electric.tokenization import load_inference_tokenizer
@@ -144,7 +144,7 @@ class OnnxRunner:
 
     def padded_length(self, length: int) -> int:
         """The length a batch whose longest row has `length` tokens runs at (its bucket)."""
-        return bucket_length(length, self.max_length, self.on_cuda) if self.buckets else length
+        return round_up_to_bucket(length, self.max_length, self.on_cuda) if self.buckets else length
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray:
