@@ -52,7 +52,7 @@ from _server_harness import Server, load_grpc, load_http  # noqa: E402
 _FN = r"(?:^|\.)(?:{}) \("  # a function or method name
 STAGES: list[tuple[str, str]] = [
     ("idle", r"^EpollSelector\.select \(|^_worker \(.*concurrent/futures/thread\.py|\.wait \(.*threading\.py"),
-    ("metrics and access log", r"prometheus_client/|server/metrics\.py|" + _FN.format("_?record|log_request")
+    ("metrics and access log", r"prometheus_client/|server/prometheus\.py|" + _FN.format("_?record|log_request")
      + r"|logging/__init__\.py"),
     ("tokenisation", _FN.format(r"encode\w*|_tokenize\w*") + r".*(electric/inference/scoring|server/pipelines|server/engine)\.py|"
                      r"tokenizers/|transformers/tokenization"),

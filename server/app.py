@@ -41,7 +41,7 @@ from server.http import (
     fast_routes,
 )
 from server.http_protocol import HEADERS_TOO_LARGE, HttpProtocol, accept_waiting, http_protocol
-from server.metrics import Metrics
+from server.prometheus import Metrics
 from server.settings import Settings
 from server.transport import record
 

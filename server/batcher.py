@@ -40,7 +40,7 @@ from electric.inference.encoding import Encoded, InputTooLongError
 from electric.inference.scoring import METHODS_OF_KIND
 from server import pipelines
 from server.errors import BackendError, ServerError, Timeout, ValidationError
-from server.metrics import Metrics
+from server.prometheus import Metrics
 from server.settings import Settings
 
 log = logging.getLogger("electric.server")

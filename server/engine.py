@@ -42,7 +42,7 @@ from server.errors import (
     ShuttingDown,
     ValidationError,
 )
-from server.metrics import Metrics
+from server.prometheus import Metrics
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
 
 log = logging.getLogger("electric.server")

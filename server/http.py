@@ -42,7 +42,7 @@ from server.errors import (
     Unauthorized,
     ValidationError,
 )
-from server.metrics import Metrics
+from server.prometheus import Metrics
 from server.settings import Settings
 from server.transport import authorised, record, status_for, timing_metadata
 

@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from server.batcher import Timing
 from server.errors import ServerError
-from server.metrics import Metrics
+from server.prometheus import Metrics
 from server.settings import Settings
 
 access_log = logging.getLogger("electric.access")

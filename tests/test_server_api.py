@@ -458,7 +458,7 @@ def test_warmup_stays_out_of_the_request_metrics(models):
     """The start-up warm-up runs batches of its own: /metrics counts them as electric_warmup_batches, not as
     traffic (input tokens, batches, queue and inference time), so one request of n tokens shows as n."""
     from server.engine import Engine
-    from server.metrics import Metrics
+    from server.prometheus import Metrics
 
     async def main():
         m = Metrics()

@@ -1,4 +1,4 @@
-"""Prometheus metrics of one server (a registry per app, so tests can run several in one process)."""
+"""Prometheus metrics of one server (`Metrics`: a registry per app, so tests can run several in one process)."""
 
 from __future__ import annotations
 
