@@ -21,8 +21,8 @@ every distinct hypothesis once into `LMScores` (sum, mean, pieces per hypothesis
 and reorders the lists; `rerank_scored` does the same for lists scored already.
 
 Modules: `rerank` (`rerank_nbest`, `LMScores`), `lists` (NBestList, formats), `readers`, `writers`,
-`combination` (the formula, `Weights`, `rerank_lists`), `metrics` (WER/CER/BLEU/chrF statistics, `Evaluator`),
-`tuning` (grid search, bootstrap guard, dev split), `report` (`RerankOptions`, `rerank_report`,
+`combination` (the formula, `Weights`, `rerank_lists`), `corpus_metrics` (WER/CER/BLEU/chrF statistics,
+`Evaluator`), `tuning` (grid search, bootstrap guard, dev split), `report` (`RerankOptions`, `rerank_report`,
 `format_report`), `lm_score` (sum or mean LM score, chosen on dev).
 """
 
@@ -40,6 +40,15 @@ from electric.evaluation.nbest.combination import (
     score_nbest,
     unreorderable_fields,
 )
+from electric.evaluation.nbest.corpus_metrics import (
+    METRICS,
+    ErrorRate,
+    Evaluator,
+    Metric,
+    SacreMetric,
+    make_metric,
+    require_metric,
+)
 from electric.evaluation.nbest.lists import FORMATS, SCORE_KEYS, NBestError, NBestList
 from electric.evaluation.nbest.lm_score import (
     LM_SCORES,
@@ -49,15 +58,6 @@ from electric.evaluation.nbest.lm_score import (
     require_refs,
     sum_and_mean,
     sum_mean_pieces,
-)
-from electric.evaluation.nbest.metrics import (
-    METRICS,
-    ErrorRate,
-    Evaluator,
-    Metric,
-    SacreMetric,
-    make_metric,
-    require_metric,
 )
 from electric.evaluation.nbest.readers import (
     attach_refs,

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from electric.evaluation.nbest.combination import LM_SCORES, Weights, prior_note
+from electric.evaluation.nbest.corpus_metrics import Evaluator, make_metric
 from electric.evaluation.nbest.lists import NBestList
-from electric.evaluation.nbest.metrics import Evaluator, make_metric
 from electric.evaluation.nbest.tuning import (
     DEFAULT_BONUS_GRID,
     DEFAULT_LENGTH_GRID,

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from electric.evaluation.nbest.combination import Weights, num_words, weighted_total
+from electric.evaluation.nbest.corpus_metrics import Evaluator
 from electric.evaluation.nbest.lists import NBestError, NBestList
-from electric.evaluation.nbest.metrics import Evaluator
 
 
 def _pad(rows: Sequence[np.ndarray], n_max: int) -> np.ndarray:
