@@ -317,7 +317,7 @@ def _check_counts(engine: Engine, body: object) -> None:
 
 
 INPUT_TEXTS = {"ScoreRequest": ("texts",), "DetectRequest": ("texts",), "RerankRequest": ("hypotheses",),
-               "NBestList": ("hypotheses",), "ClassifyRequest": ("texts", "pairs")}  # what max_input_chars limits
+               "NBestListBody": ("hypotheses",), "ClassifyRequest": ("texts", "pairs")}  # what max_input_chars limits
 
 
 def add_input_limits_to_openapi(app: FastAPI, settings: Settings) -> None:

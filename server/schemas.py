@@ -132,7 +132,9 @@ class ScoreResponse(BaseModel):
 
 # ---- /v1/rerank ----------------------------------------------------------------------------------
 
-class NBestList(_Request):
+# One n-best list of a /v1/rerank body, as JSON (the library's is electric.evaluation.nbest.NBestList, gRPC's the
+# message electric.v1.NBestList); its schema is NBestListBody in /openapi.json.
+class NBestListBody(_Request):
     id: Text | None = Field(None, description="utterance id, echoed as utt_id (default: the list's position)")
     hypotheses: list[InputText] = Field(min_length=1, fail_fast=True,
                                         description="hypotheses in the first pass's order (best first)")
@@ -165,7 +167,7 @@ class RerankRequest(_Request):
                    {"id": "utt2", "hypotheses": ["list all flights", "list all fights"]}],
          "weights": {"lm": 1.0, "beta": 2.0, "prior": "rank"}},
         oneOf=[_form("lists", absent=("hypotheses", "scores")), _form("hypotheses", absent=("lists",))])  # _one_form
-    lists: list[NBestList] | None = Field(None, min_length=1, fail_fast=True, description="many n-best lists ...")
+    lists: list[NBestListBody] | None = Field(None, min_length=1, fail_fast=True, description="many n-best lists ...")
     hypotheses: list[InputText] | None = Field(None, min_length=1, fail_fast=True, description="... or one list")
     scores: list[Score] | None = Field(None, min_length=1, fail_fast=True,
                                        description="first-pass scores of the one list")

@@ -304,11 +304,11 @@ def test_openapi_says_lists_are_non_empty_and_examples_run(server, http):
             for s in sub if isinstance(sub, list) else [sub] if sub else []:
                 yield from arrays(s, where)
 
-    names = ("ScoreRequest", "RerankRequest", "NBestList", "DetectRequest", "ClassifyRequest")
+    names = ("ScoreRequest", "RerankRequest", "NBestListBody", "DetectRequest", "ClassifyRequest")
     found = [(f"{n}.{p}", a) for n in names for p, prop in schemas[n]["properties"].items()
              for _, a in arrays(prop, p)]
     assert {w for w, _ in found} >= {"ScoreRequest.texts", "RerankRequest.lists", "RerankRequest.hypotheses",
-                                     "NBestList.hypotheses", "DetectRequest.texts", "ClassifyRequest.pairs"}
+                                     "NBestListBody.hypotheses", "DetectRequest.texts", "ClassifyRequest.pairs"}
     assert all(a.get("minItems", 0) >= 1 for _, a in found), [w for w, a in found if not a.get("minItems")]
     r = http.post("/v1/score", json={"texts": []})
     assert r.status_code == 422 and r.json()["error"].startswith("texts: ")
