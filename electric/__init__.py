@@ -1,8 +1,8 @@
-"""Electric: pretrain ELECTRA-family encoders, export them to ONNX, and score text in one pass.
+"""Electric: pretrain ELECTRA-family encoders, fine-tune them, export them to ONNX, and score text in one pass.
 
-Layers (docs/architecture.md): `pretraining`, `inference`, `evaluation`, `export`, and the `cli` on top; the
-shared modules `checkpoint`, `batching`, `words`, `textio`, `hardware` below them. `scoring`, `backend`,
-`nbest`, `config`, `modeling`, `objectives`, `data` and `health` are the old import paths of modules that now
-live in the layers (the same module objects)."""
+Layers (docs/architecture.md), each a subpackage: `modeling` (the networks), `pretraining`, `finetuning`,
+`inference`, `evaluation`, `export`, and the `cli` on top; the shared modules `checkpoint`, `tokenization`,
+`batching`, `words`, `textio`, `hardware` and `shared_data` below them. Import each module from its layer
+(`electric.inference.scoring`, `electric.evaluation.nbest`, ...): there are no aliases at older flat paths."""
 
 __version__ = "0.1.0"

@@ -4,9 +4,10 @@
         [--per-token] [FILE|-] > scores.jsonl
 
 `--model` is a model directory or a pretraining run directory (RUN/discriminator is used for electric and
-electra, RUN/generator for cloze and mlm-pll). Errors in inputs print one line naming the file and item and exit 2
-(set ELECTRIC_DEBUG=1 for a traceback). `electric rerank` and `electric eval` live in electric/cli/rerank.py and
-electric/cli/evaluate.py; what they share, in electric/cli/common.py.
+electra, RUN/generator for cloze and the mlm-pll methods). Errors in inputs print one line naming the file and item
+and exit 2 (set ELECTRIC_DEBUG=1 for a traceback). `--ray` scores the same records on a Ray cluster
+(electric/cli/ray_score.py). `electric rerank` and `electric eval` live in electric/cli/rerank.py and
+electric/cli/evaluate.py; the model options, loading and one-line errors they share, in electric/cli/common.py.
 """
 
 from __future__ import annotations

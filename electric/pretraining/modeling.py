@@ -1,5 +1,6 @@
-"""The pretraining wrapper: a discriminator and its generator with shared embeddings, and one objective's
-forward pass over a batch (`PretrainingModel`).
+"""The pretraining wrapper: a discriminator and its generator (sharing their embeddings unless the config says
+otherwise), and one objective's forward pass over a batch (`PretrainingModel`: mlm, electra or electric), plus the
+discriminator's pass over fixed-noise inputs that training health measures.
 
 The networks themselves live in `electric.modeling`: the discriminator is transformers' `ElectraForPreTraining`,
 the ELECTRA generator `ElectraForMaskedLM`, Electric's noise model `electric.modeling.cloze.ElectricForClozeLM`,
@@ -90,11 +91,13 @@ class SpecialIds:
 
 
 class PretrainingModel(nn.Module):
-    """Discriminator + generator with shared embeddings; `forward` runs one objective on a batch.
+    """Discriminator + generator; `forward` runs one objective on a batch.
 
     objective mlm: `discriminator` is None and `generator` is a full-size `ElectraForMaskedLM`.
-    objective electra: `generator` is an `ElectraForMaskedLM` of 1/4 width, embeddings shared.
-    objective electric: `generator` is an `ElectricForClozeLM` of 1/4 width, embeddings shared.
+    objective electra: `generator` is an `ElectraForMaskedLM` of generator_hidden_size (default 1/4 width).
+    objective electric: `generator` is an `ElectricForClozeLM` of generator_hidden_size (default 1/4 width).
+    The two share their embeddings (`share_embeddings`) unless embedding_sharing is separate or gdes, or the
+    generator is frozen.
     """
 
     def __init__(
