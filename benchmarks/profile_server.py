@@ -54,8 +54,9 @@ STAGES: list[tuple[str, str]] = [
     ("idle", r"^EpollSelector\.select \(|^_worker \(.*concurrent/futures/thread\.py|\.wait \(.*threading\.py"),
     ("metrics and access log", r"prometheus_client/|server/prometheus\.py|" + _FN.format("_?record|log_request")
      + r"|logging/__init__\.py"),
-    ("tokenisation", _FN.format(r"encode\w*|_tokenize\w*") + r".*(electric/inference/scoring|server/pipelines|server/engine)\.py|"
-                     r"tokenizers/|transformers/tokenization"),
+    ("tokenisation", _FN.format(r"encode\w*|_tokenize\w*")
+     + r".*(electric/inference/scoring|electric/inference/encoding|server/engine)\.py|"
+       r"tokenizers/|transformers/tokenization"),
     ("forward pass", r"onnxruntime/|electric/inference/runtime\.py|electric/batching\.py|torch/|" + _FN.format("pad_rows|_forward")),
     ("post-processing", _FN.format(r"electric_score|electra_detect|electra_score|token_scores_to_text_score|"
                                    r"_check_row|replaced_\w+|classify_row|tag_row|softmax|rerank_lists|_post\w*")
@@ -71,7 +72,7 @@ STAGES: list[tuple[str, str]] = [
     ("socket I/O (send/recv system calls)", _FN.format(r"write|_read_ready\w*|writelines") + r".*selector_events\.py"),
     ("HTTP protocol (uvicorn, httptools)", r"uvicorn/protocols/|httptools|h11/"),
     ("gRPC transport (Python side)", r"grpc/|_cygrpc|server/grpc_service\.py"),
-    ("ASGI, routing and middleware (starlette, fastapi)", r"starlette/|fastapi/|uvicorn/|anyio/|server/http\.py"),
+    ("ASGI, routing and middleware (starlette, fastapi)", r"starlette/|fastapi/|uvicorn/|anyio/|server/http(_middleware)?\.py"),
     ("event-loop callbacks in C (asyncio tasks; grpc.aio's Cython core)", r"^Handle\._run \("),
     ("asyncio event loop (Python)", r"asyncio/|selectors\.py"),
 ]

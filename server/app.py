@@ -33,13 +33,8 @@ from electric import __version__
 from electric.checkpoint import require_local_dir
 from electric.inference.scoring import model_dir_for_method
 from server.engine import Engine
-from server.http import (
-    ObservabilityMiddleware,
-    add_error_handlers,
-    add_input_limits_to_openapi,
-    add_routes,
-    fast_routes,
-)
+from server.http import add_error_handlers, add_input_limits_to_openapi, add_routes
+from server.http_middleware import ObservabilityMiddleware, fast_routes
 from server.http_protocol import HEADERS_TOO_LARGE, HttpProtocol, accept_waiting, http_protocol
 from server.prometheus import Metrics
 from server.settings import Settings

@@ -10,7 +10,7 @@
 - Cancellation: when a client goes away (HTTP disconnect, gRPC cancel, timeout) its queued inputs are
   dropped before they reach the model.
 - Tokenisation: the inputs of all the requests that arrived since the last round are tokenised together,
-  with one call of the Rust batch encoder (server.pipelines.encode_requests), in a tokeniser thread - on
+  with one call of the Rust batch encoder (electric.inference.encoding.encode_requests), in a tokeniser thread - on
   the event loop only when the round is small and the model idle (a thread hop costs more latency than
   that; under load the loop's time matters more). An input over the token limit
   fails its request (naming the first such input) before anything reaches the model.
@@ -36,9 +36,8 @@ import numpy as np
 
 from electric.batching import length_bucket, pad_rows, pad_values
 from electric.inference import classify
-from electric.inference.encoding import Encoded, InputTooLongError
+from electric.inference.encoding import Encoded, InputTooLongError, PairEncoded, encode_requests
 from electric.inference.scoring import METHODS_OF_KIND
-from server import pipelines
 from server.errors import BackendError, ServerError, Timeout, ValidationError
 from server.prometheus import Metrics
 from server.settings import Settings
@@ -375,14 +374,14 @@ def _first_blank(req: _Request, enc: list) -> str | None:
     for e in enc:
         if isinstance(e, Encoded) and e.num_candidates == 0:
             return req.names(e.index)
-        if isinstance(e, pipelines.PairEncoded) and e.blank_side is not None:
+        if isinstance(e, PairEncoded) and e.blank_side is not None:
             return f"{req.names(e.index)}[{e.blank_side}]"
     return None
 
 
 def _tokenize(slot: ModelSlot, reqs: list[_Request]) -> list:
-    """Tokeniser thread (or the loop, for a small round): pipelines.encode_requests over the round's requests."""
-    return pipelines.encode_requests(slot.tokenizer, [(r.inputs, r.truncate) for r in reqs], slot.max_tokens)
+    """Tokeniser thread (or the loop, for a small round): encode_requests over the round's requests."""
+    return encode_requests(slot.tokenizer, [(r.inputs, r.truncate) for r in reqs], slot.max_tokens)
 
 
 def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
@@ -393,8 +392,8 @@ def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
     ids, mask = pad_rows([it.enc.input_ids for it in batch], slot.pad_id,
                          padded_length(longest) if padded_length else longest)  # (B, T)
     tt = None
-    if any(isinstance(it.enc, pipelines.PairEncoded) for it in batch):
-        tt = pad_values([it.enc.token_type_ids if isinstance(it.enc, pipelines.PairEncoded) else () for it in batch], 0,
+    if any(isinstance(it.enc, PairEncoded) for it in batch):
+        tt = pad_values([it.enc.token_type_ids if isinstance(it.enc, PairEncoded) else () for it in batch], 0,
                         ids.shape[1])  # (B, T)
     logits = np.asarray(slot.backend.run(ids, mask, tt))
     if logits.shape[0] != len(batch):

@@ -32,7 +32,6 @@ from electric.inference.encoding import (
     rust_tokenizer,
 )
 from electric.tokenization import load_tokenizer
-from server import pipelines
 from server.app import BackgroundServer
 from server.batcher import Timing, _Item, _Request
 from server.engine import Engine
@@ -101,11 +100,11 @@ def test_truncation_tokenises_a_bounded_prefix_of_a_huge_text(tok, monkeypatch):
 
 def test_the_engine_tokeniser_caps_texts_and_pairs(tok, monkeypatch):
     counting = CountingTokenizer(rust_tokenizer(tok))
-    monkeypatch.setattr(pipelines, "rust_tokenizer", lambda tokenizer, max_length=None:
+    monkeypatch.setattr(encoding, "rust_tokenizer", lambda tokenizer, max_length=None:
                         counting if max_length is None else rust_tokenizer(tokenizer, max_length))
     huge, short = "boston to denver " * 50_000, "show me flights"
-    [[text], [pair], err] = pipelines.encode_requests(tok, [([huge], True), ([(short, huge)], True),
-                                                            ([(huge, huge)], False)], 64)
+    [[text], [pair], err] = encoding.encode_requests(tok, [([huge], True), ([(short, huge)], True),
+                                                           ([(huge, huge)], False)], 64)
     assert text.truncated and text.length == 64 and pair.truncated and pair.length == 64
     whole = rust_tokenizer(tok, 64).encode(short, huge, add_special_tokens=True)  # longest-first, as before
     assert pair.input_ids.tolist() == whole.ids and pair.token_type_ids.tolist() == whole.type_ids

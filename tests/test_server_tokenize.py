@@ -11,10 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from electric.inference.encoding import Encoded, InputTooLongError, encode
+from electric.inference.encoding import Encoded, InputTooLongError, encode, encode_requests
 from electric.inference.scoring import Scorer
 from electric.tokenization import load_tokenizer
-from server import pipelines
+from server import batcher
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -70,7 +70,7 @@ def test_one_call_for_many_requests_equals_each_request_alone(tok, texts):
     short = [t for t in texts if len(tok(t)["input_ids"]) <= 32]
     requests = [(short[:3], False), ([pair, ("a", "b")], False), ([short[3], LONG], True), (["ok", LONG, LONG], False),
                 ([long_pair], True), ([long_pair], False), (short[4:], False)]
-    out = pipelines.encode_requests(tok, requests, 48)
+    out = encode_requests(tok, requests, 48)
     assert len(out) == len(requests)
     for k in (0, 2, 6):  # texts: as `encode` makes them, request by request
         inputs, truncate = requests[k]
@@ -97,13 +97,13 @@ def test_a_round_tokenises_concurrent_requests_once_and_fails_only_the_too_long_
     from server.settings import Settings
 
     calls = []
-    real = pipelines.encode_requests
+    real = encode_requests
 
     def spy(tokenizer, requests, max_length):
         calls.append(len(requests))
         return real(tokenizer, requests, max_length)
 
-    monkeypatch.setattr(pipelines, "encode_requests", spy)
+    monkeypatch.setattr(batcher, "encode_requests", spy)
     settings = Settings(model=disc_dir, http_port=0, grpc_port=-1, warmup=False, max_tokens_per_input=32,
                         access_log=False)
     batch = [t for t in texts if len(tok(t)["input_ids"]) <= 32][:20]
@@ -159,7 +159,7 @@ def test_the_rust_only_tokenizer_of_an_export_tokenises_as_transformers_does(dis
     pairs = [("how much is a flight to denver", "about three hundred dollars"), (LONG, LONG), (LONG, "short"),
              ("Héllo wörld", "[MASK] here")]
     for inputs, truncate in ((pairs, True), (pairs[:1] + pairs[3:], False)):
-        (out,) = pipelines.encode_requests(light, [(inputs, truncate)], 48)
+        (out,) = encode_requests(light, [(inputs, truncate)], 48)
         for (a, b), g in zip(inputs, out, strict=True):
             want = ref(a, b, add_special_tokens=True, return_token_type_ids=True, verbose=False, split_special_tokens=True,
                        truncation="longest_first" if truncate else False, max_length=48 if truncate else None)

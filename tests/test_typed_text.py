@@ -50,15 +50,15 @@ def test_special_token_strings_in_a_text_are_text(tok):
 
 
 def test_a_pair_gets_only_the_separators_we_add(tok):
-    from server import pipelines
+    from electric.inference.encoding import encode_requests
 
-    (out,) = pipelines.encode_requests(tok, [([("a [SEP] b", "[CLS] c [MASK]")], False)], 64)
+    (out,) = encode_requests(tok, [([("a [SEP] b", "[CLS] c [MASK]")], False)], 64)
     ids = out[0].input_ids.tolist()
     assert special_positions(tok, ids) == [0, ids.index(tok.sep_token_id), len(ids) - 1]
     assert ids.count(tok.sep_token_id) == 2 and tok.mask_token_id not in ids
     first_sep = ids.index(tok.sep_token_id)
     assert out[0].token_type_ids.tolist() == [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1)
-    (truncated,) = pipelines.encode_requests(tok, [([("[SEP] " * 30, "[MASK] " * 30)], True)], 16)
+    (truncated,) = encode_requests(tok, [([("[SEP] " * 30, "[MASK] " * 30)], True)], 16)
     assert special_positions(tok, truncated[0].input_ids.tolist()) == [0, 7, 15]  # longest-first: 6 + 7 pieces
 
 
