@@ -9,6 +9,7 @@ bench_serve_startup), which put the repository on sys.path first.
 from __future__ import annotations
 
 import json
+import re
 from itertools import islice
 from pathlib import Path
 
@@ -24,6 +25,24 @@ def sentences(n: int) -> list[str]:
     """Real ASR hypotheses: the first hypothesis of each ATIS test utterance."""
     data = json.loads((SHARED / "nbest" / "atis_test.whisper5best.json").read_text())
     return [u["input"][0] for u in data][:n]
+
+
+def wiki_sentences(n: int, min_words: int = 10, max_words: int = 40) -> list[str]:
+    """`n` distinct enwiki sentences of `min_words` to `max_words` words, in corpus order (wiki_00 first): real
+    sentences for the serving benchmarks' one-text requests."""
+    out, seen = [], set()
+    for f in sorted((SHARED / "corpus" / "enwiki").glob("wiki_*")):
+        with open(f, encoding="utf-8") as lines:
+            for line in lines:
+                if line.startswith("<") or len(line) < 40:
+                    continue
+                for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", line.strip()):
+                    if s[-1:] in ".!?" and min_words <= len(s.split()) <= max_words and s not in seen:
+                        out.append(s)
+                        seen.add(s)
+                        if len(out) == n:
+                            return out
+    raise SystemExit(f"found only {len(out)} sentences of {min_words}-{max_words} words in {SHARED / 'corpus/enwiki'}")
 
 
 def random_discriminator(size: str, tok_dir: Path, out: Path, max_positions: int) -> Path:

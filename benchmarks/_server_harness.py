@@ -36,6 +36,18 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def stat_cpu_seconds(stat: str, ticks_per_s: int) -> float:
+    """User + system CPU seconds in the text of /proc/PID/stat: fields 14 and 15 (utime, stime: every thread of the
+    process, not its children), counted after the ')' that closes the command name (which may hold spaces and ')')."""
+    fields = stat.rsplit(")", 1)[1].split()  # fields[0] is field 3, the state
+    return (int(fields[11]) + int(fields[12])) / ticks_per_s
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far, all its threads (Linux /proc)."""
+    return stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
+
+
 def machine() -> str:
     from electric.hardware import cpu_description
 
@@ -70,9 +82,8 @@ class ServerProcess:
         raise TimeoutError(f"the server did not get ready; see {self.log.name}")
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time of the server process so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + system CPU time of the server process so far (all its threads)."""
+        return cpu_seconds(self.proc.pid)
 
     def stop(self) -> int:
         self.proc.terminate()
@@ -82,14 +93,16 @@ class ServerProcess:
 
 
 class Server(ServerProcess):
-    """`python -m server` serving `model` (or, with `classifier`, only that classifier, named "classifier")."""
+    """`python -m server` serving `model` (or, with `classifier`, only that classifier, named "classifier"), with `env`
+    added to the environment (e.g. ELECTRIC_ONNX_PRECISION)."""
 
-    def __init__(self, model: Path, threads: int | None, log: Path, extra: list[str], classifier: bool = False):
+    def __init__(self, model: Path, threads: int | None, log: Path, extra: list[str], classifier: bool = False,
+                 env: dict[str, str] | None = None):
         self.http, self.grpc = free_port(), free_port()
         what = ["--classifier", f"classifier={model}"] if classifier else ["--model", str(model)]
         super().__init__([sys.executable, "-m", "server", *what, "--http-port", str(self.http),
                           "--grpc-port", str(self.grpc), *(["--threads", str(threads)] if threads else []), *extra],
-                         self.http, log)
+                         self.http, log, env=env)
 
 
 def score_body(text: str) -> dict:

@@ -147,10 +147,15 @@ class SlotMetrics:
         self.inference_seconds = m.inference_seconds.labels(name)
         self.batch_size = m.batch_size.labels(name)
         self.batch_tokens = m.batch_tokens.labels(name)
+        self._batch_shapes, self._name = m.batch_shapes, name
         self.input_tokens = m.input_tokens.labels(name)
         self.warmup_batches = m.warmup_batches.labels(name)
         self.dropped = m.dropped.labels(name)
         self.queued = m.queued.labels(name)
+
+    def count_shape(self, size: int, length: int) -> None:
+        """One forward pass of `size` inputs padded to `length` tokens."""
+        self._batch_shapes.labels(self._name, str(size), str(length)).inc()
 
 
 class Batcher:
@@ -350,7 +355,9 @@ class Batcher:
         else:
             m.inference_seconds.observe(dt)
             m.batch_size.observe(len(batch))
-            m.batch_tokens.observe(len(batch) * max(it.length for it in batch))
+            longest = max(it.length for it in batch)
+            m.batch_tokens.observe(len(batch) * longest)
+            m.count_shape(len(batch), _padded_length(slot, longest))
         for it, out in zip(batch, outputs, strict=True):
             req = it.request
             if req.future.done():
@@ -384,13 +391,18 @@ def _tokenize(slot: ModelSlot, reqs: list[_Request]) -> list:
     return encode_requests(slot.tokenizer, [(r.inputs, r.truncate) for r in reqs], slot.max_tokens)
 
 
+def _padded_length(slot: ModelSlot, longest: int) -> int:
+    """The length a batch whose longest input has `longest` tokens is padded to: the ONNX backend's bucket, else
+    `longest` (torch)."""
+    padded_length = getattr(slot.backend, "padded_length", None)
+    return padded_length(longest) if padded_length else longest
+
+
 def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
     """Worker thread: pad (once, to the backend's own length bucket), run the model once, post-process each
     input's row (each reads its own first `length` positions)."""
-    longest = max(it.length for it in batch)
-    padded_length = getattr(slot.backend, "padded_length", None)  # ONNX: its bucket; torch: the longest row
     ids, mask = pad_rows([it.enc.input_ids for it in batch], slot.pad_id,
-                         padded_length(longest) if padded_length else longest)  # (B, T)
+                         _padded_length(slot, max(it.length for it in batch)))  # (B, T)
     tt = None
     if any(isinstance(it.enc, PairEncoded) for it in batch):
         tt = pad_values([it.enc.token_type_ids if isinstance(it.enc, PairEncoded) else () for it in batch], 0,

@@ -29,6 +29,10 @@ class Metrics:
                                     buckets=BATCH_BUCKETS, registry=r)
         self.batch_tokens = Histogram("electric_batch_tokens", "Padded tokens per forward pass", ["model"],
                                       buckets=TOKEN_BUCKETS, registry=r)
+        # one series per (size, padded length) the batcher formed: bounded by max_batch_size x the backend's length
+        # buckets; benchmarks/bench_efficiency.py replays these shapes on the bare runtime
+        self.batch_shapes = Counter("electric_batch_shapes", "Forward passes by inputs (size) and padded length",
+                                    ["model", "size", "length"], registry=r)
         self.input_tokens = Counter("electric_input_tokens", "Tokens of the inputs served", ["model"], registry=r)
         # the start-up warm-up's batches are counted here and kept out of the request metrics above and below
         self.warmup_batches = Counter("electric_warmup_batches", "Forward passes of the start-up warm-up (not in "

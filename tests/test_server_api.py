@@ -467,17 +467,20 @@ def test_warmup_stays_out_of_the_request_metrics(models):
         try:
             before = m.render().decode()
             answer = await engine.score(["list all flights to dallas"])
-            return before, m.render().decode(), answer
+            padded = engine.models["scorer"].backend.padded_length(answer.timing.tokens)
+            return before, m.render().decode(), answer, padded
         finally:
             await engine.close(5)
 
-    before, after, answer = asyncio.run(main())
+    before, after, answer, padded = asyncio.run(main())
     assert metric(before, "electric_warmup_batches_total", model="scorer") >= 2  # score and detect, two sizes
     for name in ("electric_input_tokens_total", "electric_batch_size_count", "electric_inference_duration_seconds_count",
                  "electric_queue_duration_seconds_count"):
         assert metric(before, name, model="scorer") == 0, name
     assert metric(after, "electric_input_tokens_total", model="scorer") == answer.timing.tokens > 0
     assert metric(after, "electric_batch_size_count", model="scorer") == 1
+    assert "electric_batch_shapes_total{" not in before
+    assert metric(after, "electric_batch_shapes_total", model="scorer", size="1", length=str(padded)) == 1
     assert metric(after, "electric_warmup_batches_total", model="scorer") == \
         metric(before, "electric_warmup_batches_total", model="scorer")
 
