@@ -191,7 +191,11 @@ def test_the_resume_flags_do_not_include_the_recipe():
 
 def test_tiny_electra_warm_starts_by_default_unless_told_otherwise_or_given_weights():
     cfg = resolve_config("tiny", "electra")
-    assert (cfg.warm_start, cfg.gen_lr, cfg.lr) == (0.4, 1e-3, 1e-4)
+    assert (cfg.warm_start, cfg.gen_lr, cfg.lr, cfg.temperature) == (0.4, 1e-3, 1e-4, 2.0)
+    assert resolve_config("tiny", "electra", {"temperature": 1.0}).temperature == 1.0  # a flag wins
+    checkpoint = resolve_config("tiny", "electra", {"init_from": "runs/mlm"})
+    assert (checkpoint.warm_start, checkpoint.temperature) == (0.0, 1.0)  # as measured from a real checkpoint
+    assert resolve_config("tiny", "electra", {"init_from": "runs/mlm", "temperature": 2.0}).temperature == 2.0
     assert resolve_config("tiny", "electra", {"warm_start": 0.0}).warm_start == 0.0  # from scratch
     assert resolve_config("tiny", "electra", {"init_from": "runs/mlm"}).warm_start == 0.0  # its weights instead
     assert resolve_config("small", "electra").warm_start == 0.0  # GPU-scale presets: the paper's recipe
