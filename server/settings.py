@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from electric.evaluation.nbest.combination import Weights
+from electric.evaluation.nbest.combination import Weights, weights_in_report
 
 # /v1/rerank's finite ranges (422 / INVALID_ARGUMENT naming the field above them): with |a(h)| <= 1e12, |weights|
 # <= 1e6, a model's finite PLL, fewer than 1e6 words and ranks, a total a(h) + lm * PLL + length * words (or
@@ -165,24 +165,15 @@ WEIGHT_FIELDS = {"lm": "lm_weight", "length": "length_weight", "beta": "beta", "
 
 
 def read_rerank_weights(path: Path) -> dict[str, object]:
-    """Settings fields from a weights file: a rerank report (its "weights": what the guarded tuning applied;
-    a report written before weights carried "lm_score" has it at the top level) or a bare weights object.
+    """Settings fields from a weights file (`weights_in_report`: a rerank report or a bare weights object).
     Any problem is a ValueError naming the file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        weights = weights_in_report(json.loads(Path(path).read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"rerank_weights {path}: cannot read it as JSON ({e})") from None
-    weights = data.get("weights", data) if isinstance(data, dict) else None
-    if not isinstance(weights, dict):
-        raise ValueError(f"rerank_weights {path}: expected a JSON object of weights or a rerank report")
-    weights = dict(weights)
-    if "weights" in data and "lm_score" not in weights and "lm_score" in data:
-        weights["lm_score"] = data["lm_score"]
-    try:
-        w = Weights.from_dict(weights)
-    except (TypeError, ValueError) as e:
+    except ValueError as e:
         raise ValueError(f"rerank_weights {path}: {e}") from None
-    values = {WEIGHT_FIELDS[k]: v for k, v in w.to_dict().items() if k in weights}
+    values = {WEIGHT_FIELDS[k]: v for k, v in weights.items()}
     for k, v in values.items():
         if k not in ("prior", "lm_score") and not -MAX_ABS_RERANK_WEIGHT <= v <= MAX_ABS_RERANK_WEIGHT:
             raise ValueError(f"rerank_weights {path}: {k} {v!r} is outside +-{MAX_ABS_RERANK_WEIGHT:g}")

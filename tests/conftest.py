@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,20 @@ def channel(server):
 
     with grpc.insecure_channel(server.grpc_target) as ch:
         yield ch
+
+
+def wait_ready(proc, url: str, timeout_s: float = 120.0) -> None:
+    """Wait for a server process (subprocess.Popen with stderr piped) to answer GET {url}/ready with 200; fail
+    with its stderr's tail when it exits first, or when it is not ready after `timeout_s`."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        try:
+            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the server did not get ready"
+        time.sleep(0.1)

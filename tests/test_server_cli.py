@@ -9,11 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from conftest import wait_ready
 
 from server.settings import Settings
 
@@ -132,16 +132,7 @@ def test_a_real_process_serves_logs_and_stops_on_sigterm(tiny_scorer, event_loop
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{http_port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            try:
-                if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not get ready"
-            time.sleep(0.2)
+        wait_ready(proc, url)
         assert httpx.get(f"{url}/info").json()["limits"]["max_inputs_per_request"] == 3
         r = httpx.post(f"{url}/v1/score", json={"texts": ["the cat sat on the mat"]})
         assert r.status_code == 200 and r.json()["results"][0]["num_tokens"] > 0

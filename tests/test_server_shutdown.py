@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
+from conftest import wait_ready
 
 REPO = Path(__file__).resolve().parents[1]
 BODY = json.dumps({"texts": ["show me flights from boston to denver"]}).encode()
@@ -37,8 +37,19 @@ def request(port: int) -> bytes:
 
 def read_response(sock: socket.socket) -> tuple[int, dict, bytes] | None:
     """(status, headers, body) of one HTTP response, or None when the connection closes before a whole one."""
-    data = b""
-    while b"\r\n\r\n" not in data:
+    data = _read_until(sock, b"", lambda d: b"\r\n\r\n" in d)
+    if data is None:
+        return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (line.partition(":") for line in lines[1:]))
+    body = _read_until(sock, body, lambda b: len(b) >= int(headers.get("content-length", 0)))
+    return None if body is None else (int(lines[0].split()[1]), headers, body)
+
+
+def _read_until(sock: socket.socket, data: bytes, done) -> bytes | None:
+    """`data` and what the socket sends after it until `done(data)`; None when the connection closes first."""
+    while not done(data):
         try:
             chunk = sock.recv(65536)
         except (ConnectionResetError, TimeoutError):
@@ -46,18 +57,7 @@ def read_response(sock: socket.socket) -> tuple[int, dict, bytes] | None:
         if not chunk:
             return None
         data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (line.partition(":") for line in lines[1:]))
-    while len(body) < int(headers.get("content-length", 0)):
-        try:
-            chunk = sock.recv(65536)
-        except (ConnectionResetError, TimeoutError):
-            return None
-        if not chunk:
-            return None
-        body += chunk
-    return int(lines[0].split()[1]), headers, body
+    return data
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])
@@ -70,16 +70,7 @@ def serving(disc_dir, request):
     proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not get ready"
-            time.sleep(0.1)
+        wait_ready(proc, f"http://127.0.0.1:{port}")
         yield proc, port
     finally:
         if proc.poll() is None:

@@ -86,7 +86,7 @@ def _check_args(args) -> Path:
     return model.resolve()
 
 
-def _job(args, model: Path, out_format: str, weights: dict | None = None, lm_score: str = "sum"):
+def _job(args, model: Path, out_format: str, weights: dict | None = None):
     """The job of these flags on the connected cluster (the default number of actors comes from its CPUs)."""
     from electric.cli.offline.ray_job import OfflineJob, default_actors
 
@@ -94,7 +94,7 @@ def _job(args, model: Path, out_format: str, weights: dict | None = None, lm_sco
     return OfflineJob(model=str(model), method=args.method, per_token=getattr(args, "per_token", False),
                       out_format=out_format, max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size,
                       truncate=args.truncate, sliding_window=args.sliding_window, on_bad=args.on_bad_record,
-                      weights=weights, lm_score=lm_score, actors=actors, threads=args.threads_per_actor)
+                      weights=weights, actors=actors, threads=args.threads_per_actor)
 
 
 def _report(summary, job, quiet: bool) -> None:
@@ -107,11 +107,18 @@ def _report(summary, job, quiet: bool) -> None:
               f"{'s' if job.threads != 1 else ''}; " + "\n".join(summary.lines()), file=sys.stderr)
 
 
-def _read_weights(path: str) -> tuple[dict, str]:
+def _read_weights(path: str) -> dict:
+    """The applied weights of an `electric rerank --report`, their LM score included (`Weights.to_dict()`)."""
+    from electric.evaluation.nbest import Weights
+    from electric.evaluation.nbest.combination import weights_in_report
+
     report = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(report, dict) or not isinstance(report.get("weights"), dict):
         raise ValueError(f"--weights {path}: not the --report of `electric rerank` (no \"weights\")")
-    return report["weights"], report.get("lm_score", "sum")
+    try:
+        return Weights.from_dict(weights_in_report(report)).to_dict()
+    except ValueError as e:
+        raise ValueError(f"--weights {path}: {e}") from None
 
 
 def cmd_score_ray(args) -> int:
@@ -128,7 +135,7 @@ def cmd_score_ray(args) -> int:
     if not out.parent.is_dir():
         raise ValueError(f"--out {out}: the folder {out.parent} does not exist; create it first")
     kind = files.detect_kind(src, args.input_kind)
-    weights, lm_score = _read_weights(args.weights) if args.weights else (None, "sum")
+    weights = _read_weights(args.weights) if args.weights else None
     if weights and kind not in ("nbest", "nbest-jsonl"):
         raise ValueError(f"--weights reranks n-best lists; {src} is read as {kind}")
     model = _check_args(args)
@@ -139,7 +146,7 @@ def cmd_score_ray(args) -> int:
         note_small_input(sum(s["count"] for s in shards), "texts")
     started = ray_job.connect(args.ray)
     try:
-        job = _job(args, model, fmt, weights, lm_score)
+        job = _job(args, model, fmt, weights)
         parts = files.parts_dir(out)
         files.open_parts(parts, {**job.plan(), "input": files.fingerprint(src), "kind": kind,
                                  "shard_size": shard_size(args), "text_field": args.text_field})

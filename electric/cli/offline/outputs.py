@@ -27,7 +27,7 @@ def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job,
     )
     from electric.inference.encoding import InputTooLongError
 
-    weights = Weights(**job.weights) if job.weights else None
+    weights = Weights.from_dict(job.weights) if job.weights else None
     records, bad, stats = [], [], {"records": len(read), "scored": 0, "blank": 0, "tokens": 0}
 
     asked: list[list[str]] = []
@@ -55,7 +55,7 @@ def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job,
                "mean": _floats(rows[:, 1]), "num_tokens": [int(n) for n in rows[:, 2]],
                "first_pass": nb.first_pass_scores, "ref": nb.ref}
         if weights is not None:
-            lm = lm_score_column([rows], job.lm_score)[0]
+            lm = lm_score_column([rows], weights.lm_score)[0]
             pieces = piece_counts([rows])[0]
             r = rerank_one(nb, lm, weights, pieces)
             rec.update(total=_floats(combine(nb, lm, weights, pieces)), order=r.order, best=r.hyps[0],

@@ -43,15 +43,15 @@ class OfflineJob:
     truncate: bool = False
     sliding_window: bool = False
     on_bad: str = "fail"  # a bad record fails the job, or is written with its error and skipped
-    weights: dict | None = None  # n-best input: Weights.to_dict() of a tuned rerank, adds the reranked choice
-    lm_score: str = "sum"  # which LM score the weights weigh: "sum" or "mean"
+    weights: dict | None = None  # n-best input: Weights.to_dict() of a tuned rerank (its LM score included), adds
+    #                              the reranked choice
     actors: int = 1  # actors in the pool, each with one ONNX Runtime session
     threads: int = 1  # intra-op threads (and CPUs reserved) per actor
 
     def plan(self) -> dict:
         """What makes two runs the same job (with the input's fingerprint): a rerun may reuse its parts. Not
         on_bad: a job failed on a bad record is rerun with skip, its finished parts kept."""
-        keep = ("model", "method", "per_token", "out_format", "truncate", "sliding_window", "weights", "lm_score")
+        keep = ("model", "method", "per_token", "out_format", "truncate", "sliding_window", "weights")
         return {k: v for k, v in asdict(self).items() if k in keep}
 
 
