@@ -88,6 +88,40 @@ def test_gumbel_max_samples_follow_softmax_in_fp32_without_gradient():
     assert (obj.sample_replacements(logits.detach().float(), 1e-3, rng(7)) == 2).all()
 
 
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 0.7])
+@pytest.mark.parametrize("n", [1, 5, obj.ROW_BLOCK + 3])  # one block, and a block boundary
+def test_cloze_log_q_is_the_log_softmax_gathered_with_its_gradient(temperature, n):
+    g = torch.Generator().manual_seed(n)
+    products = (3 * torch.randn(n, 11, generator=g)).requires_grad_()
+    bias = torch.randn(11, generator=g).requires_grad_()
+    targets, present = torch.randint(0, 11, (n,), generator=g), torch.randint(0, 11, (n,), generator=g)
+    weights = torch.rand(n, generator=g)  # a loss that weighs rows differently, some not at all
+    weights[0] = 0.0
+    target_log_q, noise_log_q, best = obj.cloze_log_q(products, bias, targets, present, temperature)
+    (target_log_q * weights).sum().backward()
+    got = products.grad.clone(), bias.grad.clone()
+    products.grad = bias.grad = None
+    logits = products + bias
+    expected = torch.log_softmax(logits, -1)
+    assert torch.allclose(target_log_q, expected.gather(-1, targets[:, None]).squeeze(-1), atol=1e-6)
+    assert torch.allclose(best, expected.max(-1).values, atol=1e-6)
+    tempered = torch.log_softmax(logits.detach() / temperature, -1).gather(-1, present[:, None]).squeeze(-1)
+    assert torch.allclose(noise_log_q, tempered, atol=1e-6) and not noise_log_q.requires_grad
+    (expected.gather(-1, targets[:, None]).squeeze(-1) * weights).sum().backward()
+    assert torch.allclose(got[0], products.grad, atol=1e-6) and torch.allclose(got[1], bias.grad, atol=1e-6)
+
+
+def test_cloze_log_q_reads_bf16_products_in_fp32_and_returns_a_bf16_gradient():
+    products = torch.randn(4, 9).bfloat16().requires_grad_()
+    bias = torch.randn(9, requires_grad=True)
+    targets = torch.tensor([0, 3, 8, 8])
+    target_log_q, _, _ = obj.cloze_log_q(products, bias, targets, targets)
+    reference = torch.log_softmax(products.detach().float() + bias.detach(), -1).gather(-1, targets[:, None])
+    assert target_log_q.dtype == torch.float32 and torch.allclose(target_log_q, reference.squeeze(-1), atol=1e-6)
+    target_log_q.sum().backward()
+    assert products.grad.dtype == torch.bfloat16 and bias.grad.dtype == torch.float32
+
+
 def test_a_sample_equal_to_the_original_is_original_for_electra_and_noise_for_electric():
     original = torch.tensor([[2, 10, 11, 12, 3]])
     chosen = torch.tensor([[False, True, True, False, False]])

@@ -61,8 +61,61 @@ def bert_mask_inputs(
 def sample_replacements(logits: torch.Tensor, temperature: float, rng: torch.Generator) -> torch.Tensor:
     """x_hat ~ softmax(logits / temperature) by Gumbel-max, in fp32, without gradient: (N, V) -> (N,)."""
     u = torch.rand(logits.shape, generator=rng, device=logits.device, dtype=torch.float32)
-    gumbel = -torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7)))
-    return (logits.detach().float() / temperature + gumbel).argmax(dim=-1)
+    gumbel = u.clamp_(1e-10, 1.0 - 1e-7).log_().neg_().log_().neg_()  # -log(-log u), in place: (N, V) once
+    return gumbel.add_(logits.detach().float() / temperature).argmax(dim=-1)
+
+
+# Electric's cloze model needs log q at every real token (its loss at every candidate, the correction at every
+# position), so its (N, V) logits are ~7x ELECTRA's. They are formed and read in blocks of rows that stay in
+# cache: the head's product without its bias (bf16 under autocast) plus the bias, then log-softmax, gathers and
+# the row's maximum; the backward recomputes the softmax the same way. That replaces a full-size bias copy, an
+# fp32 copy, a full log-softmax, a zero-filled gradient for the gather, an argmax and a second log-softmax at the
+# sampling temperature (BENCHMARKS.md, "Pretraining throughput v4").
+ROW_BLOCK = 128
+
+
+def _blocks(n: int):
+    return (slice(a, a + ROW_BLOCK) for a in range(0, n, ROW_BLOCK))
+
+
+class _ClozeLogQ(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, products, bias, targets, present, temperature):
+        n = products.shape[0]
+        target_log_q = torch.empty(n, dtype=torch.float32, device=products.device)
+        noise_log_q, best = torch.empty_like(target_log_q), torch.empty_like(target_log_q)
+        for rows in _blocks(n):
+            logits = torch.add(products[rows], bias)  # (b, V) fp32
+            log_q = torch.log_softmax(logits, -1)
+            target_log_q[rows] = log_q.gather(-1, targets[rows, None]).squeeze(-1)
+            best[rows] = log_q.amax(-1)  # (argmax is ~30x slower on CPU)
+            if temperature != 1.0:
+                log_q = torch.log_softmax(logits.div_(temperature), -1)
+            noise_log_q[rows] = log_q.gather(-1, present[rows, None]).squeeze(-1)
+        ctx.save_for_backward(products, bias, targets)
+        ctx.mark_non_differentiable(noise_log_q, best)
+        return target_log_q, noise_log_q, best
+
+    @staticmethod
+    def backward(ctx, g, _noise, _best):  # d log q(target) / d logits = onehot(target) - softmax, times g
+        products, bias, targets = ctx.saved_tensors
+        grad = torch.empty_like(products)
+        grad_bias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device)
+        for rows in _blocks(products.shape[0]):
+            p = torch.softmax(torch.add(products[rows], bias), -1).mul_(-g[rows, None])
+            p.scatter_add_(-1, targets[rows, None], g[rows, None])
+            grad_bias += p.sum(0)
+            grad[rows] = p
+        return grad, grad_bias.to(bias.dtype), None, None, None
+
+
+def cloze_log_q(products: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor, present: torch.Tensor,
+                temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """From the cloze head at N positions, its product (N, V) without the bias (V,) — logits = products + bias:
+    log q(targets) (N,) fp32, differentiable in both; log q_T(present) (N,) fp32 at the sampling temperature T,
+    the noise's log-probability of the token each position now holds, without gradient; and the largest log q
+    (N,), which log q(targets) reaches when the target is the model's first choice."""
+    return _ClozeLogQ.apply(products, bias, targets, present, temperature)
 
 
 def electra_labels(original: torch.Tensor, corrupted: torch.Tensor) -> torch.Tensor:
