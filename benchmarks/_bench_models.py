@@ -61,14 +61,16 @@ def random_discriminator(size: str, tok_dir: Path, out: Path, max_positions: int
     return out
 
 
-def build_model(size: str, work: Path) -> Path:
-    """A random-weight ElectraForPreTraining of `size` with a WordPiece tokenizer, exported with int8."""
-    out = work / f"{size}-onnx"
+def build_model(size: str, work: Path, positions: int = 128) -> Path:
+    """A random-weight ElectraForPreTraining of `size` and `positions` (served at all of them) with a WordPiece
+    tokenizer, exported with int8."""
+    out = work / (f"{size}-onnx" if positions == 128 else f"{size}-{positions}-onnx")
     if (out / "electric.json").is_file():
         return out
     from electric.export.exporter import ExportOptions, export_model
 
-    export_model(random_checkpoint(size, work), out, ExportOptions(quantize="int8", overwrite=True), log=lambda *_: None)
+    export_model(random_checkpoint(size, work, positions), out, ExportOptions(quantize="int8", overwrite=True),
+                 log=lambda *_: None)
     return out
 
 
@@ -96,10 +98,10 @@ def export_checkpoint(model_dir: str | Path, work: Path, log=print) -> Path:
     return out
 
 
-def random_checkpoint(size: str, work: Path) -> Path:
-    """WORK/SIZE-checkpoint: a random-weight ElectraForPreTraining of `size` (128 positions) with an 8k WordPiece
-    tokenizer trained on 2,500 lines of enwiki by `python -m training.tokenizer`'s entry point."""
-    ckpt = work / f"{size}-checkpoint"
+def random_checkpoint(size: str, work: Path, positions: int = 128) -> Path:
+    """WORK/SIZE-checkpoint: a random-weight ElectraForPreTraining of `size` (128 positions, or `positions`) with an
+    8k WordPiece tokenizer trained on 2,500 lines of enwiki by `python -m training.tokenizer`'s entry point."""
+    ckpt = work / (f"{size}-checkpoint" if positions == 128 else f"{size}-{positions}-checkpoint")
     if (ckpt / "config.json").is_file():
         return ckpt
     import training.tokenizer
@@ -111,7 +113,7 @@ def random_checkpoint(size: str, work: Path) -> Path:
             sample.write_text("".join(islice(f, 2500)), encoding="utf-8")
         if training.tokenizer.main(["--data", str(sample), "--vocab-size", "8000", "--out", str(tok_dir), "--overwrite"]):
             raise SystemExit("training the tokenizer failed")
-    return random_discriminator(size, tok_dir, ckpt, max_positions=128)
+    return random_discriminator(size, tok_dir, ckpt, max_positions=positions)
 
 
 def nbest_lists(n: int, count: int) -> list[list[str]]:

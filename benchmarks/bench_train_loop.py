@@ -8,7 +8,8 @@ Each variant is an objective followed by extra `training.pretrain` flags; it tra
 the logged windows after the first (which holds start-up and, with --compile, compilation). With
 --baseline-rev, every objective is also run, with that revision's defaults, from a git worktree of it (the
 loop before a change), in the same run. Variants run one after another, never side by side; run it on a quiet machine.
-Writes benchmarks/results/pretrain_throughput.md. A benchmark, not a test.
+Writes benchmarks/results/pretrain_throughput.md (--out) and the same figures beside it as .json: {"cpu",
+"tokens_per_s": {variant: tokens/s}, "baseline": {...}, ...}. A benchmark, not a test.
 
     python benchmarks/bench_train_loop.py --baseline-rev b16049f --paired --steps 100 \
         --variants "mlm --precision fp32" "electra --precision fp32" --out benchmarks/results/pretrain_step_pairs.md
@@ -125,7 +126,13 @@ def main(argv=None) -> int:
     lines += [f"| {r['code']} | `{r['variant']}` | {r['tokens_per_s']:,.0f} |" for r in rows]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out}")
+    report = {"cpu": cpu_description(), "threads": args.threads, "steps": args.steps,
+              "command": f"python benchmarks/bench_train_loop.py {shlex.join(sys.argv[1:])}",
+              "load_1min": [round(load_before[0], 2), round(load_after[0], 2)],
+              "tokens_per_s": {r["variant"]: r["tokens_per_s"] for r in rows if r["code"] == codes[-1][0]},
+              "baseline": {r["variant"]: r["tokens_per_s"] for r in rows if r["code"] != codes[-1][0]}}
+    Path(args.out).with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out} and {Path(args.out).with_suffix('.json')}")
     return 0
 
 

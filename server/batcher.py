@@ -12,7 +12,8 @@
 - Tokenisation: the inputs of all the requests that arrived since the last round are tokenised together,
   with one call of the Rust batch encoder (electric.inference.encoding.encode_requests), in a tokeniser thread - on
   the event loop only when the round is small and the model idle (a thread hop costs more latency than
-  that; under load the loop's time matters more). An input over the token limit
+  that; under load the loop's time matters more), and for a small request that arrives while a big round is in
+  the thread (so it never waits behind one). An input over the token limit
   fails its request (naming the first such input) before anything reaches the model.
 - Inference (padding, forward pass and per-input post-processing: server.pipelines) runs in one worker
   thread, off the event loop.
@@ -38,6 +39,7 @@ from electric.batching import length_bucket, pad_rows, pad_values
 from electric.inference import classify
 from electric.inference.encoding import Encoded, InputTooLongError, PairEncoded, encode_requests
 from electric.inference.scoring import METHODS_OF_KIND
+from server.admission import Estimator, WorkRate, cost
 from server.errors import BackendError, ServerError, Timeout, ValidationError
 from server.prometheus import Metrics
 from server.settings import Settings
@@ -64,7 +66,7 @@ class _Request:
     turns one input's row of logits into its result; `names(i)` names input i in error messages."""
 
     __slots__ = ("inputs", "truncate", "names", "post", "future", "results", "remaining", "timing", "t_enqueued",
-                 "last_batch", "started", "warmup")
+                 "last_batch", "started", "warmup", "work")
 
     def __init__(self, inputs: list, truncate: bool, names: Callable[[int], str],
                  post: Callable[[Any, np.ndarray], Any], loop: asyncio.AbstractEventLoop, timing: Timing):
@@ -77,6 +79,7 @@ class _Request:
         self.last_batch = -1
         self.started = False
         self.warmup = False  # the start-up warm-up's: kept out of the request metrics
+        self.work = 0.0  # model work left (server/admission.py): estimated, exact once tokenised
 
 
 class _Item:
@@ -108,11 +111,16 @@ class ModelSlot:
         num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
         self.regression = self.kind == "classifier" and classify.is_regression(backend.config, num_outputs)
         self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.inference.calibration)
+        # admission by work (server/admission.py): the requests sharing this model and the rate it works at
+        self.estimator = Estimator(int(backend.config.get("hidden_size") or 256), self.max_tokens)
+        self.rate = WorkRate()
+        self.active: set[_Request] = set()  # submitted, not yet answered
         self.arrivals: list[_Request] = []  # submitted, not yet tokenised
         self.arrived = asyncio.Event()
         self.pending: list[_Item] = []  # tokenised, waiting for a batch
         self.wakeup = asyncio.Event()
         self.running = False  # a batch is in the worker thread
+        self.tokenizing = False  # a round is in the tokeniser thread
         self.task: asyncio.Task | None = None
         self.tokenize_task: asyncio.Task | None = None
         self.metrics: SlotMetrics | None = None
@@ -190,21 +198,28 @@ class Batcher:
         self.tokenizer_pool.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, slot: ModelSlot, inputs: list, truncate: bool, names: Callable[[int], str],
-                     post: Callable[[Any, np.ndarray], Any], timing: Timing) -> list[Any]:
+                     post: Callable[[Any, np.ndarray], Any], timing: Timing, work: float = 0.0) -> list[Any]:
         """Queue one request's inputs (validated texts or pairs) for tokenisation and batches; wait for all their
-        results (or the client going away). `post(encoded, row)` makes one input's result."""
+        results (or the client going away). `post(encoded, row)` makes one input's result; `work` is its estimated
+        model work (server/admission.py)."""
         loop = asyncio.get_running_loop()
         req = _Request(inputs, truncate, names, post, loop, timing)
         req.warmup = self.warming
+        req.work = work
         self.requests.add(req)
-        slot.arrivals.append(req)
-        slot.arrived.set()
+        slot.active.add(req)
+        if slot.tokenizing and sum(map(_chars, inputs)) <= INLINE_TOKENIZE_CHARS:
+            self._tokenize_inline(slot, [req])  # not behind the big round in the tokeniser thread
+        else:
+            slot.arrivals.append(req)
+            slot.arrived.set()
         timer = loop.call_later(self.settings.request_timeout_s, self._expire, req)  # cheaper than wait_for
         try:
             return await req.future
         finally:
             timer.cancel()
             self.requests.discard(req)
+            slot.active.discard(req)
             if not req.future.done():
                 req.future.cancel()  # the client went away: drop its queued inputs
 
@@ -226,27 +241,34 @@ class Batcher:
                 continue
             # on the loop only when the model is idle (latency); under load the thread takes it (loop time)
             inline = not slot.running and not slot.pending and \
-                sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1]) for r in reqs for x in r.inputs) \
-                <= INLINE_TOKENIZE_CHARS
-            t0 = time.perf_counter()
-            try:
-                if inline:
-                    encoded = _tokenize(slot, reqs)
-                else:
-                    encoded = await asyncio.get_running_loop().run_in_executor(self.tokenizer_pool, _tokenize, slot,
-                                                                               reqs)
-            except Exception as e:  # noqa: BLE001 - fails this round's requests, not the server
-                log.exception("tokenising %d requests for %s failed", len(reqs), slot.name)
-                err = BackendError(f"tokenisation failed ({type(e).__name__})")
-                for r in reqs:
-                    if not r.future.done():
-                        r.future.set_exception(err)
+                sum(_chars(x) for r in reqs for x in r.inputs) <= INLINE_TOKENIZE_CHARS
+            if inline:
+                self._tokenize_inline(slot, reqs)
                 continue
+            t0 = time.perf_counter()
+            slot.tokenizing = True  # small requests arriving meanwhile are tokenised on the loop
+            try:
+                encoded = await asyncio.get_running_loop().run_in_executor(self.tokenizer_pool, _tokenize, slot, reqs)
+            except Exception as e:  # noqa: BLE001 - fails this round's requests, not the server
+                _tokenizing_failed(slot, reqs, e)
+                continue
+            finally:
+                slot.tokenizing = False
             self._enqueue(slot, reqs, encoded, time.perf_counter() - t0)
+
+    def _tokenize_inline(self, slot: ModelSlot, reqs: list[_Request]) -> None:
+        """Tokenise a small round on the event loop (a thread hop would cost more) and queue its inputs."""
+        t0 = time.perf_counter()
+        try:
+            encoded = _tokenize(slot, reqs)
+        except Exception as e:  # noqa: BLE001 - fails this round's requests, not the server
+            _tokenizing_failed(slot, reqs, e)
+            return
+        self._enqueue(slot, reqs, encoded, time.perf_counter() - t0)
 
     def _enqueue(self, slot: ModelSlot, reqs: list[_Request], encoded: list, seconds: float) -> None:
         """Queue the tokenised inputs of a round's requests; fail the ones with an input over the limit."""
-        n_tokens = 0
+        n_tokens, chars, tokens = 0, 0, 0
         for req, enc in zip(reqs, encoded, strict=True):
             if req.future.done():
                 continue
@@ -263,11 +285,15 @@ class Batcher:
                                                          f"the tokenizer drops (zero-width, control or lone "
                                                          f"combining characters)"))
                 continue
-            tokens = sum(e.length for e in enc)
+            req.work = slot.estimator.exact(e.length for e in enc)
+            whole = [(x, e) for x, e in zip(req.inputs, enc, strict=True) if e.length < slot.max_tokens]  # untruncated
+            chars += sum(_chars(x) for x, _ in whole)
+            tokens += sum(e.length - 2 for _, e in whole)
             t.inputs += len(enc)
-            t.tokens += tokens
-            n_tokens += 0 if req.warmup else tokens
+            t.tokens += sum(e.length for e in enc)
+            n_tokens += 0 if req.warmup else sum(e.length for e in enc)
             slot.pending.extend(_Item(req, i, e) for i, e in enumerate(enc))
+        slot.estimator.observe(chars, tokens)
         slot.metrics.input_tokens.inc(n_tokens)
         slot.wakeup.set()
 
@@ -349,6 +375,10 @@ class Batcher:
         finally:
             slot.running = False
         dt = time.perf_counter() - t0
+        units = [cost(it.length, slot.estimator.hidden_size) for it in batch]
+        slot.rate.add(sum(units), dt)
+        for it, u in zip(batch, units, strict=True):
+            it.request.work = max(0.0, it.request.work - u)
         m = slot.metrics
         if all(it.request.warmup for it in batch):
             m.warmup_batches.inc()
@@ -373,6 +403,19 @@ class Batcher:
             req.remaining -= 1
             if req.remaining == 0:
                 req.future.set_result(req.results)
+
+
+def _tokenizing_failed(slot: ModelSlot, reqs: list[_Request], e: Exception) -> None:
+    log.error("tokenising %d requests for %s failed", len(reqs), slot.name, exc_info=e)
+    err = BackendError(f"tokenisation failed ({type(e).__name__})")
+    for r in reqs:
+        if not r.future.done():
+            r.future.set_exception(err)
+
+
+def _chars(x: str | tuple[str, str]) -> int:
+    """Characters of one input: a text, or both sides of a pair."""
+    return len(x) if isinstance(x, str) else len(x[0]) + len(x[1])
 
 
 def _first_blank(req: _Request, enc: list) -> str | None:

@@ -3,8 +3,10 @@
     transports ──▶ Engine.score/detect/rerank/classify ──▶ Batcher (server/batcher.py: per-model queue,
                    tokenise and batch loops) ──▶ worker thread ──▶ backend.run ──▶ server/pipelines.py post-processing
 
-- Admission control: at most `max_concurrent_requests` requests in flight; the next one fails at once
-  with `Overloaded` (429 / RESOURCE_EXHAUSTED) instead of queueing without bound.
+- Admission control: at most `max_concurrent_requests` requests in flight, and none predicted to finish after its
+  deadline behind the work already admitted (server/admission.py); the next one fails at once with `Overloaded`
+  (429 with Retry-After / RESOURCE_EXHAUSTED) instead of queueing without bound. Idle for IDLE_TRIM_S, the
+  process gives the memory a burst freed back to the kernel.
 - Validation: input count, empty or non-text inputs, token limits (the index and length of the first
   input that is too long) - in one place, so both transports answer the same.
 - Routes: each call validates, picks its model slot and its post-processing (server.pipelines), and submits
@@ -29,11 +31,13 @@ from typing import Any
 import numpy as np
 
 from electric import __version__
+from electric.allocator import release_free_memory
 from electric.evaluation.nbest import LM_SCORES, PRIORS, NBestList, Weights, rerank_lists
 from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
+from server.admission import check_deadline
 from server.batcher import Batcher, ModelSlot, SlotMetrics, Timing
 from server.errors import (
     NotReady,
@@ -50,6 +54,7 @@ log = logging.getLogger("electric.server")
 SCORER = "scorer"  # name of the --model in /info and in responses
 SCORER_KINDS = tuple(METHODS_OF_KIND)  # what --model may hold: a discriminator (electric) or a cloze model (cloze)
 WARMUP_TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
+IDLE_TRIM_S = 1.0  # idle this long after a request, the process gives its freed heap back (electric.allocator)
 
 
 @dataclass
@@ -77,6 +82,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        self._trim: asyncio.TimerHandle | None = None  # gives freed memory back once idle (release_free_memory)
         self.metrics.in_flight.set_function(lambda: self.in_flight)  # read when scraped, not set per request
 
     def _load(self, path: Path, backend: str):
@@ -198,12 +204,23 @@ class Engine:
                                  f"{self.settings.max_concurrent_requests}; retry later")
         self.in_flight += 1
         self._idle.clear()
+        if self._trim is not None:
+            self._trim.cancel()
+            self._trim = None
         try:
             yield
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
+                if self._loop is not None and not self._loop.is_closed():
+                    self._trim = self._loop.call_later(IDLE_TRIM_S, self._release_memory)
+
+    def _release_memory(self) -> None:
+        """Idle for IDLE_TRIM_S: give the memory a burst freed back to the kernel, in the tokeniser thread."""
+        self._trim = None
+        with contextlib.suppress(RuntimeError):  # the thread pool is already shut down
+            self._loop.run_in_executor(self.batcher.tokenizer_pool, release_free_memory)
 
     def _slot(self, name: str | None, kinds: tuple[str, ...]) -> ModelSlot:
         if name is None:  # the scorer
@@ -356,7 +373,10 @@ class Engine:
         """Hand one admitted request's validated inputs to the batcher and wait for their results."""
         if self.grace_over:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
-        return await self.batcher.submit(slot, inputs, truncate, names, post, timing)
+        work = slot.estimator.estimate(len(x) if isinstance(x, str) else len(x[0]) + len(x[1]) for x in inputs)
+        if not self.batcher.warming:
+            check_deadline(work, (r.work for r in slot.active), slot.rate, self.settings.request_timeout_s)
+        return await self.batcher.submit(slot, inputs, truncate, names, post, timing, work)
 
     def info(self) -> dict:
         s = self.settings

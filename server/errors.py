@@ -21,6 +21,10 @@ class ServerError(Exception):
     def body(self) -> dict[str, str]:
         return {"error": self.message, "error_type": self.error_type}
 
+    def headers(self) -> dict[str, str]:
+        """Headers (HTTP) or trailing metadata (gRPC) that go with the error."""
+        return {}
+
 
 class ValidationError(ServerError):
     """The client's request is wrong: which input and why."""
@@ -41,9 +45,17 @@ class Unauthorized(ServerError):
 
 
 class Overloaded(ServerError):
-    """More than max_concurrent_requests in flight: retry later."""
+    """More than max_concurrent_requests in flight, or more work queued than the request could wait for
+    (server/admission.py): retry later - after `retry_after` seconds when given (Retry-After)."""
 
     error_type = "overloaded"
+
+    def __init__(self, message: str, retry_after: int | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after is None else {"retry-after": str(self.retry_after)}
 
 
 class NotReady(ServerError):

@@ -58,7 +58,8 @@ GRPC_STATUS: dict[type[ServerError], grpc.StatusCode] = {
 
 
 async def _abort(context: grpc.aio.ServicerContext, err: ServerError) -> None:
-    await context.abort(status_for(GRPC_STATUS, err), err.message, trailing_metadata=(("error-type", err.error_type),))
+    await context.abort(status_for(GRPC_STATUS, err), err.message,
+                        trailing_metadata=(("error-type", err.error_type), *err.headers().items()))
 
 
 def _check_counts(engine: Engine, request) -> None:

@@ -109,7 +109,7 @@ def _json(data: object, status: int = 200, headers: dict | None = None) -> Respo
 
 def _error(request: Request, err: ServerError) -> Response:
     request.state.error_type = err.error_type
-    return _json(err.body(), status_for(HTTP_STATUS, err))
+    return _json(err.body(), status_for(HTTP_STATUS, err), err.headers() or None)
 
 
 async def _until_disconnect(request: Request) -> None:

@@ -111,7 +111,7 @@ class ObservabilityMiddleware:
             if status["code"]:  # too late for an error body: the client sees a cut response
                 status["code"] = 500
             else:
-                await _send_json(timed_send, status_for(HTTP_STATUS, err), err.body())
+                await _send_json(timed_send, status_for(HTTP_STATUS, err), err.body(), err.headers())
 
         length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -146,7 +146,7 @@ class ObservabilityMiddleware:
             scope["route"] = route
             err = Unauthorized("missing or wrong API key: send \"Authorization: Bearer KEY\"")
             scope["state"]["error_type"] = err.error_type
-            await _send_json(send, status_for(HTTP_STATUS, err), err.body())
+            await _send_json(send, status_for(HTTP_STATUS, err), err.body(), err.headers())
             return None
         if ctype.partition(b";")[0].strip().lower() != b"application/json":
             return seen
@@ -211,8 +211,10 @@ def _replay(messages: list[dict], receive):
     return replayed
 
 
-async def _send_json(send, status: int, body: dict) -> None:
+async def _send_json(send, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
     data = json_bytes(body)
+    extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                            *extra]})
     await send({"type": "http.response.body", "body": data})

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from training.allocator import keep_freed_memory
+from electric.allocator import keep_freed_memory
 
 
 @pytest.mark.skipif(sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="glibc malloc only")

@@ -6,6 +6,9 @@
   small requests sent alongside are answered.
 - Item 2: a request head over max_header_bytes, or with more than max_headers headers, is a 431 (or a closed
   connection) before the API key is checked or the body read, while other clients are answered.
+- Item 3: admission counts work, not requests: a burst of big requests that cannot all finish within their deadline
+  gets 429 with Retry-After (RESOURCE_EXHAUSTED over gRPC) for the ones that would not, never 504, while small
+  requests sent alongside are answered; idle after the burst, the server gives its freed memory back.
 
 Every test starts a server (BackgroundServer on conftest's random tiny discriminator): integration.
 """
@@ -212,3 +215,75 @@ def test_header_limits(server, headers, answer):
     assert got is None and answer.startswith(b"HTTP/1.1 431") or got.startswith(answer), (got or b"")[:300]
     if got is not None and answer.startswith(b"HTTP/1.1 431"):
         assert json.loads(got.partition(b"\r\n\r\n")[2])["error_type"] == "headers_too_large"
+
+
+# ---- item 3: admission counts work -----------------------------------------------------------------------------
+
+class PacedBackend:
+    """A real backend that also takes `SECONDS_PER_TOKEN` per padded token of a batch: a model slow enough, on any
+    machine, that 16 big requests cannot all finish within a 3 s deadline while one small one can."""
+
+    SECONDS_PER_TOKEN = 1 / 40_000
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def run(self, input_ids, attention_mask, token_type_ids=None):
+        import time
+
+        time.sleep(input_ids.size * self.SECONDS_PER_TOKEN)
+        return self.inner.run(input_ids, attention_mask, token_type_ids)
+
+
+@pytest.fixture(scope="module")
+def paced(disc_dir):
+    from electric.inference.backend import load_backend
+
+    s = Settings(model=disc_dir, http_port=0, grpc_port=0, api_key=KEY, threads=1, access_log=False,
+                 request_timeout_s=3.0, max_concurrent_requests=64)
+    with BackgroundServer(s, loader=lambda path, backend: PacedBackend(load_backend(path, backend))) as srv:
+        yield srv
+
+
+BIG = {"texts": [" ".join(["flights from boston to denver on monday morning"] * 20)] * 128, "truncate": True}
+
+
+def test_a_burst_that_cannot_meet_its_deadline_is_refused_early_with_retry_after(paced):
+    def call():
+        return httpx.post(f"{paced.url}/v1/score", json=BIG, headers=AUTH, timeout=60)
+
+    answers = alongside(paced, [call] * 16)  # each ~16k tokens, ~0.4 s of the paced model alone
+    codes = sorted(a.status_code for a in answers)
+    assert set(codes) == {200, 429}, codes  # some admitted and answered, the rest refused - none dropped (504)
+    for a in answers:
+        if a.status_code == 429:
+            assert a.json()["error_type"] == "overloaded" and "deadline" in a.json()["error"]
+            assert int(a.headers["retry-after"]) >= 1
+
+
+def test_grpc_refuses_the_same_burst_with_resource_exhausted_and_when_to_retry(paced):
+    req = pb.ScoreRequest(texts=BIG["texts"], truncate=True)
+    with grpc.insecure_channel(paced.grpc_target) as ch:
+        stub = pb_grpc.ScoringStub(ch)
+        futures = [stub.Score.future(req, metadata=GRPC_AUTH, timeout=60) for _ in range(16)]
+        refused = []
+        for f in futures:
+            try:
+                f.result()
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (e.code(), e.details())
+                refused.append(dict(e.trailing_metadata()))
+    assert refused and len(refused) < 16
+    assert all(m["error-type"] == "overloaded" and int(m["retry-after"]) >= 1 for m in refused)
+
+
+def test_idle_after_requests_the_server_gives_freed_memory_back(paced, monkeypatch):
+    import server.engine
+
+    released = threading.Event()
+    monkeypatch.setattr(server.engine, "release_free_memory", released.set)
+    assert httpx.post(f"{paced.url}/v1/score", json=SMALL, headers=AUTH, timeout=60).status_code == 200
+    assert released.wait(30)

@@ -42,7 +42,7 @@ from electric.pretraining.data import DataError, build_datasets
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from electric.pretraining.warm_start import warm_started_model
 from electric.tokenization import load_tokenizer
-from training.allocator import keep_freed_memory
+from electric.allocator import keep_freed_memory
 from training.batches import Batches, step_rng
 from training.distributed import Dist
 from training.evaluation import evaluate, record_eval, unigram_baseline

@@ -1,4 +1,7 @@
-"""Keep the memory a training step frees for the next step, instead of giving it back to the kernel.
+"""glibc malloc, told what suits each process: training keeps what a step frees for the next step; a server
+gives back what a burst freed once it is idle.
+
+Training: keep the memory a training step frees for the next step, instead of giving it back to the kernel.
 
 glibc's malloc returns a freed block to the kernel when it was mmap'ed (above the mmap threshold) or when the free
 space at the top of the heap exceeds the trim threshold; the next step's allocation of the same size then faults
@@ -32,3 +35,14 @@ def keep_freed_memory() -> bool:
     except OSError:
         return False
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def release_free_memory() -> bool:
+    """Give the heap's free pages back to the kernel (glibc's malloc_trim): a server calls it once idle after a
+    burst, so its resident memory comes back down. True iff memory was released."""
+    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
