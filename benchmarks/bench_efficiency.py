@@ -258,6 +258,9 @@ def render_md(rep: dict) -> str:
         if r["concurrency"] == 64:
             out.append(f"| load client < 0.1 core at c=64 | {r['route']} {r['precision']} | {r['client_cores']:.3f} "
                        f"cores | {'yes' if r['client_cores'] < 0.1 else 'no'} |")
+    from _efficiency_peer import peer_md
+
+    out += peer_md(rep)
     out += ["", "Notes:", "- Raw at c=1 is one text a pass, so with one runtime thread its CPU is its latency (the p99 "
             "bound's raw).", "- /proc counts CPU in clock ticks (10 ms): a 20 s window resolves 0.0005 cores.",
             *[f"- {n}" for n in c.get("notes", [])], ""]
@@ -380,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default=str(REPO / "runs" / "bench-eff"), help="bodies and server logs")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "serving_efficiency.json"),
                     help="the JSON report; the .md goes beside it")
+    ap.add_argument("--peer-checkpoint", metavar="DIR",
+                    help="also serve this checkpoint (the one --model was exported from, e.g. runs/checkpoints/"
+                         "all-MiniLM-L6-v2) with infinity-emb 0.0.78 (its own venv under --work), same texts and wrk, "
+                         "after our rows: the report's \"peer\" rows")
+    ap.add_argument("--peer-engines", nargs="+", default=["optimum", "torch"], choices=("optimum", "torch"))
     args = ap.parse_args(argv)
     problem = missing_generators(args.routes)
     if problem:
@@ -440,6 +448,12 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"[{precision}] {row['route']} c={c}: raw {raw:.3f} CPU ms/req, efficiency {row['efficiency']}",
                   flush=True)
+    peer = []
+    if args.peer_checkpoint:
+        from _efficiency_peer import peer_rows
+
+        peer = peer_rows(Path(args.peer_checkpoint), args.peer_engines, args.concurrency, texts, work, args.warmup,
+                         args.seconds, WRK_SCRIPT)
     versions = {g: subprocess.run([g, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True).stdout.splitlines()[:1] for g in sorted({ROUTES[r].generator for r in args.routes})}
     rep = report(str(model), cpu_description(), rows, context={
@@ -454,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({len(median.split())} words), h2load sends one message",
                   "raw replays random token ids at each shape with an all-ones mask (the cost depends on the "
                   "shape only)"]})
+    rep["peer"] = peer
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rep, indent=1) + "\n")

@@ -126,6 +126,27 @@ def test_report_has_the_issues_json_shape_and_a_table():
     assert "| load client < 0.1 core at c=64 | /v1/score int8 | 0.005 cores | yes |" in md
 
 
+def test_the_peer_table_compares_our_best_precision_with_its_best_engine():
+    rows = [be.make_row("/v1/score", 8, "fp32", fake_window(req_s=300.0), 2.0, 1),
+            be.make_row("/v1/score", 8, "int8", fake_window(req_s=500.0), 1.0, 1),
+            be.make_row("/v1/score", 64, "int8", fake_window(req_s=520.0), 1.0, 1)]
+    rep = be.report("runs/x-onnx", "AMD EPYC", rows, context={})
+    errors = {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
+    rep["peer"] = [{"engine": "infinity optimum", "concurrency": 8, "req_s": 200.0, "p99_ms": 60.0,
+                    "server_cpu_ms_per_req": 9.0, "errors": errors},
+                   {"engine": "infinity torch", "concurrency": 8, "req_s": 260.0, "p99_ms": 50.0,
+                    "server_cpu_ms_per_req": 7.0, "errors": errors},
+                   {"engine": "infinity optimum", "concurrency": 64, "req_s": 300.0, "p99_ms": 400.0,
+                    "server_cpu_ms_per_req": 6.0, "errors": {**errors, "timeout": 3}},
+                   {"engine": "infinity torch", "error": "the server exited with 1; see peer-torch.log"}]
+    md = be.render_md(json.loads(json.dumps(rep)))
+    assert "| infinity torch | 8 | 260.0 | 50.00 | 7.00 | 0 |" in md
+    assert "| infinity optimum | 64 | 300.0 | 400.00 | 6.00 | 3 |" in md
+    assert "did not start: the server exited with 1" in md
+    assert "At c=8: ours (int8) 500.0 req/s against infinity torch 260.0: 1.92x (target ≥ 2x: missed)." in md
+    assert "At c=64: ours (int8) 520.0 req/s against infinity optimum 300.0: 1.73x" in md
+
+
 def test_a_missing_generator_is_one_line_saying_how_to_install_it(tmp_path, monkeypatch):
     assert be.missing_generators(["score", "rerank"], which=lambda g: f"/usr/bin/{g}") is None
     line = be.missing_generators(["score", "grpc-score"], which=lambda g: None)

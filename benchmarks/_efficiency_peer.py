@@ -1,0 +1,103 @@
+"""The peer rows of bench_efficiency.py: infinity-emb 0.0.78 serving the same checkpoint, the same texts, the same
+load generator.
+
+Our server scores with the checkpoint's encoder and a scorer head; infinity serves the encoder itself as an
+embedding model (POST /embeddings, one text a request, mean pooling), so both run the same encoder forward pass a
+request. Each of infinity's engines (`optimum`: ONNX Runtime through optimum; `torch`) runs in its own process,
+installed into its own virtual environment by benchmarks/peer_infinity.py; for each concurrency, wrk runs a warm-up,
+then the measured window, whose req/s and p99 come from wrk and the peer's CPU per request from /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import peer_infinity
+from _server_harness import ServerProcess, cpu_seconds, free_port
+
+ENGINES = ("optimum", "torch")
+SERVED_NAME = "peer"
+
+
+def peer_command(exe: Path, checkpoint: Path, engine: str, port: int, batch_size: int) -> list[str]:
+    """infinity's v2 CLI serving `checkpoint` with `engine` on the CPU, no answer cache."""
+    return [str(exe), "v2", "--model-id", str(checkpoint.resolve()), "--served-model-name", SERVED_NAME,
+            "--port", str(port), "--host", "127.0.0.1", "--engine", engine, "--device", "cpu",
+            "--batch-size", str(batch_size), "--no-vector-disk-cache"]
+
+
+def wrk(url: str, c: int, seconds: float, bodies: Path, script: Path) -> dict:
+    """One wrk run POSTing `bodies` to /embeddings: its WRK_JSON figures."""
+    from bench_efficiency import parse_wrk
+
+    out = subprocess.run(["wrk", "-t1", f"-c{c}", f"-d{seconds:g}s", "--timeout", "120s", "-s", str(script), url,
+                          "--", str(bodies), "/embeddings"], capture_output=True, text=True, check=True)
+    return parse_wrk(out.stdout)
+
+
+def peer_rows(checkpoint: Path, engines: list[str], concurrency: list[int], texts: list[str], work: Path,
+              warmup: float, seconds: float, script: Path, batch_size: int = 32, log=print) -> list[dict]:
+    """[{"engine", "concurrency", "req_s", "p99_ms", "server_cpu_ms_per_req", "errors"}] for each engine and
+    concurrency; an engine that does not start gets one row with its "error"."""
+    exe = peer_infinity.install(work / "peer-infinity", log=log)
+    bodies = work / "peer.jsonl"
+    bodies.write_text("".join(json.dumps({"model": SERVED_NAME, "input": [t]}) + "\n" for t in texts))
+    rows = []
+    for engine in engines:
+        port = free_port()
+        server = ServerProcess(peer_command(exe, checkpoint, engine, port, batch_size), port,
+                               work / f"peer-{engine}.log", ready_path="/health", env=peer_infinity.ENV)
+        try:
+            server.wait_ready(timeout=600)
+        except (RuntimeError, TimeoutError) as e:
+            server.stop()
+            log(f"[infinity {engine}] did not start: {e}")
+            rows.append({"engine": f"infinity {engine}", "error": str(e)})
+            continue
+        try:
+            for c in concurrency:
+                wrk(server.url, c, warmup, bodies, script)
+                cpu0 = cpu_seconds(server.proc.pid)
+                t0 = time.perf_counter()
+                res = wrk(server.url, c, seconds, bodies, script)
+                cpu = cpu_seconds(server.proc.pid) - cpu0
+                n = res["requests"]
+                row = {"engine": f"infinity {engine}", "concurrency": c,
+                       "req_s": round(n / (res["duration_us"] / 1e6), 2),
+                       "p99_ms": round(res["p99_us"] / 1e3, 3) if n else None,
+                       "server_cpu_ms_per_req": round(cpu * 1e3 / n, 3) if n else None,
+                       "errors": res["errors"], "wall_s": round(time.perf_counter() - t0, 1)}
+                rows.append(row)
+                log(f"[infinity {engine}] c={c}: {row['req_s']} req/s, p99 {row['p99_ms']} ms, "
+                    f"server {row['server_cpu_ms_per_req']} CPU ms/req")
+        finally:
+            server.stop()
+    return rows
+
+
+def ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def peer_md(rep: dict) -> list[str]:
+    """The peer's table and the throughput target: our best precision's /v1/score req/s against its best engine's."""
+    peer = [r for r in rep.get("peer", []) if "req_s" in r]
+    if not rep.get("peer"):
+        return []
+    out = ["", "## The peer: infinity-emb 0.0.78 serving the same checkpoint (POST /embeddings, one text a request)", "",
+           "| engine | concurrency | req/s | p99 (ms) | server CPU ms/req | errors |", "|---|---|---|---|---|---|"]
+    out += [f"| {r['engine']} | {r['concurrency']} | {r['req_s']:.1f} | {ms(r['p99_ms'])} | "
+            f"{ms(r['server_cpu_ms_per_req'])} | {sum(r['errors'].values())} |" for r in peer]
+    out += [f"| {r['engine']} | - | did not start: {r['error']} | | | |" for r in rep["peer"] if "error" in r]
+    for c in sorted({r["concurrency"] for r in peer} & {8, 64}):
+        ours = max((r for r in rep["rows"] if r["route"] == "/v1/score" and r["concurrency"] == c),
+                   key=lambda r: r["req_s"], default=None)
+        theirs = max((r for r in peer if r["concurrency"] == c), key=lambda r: r["req_s"])
+        if ours is not None:
+            ratio = ours["req_s"] / theirs["req_s"] if theirs["req_s"] else float("inf")
+            out.append(f"\nAt c={c}: ours ({ours['precision']}) {ours['req_s']:.1f} req/s against {theirs['engine']} "
+                       f"{theirs['req_s']:.1f}: {ratio:.2f}x (target ≥ 2x: {'met' if ratio >= 2 else 'missed'}).")
+    return out
