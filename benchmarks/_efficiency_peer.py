@@ -3,7 +3,8 @@ load generator.
 
 Our server scores with the checkpoint's encoder and a scorer head; infinity serves the encoder itself as an
 embedding model (POST /embeddings, one text a request, mean pooling), so both run the same encoder forward pass a
-request. Each of infinity's engines (`optimum`: ONNX Runtime through optimum; `torch`) runs in its own process,
+request. Each of infinity's engines (`optimum`: ONNX Runtime through optimum, on the checkpoint exported by
+optimum-cli; `torch`) runs in its own process,
 installed into its own virtual environment by benchmarks/peer_infinity.py; for each concurrency, wrk runs a warm-up,
 then the measured window, whose req/s and p99 come from wrk and the peer's CPU per request from /proc.
 """
@@ -11,6 +12,8 @@ then the measured window, whose req/s and p99 come from wrk and the peer's CPU p
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -27,6 +30,24 @@ def peer_command(exe: Path, checkpoint: Path, engine: str, port: int, batch_size
     return [str(exe), "v2", "--model-id", str(checkpoint.resolve()), "--served-model-name", SERVED_NAME,
             "--port", str(port), "--host", "127.0.0.1", "--engine", engine, "--device", "cpu",
             "--batch-size", str(batch_size), "--no-vector-disk-cache"]
+
+
+def optimum_model_dir(exe: Path, checkpoint: Path, work: Path) -> Path:
+    """WORK/peer-onnx: `checkpoint` exported by optimum (`optimum-cli export onnx --task feature-extraction`, from the
+    peer's venv) with its sentence-transformers pooling files: what infinity's optimum engine loads (it looks for a
+    .onnx file in the model directory and does not export one itself)."""
+    out = work / "peer-onnx"
+    if not (out / "model.onnx").is_file():
+        cli = exe.parent / "optimum-cli"
+        subprocess.run([str(cli), "export", "onnx", "--model", str(checkpoint), "--task", "feature-extraction",
+                        str(out)], check=True, capture_output=True, env={**os.environ, **peer_infinity.ENV})
+        for name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling"):
+            src = checkpoint / name
+            if src.is_dir():
+                shutil.copytree(src, out / name, dirs_exist_ok=True)
+            elif src.is_file():
+                shutil.copy(src, out / name)
+    return out
 
 
 def wrk(url: str, c: int, seconds: float, bodies: Path, script: Path) -> dict:
@@ -48,7 +69,8 @@ def peer_rows(checkpoint: Path, engines: list[str], concurrency: list[int], text
     rows = []
     for engine in engines:
         port = free_port()
-        server = ServerProcess(peer_command(exe, checkpoint, engine, port, batch_size), port,
+        model = optimum_model_dir(exe, checkpoint, work) if engine == "optimum" else checkpoint
+        server = ServerProcess(peer_command(exe, model, engine, port, batch_size), port,
                                work / f"peer-{engine}.log", ready_path="/health", env=peer_infinity.ENV)
         try:
             server.wait_ready(timeout=600)

@@ -21,12 +21,16 @@ from pathlib import Path
 
 NAME = "infinity"
 SPEC = "infinity-emb[torch,optimum,server]==0.0.78"
+# resolved together with SPEC: infinity 0.0.78's optimum engine hands optimum an absolute .onnx path, which optimum
+# 2.x refuses ("Could not find any ONNX files with target file name ..."); it needs numpy 1.x
+PINS = ("optimum[onnxruntime]<2", "numpy<2")
 TORCH_SPEC = "torch==2.13.0"  # the CPU build on this machine's disk; a bare `torch` is a multi-GB CUDA build
 ROUTE = "/classify"
 ENV = {"HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
 WORKAROUNDS = (
     f"infinity-emb installed into its own virtual environment with `pip install {TORCH_SPEC}` first, then "
-    f"`pip install '{SPEC}'`",
+    f"`pip install '{SPEC}' {' '.join(repr(p) for p in PINS)}` (optimum 1.x: infinity 0.0.78's optimum engine "
+    "passes optimum 2.x an absolute .onnx path it refuses; numpy 1.x, as infinity requires)",
     "HF_HUB_OFFLINE=1 and telemetry off (INFINITY_ANONYMOUS_USAGE_STATS=0, DO_NOT_TRACK=1): the model is a local "
     "directory and the machine has no internet",
     "the tokenizer's model_max_length set to the model's 128 positions: infinity warms up with an input of the "
@@ -39,15 +43,15 @@ def install(venv: Path, log=print) -> Path:
     """The `infinity_emb` executable of `venv`, installing it there first unless an install of this SPEC is there."""
     exe = venv / "bin" / "infinity_emb"
     stamp = venv / "electric-peer.json"
-    wanted = {"torch": TORCH_SPEC, "peer": SPEC}
+    wanted = {"torch": TORCH_SPEC, "peer": SPEC, "pins": list(PINS)}
     if exe.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == wanted:
         return exe
     log(f"installing {SPEC} into {venv} (its own virtual environment; a few minutes) ...")
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    for spec in (TORCH_SPEC, SPEC):
-        if subprocess.run([*pip, spec]).returncode != 0:
-            raise SystemExit(f"could not install {spec} into {venv}; see pip's output above")
+    for specs in ((TORCH_SPEC,), (SPEC, *PINS)):
+        if subprocess.run([*pip, *specs]).returncode != 0:
+            raise SystemExit(f"could not install {' '.join(specs)} into {venv}; see pip's output above")
     stamp.write_text(json.dumps(wanted) + "\n")
     return exe
 
