@@ -3,8 +3,8 @@ load generator.
 
 Our server scores with the checkpoint's encoder and a scorer head; infinity serves the encoder itself as an
 embedding model (POST /embeddings, one text a request, mean pooling), so both run the same encoder forward pass a
-request. Each of infinity's engines (`optimum`: ONNX Runtime through optimum, on the checkpoint exported by
-optimum-cli; `torch`) runs in its own process,
+request. Each of infinity's engines (`optimum`: ONNX Runtime through optimum, on the checkpoint's encoder exported
+to ONNX; `torch`) runs in its own process,
 installed into its own virtual environment by benchmarks/peer_infinity.py; for each concurrency, wrk runs a warm-up,
 then the measured window, whose req/s and p99 come from wrk and the peer's CPU per request from /proc.
 """
@@ -12,7 +12,6 @@ then the measured window, whose req/s and p99 come from wrk and the peer's CPU p
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -27,26 +26,51 @@ SERVED_NAME = "peer"
 
 def peer_command(exe: Path, checkpoint: Path, engine: str, port: int, batch_size: int) -> list[str]:
     """infinity's v2 CLI serving `checkpoint` with `engine` on the CPU, no answer cache."""
-    return [str(exe), "v2", "--model-id", str(checkpoint.resolve()), "--served-model-name", SERVED_NAME,
+    return [str(exe.resolve()), "v2", "--model-id", str(checkpoint), "--served-model-name", SERVED_NAME,
             "--port", str(port), "--host", "127.0.0.1", "--engine", engine, "--device", "cpu",
             "--batch-size", str(batch_size), "--no-vector-disk-cache"]
 
 
-def optimum_model_dir(exe: Path, checkpoint: Path, work: Path) -> Path:
-    """WORK/peer-onnx: `checkpoint` exported by optimum (`optimum-cli export onnx --task feature-extraction`, from the
-    peer's venv) with its sentence-transformers pooling files: what infinity's optimum engine loads (it looks for a
-    .onnx file in the model directory and does not export one itself)."""
+def optimum_model_dir(checkpoint: Path, work: Path) -> Path:
+    """WORK/peer-onnx: what infinity's optimum engine loads (it looks for a .onnx file in the model directory and
+    does not export one itself): the checkpoint's encoder exported as optimum's feature-extraction graph does
+    (inputs input_ids, attention_mask, token_type_ids; output last_hidden_state), with its config, tokenizer and
+    sentence-transformers pooling files. Exported here with this project's torch: the peer venv's optimum 1.x
+    exporter does not import with torch 2.13, and its 2.x cannot be served by infinity 0.0.78."""
     out = work / "peer-onnx"
-    if not (out / "model.onnx").is_file():
-        cli = exe.parent / "optimum-cli"
-        subprocess.run([str(cli), "export", "onnx", "--model", str(checkpoint), "--task", "feature-extraction",
-                        str(out)], check=True, capture_output=True, env={**os.environ, **peer_infinity.ENV})
-        for name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling"):
-            src = checkpoint / name
-            if src.is_dir():
-                shutil.copytree(src, out / name, dirs_exist_ok=True)
-            elif src.is_file():
-                shutil.copy(src, out / name)
+    if (out / "model.onnx").is_file():
+        return out
+    import torch
+    from transformers import AutoModel
+
+    tmp = work / "peer-onnx.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model = AutoModel.from_pretrained(checkpoint).eval()
+    model.config.save_pretrained(tmp)
+    ids = torch.ones(2, 16, dtype=torch.long)
+    axes = {0: "batch", 1: "sequence"}
+    class Encoder(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    torch.onnx.export(Encoder(model), (ids, torch.ones_like(ids), torch.zeros_like(ids)), tmp / "model.onnx", dynamo=False,
+                      input_names=["input_ids", "attention_mask", "token_type_ids"],
+                      output_names=["last_hidden_state"], opset_version=17,
+                      dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                                    "last_hidden_state": axes})
+    for src in checkpoint.iterdir():
+        if src.name in ("config.json", "model.safetensors", "pytorch_model.bin"):
+            continue
+        if src.is_dir():
+            shutil.copytree(src, tmp / src.name, dirs_exist_ok=True)
+        else:
+            shutil.copy(src, tmp / src.name)
+    tmp.rename(out)
     return out
 
 
@@ -69,9 +93,13 @@ def peer_rows(checkpoint: Path, engines: list[str], concurrency: list[int], text
     rows = []
     for engine in engines:
         port = free_port()
-        model = optimum_model_dir(exe, checkpoint, work) if engine == "optimum" else checkpoint
-        server = ServerProcess(peer_command(exe, model, engine, port, batch_size), port,
-                               work / f"peer-{engine}.log", ready_path="/health", env=peer_infinity.ENV)
+        if engine == "optimum":  # started in the model's directory as ".": infinity 0.0.78 hands optimum the .onnx
+            model = optimum_model_dir(checkpoint, work).resolve()  # file's path as found there, which must be bare
+            cmd, cwd = peer_command(exe, Path("."), engine, port, batch_size), model
+        else:
+            cmd, cwd = peer_command(exe, checkpoint.resolve(), engine, port, batch_size), Path.cwd()
+        server = ServerProcess(cmd, port, work.resolve() / f"peer-{engine}.log", ready_path="/health",
+                               env=peer_infinity.ENV, cwd=cwd)
         try:
             server.wait_ready(timeout=600)
         except (RuntimeError, TimeoutError) as e:
