@@ -10,8 +10,8 @@ one after the other - as many texts of `--text-chars` characters (`"a " * (chars
 limit (at most 256), `"truncate": true` - and one client that POSTs a 4-word request every 0.2 s. Samples the
 server's RSS every 0.1 s. Prints one line and appends it to `--out` (default benchmarks/results/huge_inputs_v2.md):
 RSS at rest, peak RSS during the burst, RSS 5 s after it, the small request's p50/max latency and the answers'
-status counts (a refused big request is sent again at once, as a hostile client would, not after its Retry-After).
-It asserts nothing.
+status counts. A refused big request is sent again at once, as a hostile client would, or with --honor-retry-after
+after its Retry-After, as a well-behaved one would. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def big_body(text_chars: int, max_body: int, max_texts: int = 256) -> bytes:
     return json.dumps({"texts": [text] * n, "truncate": True}).encode()
 
 
-async def burst(url: str, body: bytes, concurrency: int, seconds: float, pid: int) -> dict:
+async def burst(url: str, body: bytes, concurrency: int, seconds: float, pid: int, honor: bool = False) -> dict:
     import httpx
 
     statuses: dict[str, int] = {}
@@ -57,8 +57,10 @@ async def burst(url: str, body: bytes, concurrency: int, seconds: float, pid: in
                     r = await client.post("/v1/score", content=body, headers={"content-type": "application/json"})
                     key = str(r.status_code)
                 except httpx.HTTPError as e:
-                    key = type(e).__name__
+                    key, r = type(e).__name__, None
                 statuses[key] = statuses.get(key, 0) + 1
+                if honor and r is not None and r.status_code == 429:  # a well-behaved client waits as told
+                    await asyncio.sleep(min(float(r.headers.get("retry-after", 1)), max(0.0, t_end - time.perf_counter())))
 
         async def little():
             await asyncio.sleep(0.5)  # the big ones are in
@@ -89,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--text-chars", type=int, default=100_000, help="characters per text (default 100000)")
     ap.add_argument("--max-body-bytes", type=int, default=1_048_576)
+    ap.add_argument("--honor-retry-after", action="store_true",
+                    help="a big request refused with 429 is sent again after its Retry-After, not at once")
     ap.add_argument("--positions", type=int, default=128,
                     help="the random model's position table, all of it served (default 128; 512 as BERT-sized models)")
     ap.add_argument("--work", default=str(REPO / "runs" / "bench-server"), help="models and logs (cached)")
@@ -106,13 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.wait_ready()
         rest = rss_mb(server.proc.pid)
-        r = asyncio.run(burst(server.url, body, args.concurrency, args.seconds, server.proc.pid))
+        r = asyncio.run(burst(server.url, body, args.concurrency, args.seconds, server.proc.pid, args.honor_retry_after))
         time.sleep(5)
         after = rss_mb(server.proc.pid)
     finally:
         server.stop()
     n_texts = len(json.loads(body)["texts"])
-    line = (f"| {args.label} | {args.positions} | {args.concurrency} x {n_texts} texts x {args.text_chars} chars "
+    line = (f"| {args.label}{' (clients honour Retry-After)' if args.honor_retry_after else ''} | {args.positions} | {args.concurrency} x {n_texts} texts x {args.text_chars} chars "
             f"({len(body)} B) | "
             f"{rest:.0f} | {r['peak_rss_mb']:.0f} | {after:.0f} | {r['small_p50_ms']:.0f} | {r['small_max_ms']:.0f} "
             f"| {r['small_n']} | {json.dumps(r['statuses'], sort_keys=True)} |")

@@ -52,6 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=30, help="optimizer steps per variant (default 30)")
     ap.add_argument("--log-every", type=int, default=5, help="steps per measured window (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every variant this many times, in rounds, and report each one's median (default 1)")
     ap.add_argument("--paired", action="store_true", help="run each variant in lockstep with its objective at "
                                                           "--baseline-rev (per-step ratio; needs --baseline-rev)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretrain_throughput.md"))
@@ -107,11 +109,16 @@ def main(argv=None) -> int:
         try:
             if args.paired:
                 return paired(args, codes[0][1], work)
-            for label, code, variant in jobs:
-                objective, *flags = shlex.split(variant)
-                r = measure(code, objective, flags, args, work)
-                rows.append({"code": label, "variant": variant, **r})
-                print(f"{label:>20}  {variant:<45} {r['tokens_per_s']:>9,.0f} tokens/s", flush=True)
+            runs: dict[tuple[str, str], list[float]] = {}
+            for rnd in range(args.rounds):  # every job once a round, so slow and fast spells hit all of them
+                for label, code, variant in jobs:
+                    objective, *flags = shlex.split(variant)
+                    r = measure(code, objective, flags, args, work)
+                    runs.setdefault((label, variant), []).append(r["tokens_per_s"])
+                    print(f"{label:>20}  {variant:<45} {r['tokens_per_s']:>9,.0f} tokens/s  (round {rnd + 1})",
+                          flush=True)
+            rows = [{"code": label, "variant": variant, "tokens_per_s": statistics.median(speeds), "rounds": speeds}
+                    for (label, variant), speeds in runs.items()]
         finally:
             if args.baseline_rev:
                 subprocess.run(["git", "worktree", "remove", "--force", str(work / "baseline")], cwd=REPO,
@@ -121,12 +128,14 @@ def main(argv=None) -> int:
              f"Command: `python benchmarks/bench_train_loop.py {shlex.join(sys.argv[1:])}`", "",
              f"Machine: {cpu_description()}; {args.threads} threads; load average (1 min) "
              f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Median tokens/s of {args.log_every}-step "
-             f"windows after the first, {args.steps} steps per variant, one variant at a time.", "",
-             "| code | variant | tokens/s |", "|---|---|---:|"]
-    lines += [f"| {r['code']} | `{r['variant']}` | {r['tokens_per_s']:,.0f} |" for r in rows]
+             f"windows after the first, {args.steps} steps per variant, one variant at a time; the median of "
+             f"{args.rounds} round(s), each running every variant once.", "",
+             "| code | variant | tokens/s | each round |", "|---|---|---:|---|"]
+    lines += [f"| {r['code']} | `{r['variant']}` | {r['tokens_per_s']:,.0f} | "
+              f"{', '.join(f'{x:,.0f}' for x in r['rounds'])} |" for r in rows]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    report = {"cpu": cpu_description(), "threads": args.threads, "steps": args.steps,
+    report = {"cpu": cpu_description(), "threads": args.threads, "steps": args.steps, "rounds": args.rounds,
               "command": f"python benchmarks/bench_train_loop.py {shlex.join(sys.argv[1:])}",
               "load_1min": [round(load_before[0], 2), round(load_after[0], 2)],
               "tokens_per_s": {r["variant"]: r["tokens_per_s"] for r in rows if r["code"] == codes[-1][0]},

@@ -15,6 +15,10 @@ being queued, computed and dropped at the deadline. Small requests are refused o
 their share of the others' work is their own size. A request is never refused when the model has nothing else to
 do (it then runs, and times out if it is larger than the deadline allows).
 
+Over HTTP a body over BIG_BODY_BYTES is refused the same way before it is even read when the work already admitted
+alone would take the model past the deadline (`check_backlog`): a client that resends refused megabytes at once then
+costs the server what its headers cost, not a parse of each body.
+
 Before tokenisation a request's work is estimated from its characters (`Estimator`: the slot's running characters
 per token, tokens capped at the served length); once tokenised, its work is counted exactly.
 """
@@ -90,3 +94,20 @@ def check_deadline(work: float, others: Iterable[float], rate: WorkRate, deadlin
         raise Overloaded(f"the model is busy: this request would finish in ~{finish:.0f} s, after its deadline of "
                          f"{deadline_s:g} s (request_timeout_s), behind {len(others)} others; retry in ~{wait} s, or "
                          f"send fewer or shorter inputs", retry_after=wait)
+
+
+BIG_BODY_BYTES = 64 << 10  # a body this large carries tens of thousands of characters: likely big work
+
+
+def check_backlog(others: Iterable[float], rate: WorkRate, deadline_s: float) -> None:
+    """Overloaded when the work already admitted (`others`, units left) alone takes the model past `deadline_s`:
+    then a big request would not finish in time whatever it holds, and is refused before its body is read."""
+    per_second = rate.per_second
+    backlog = sum(w for w in others if w > 0)
+    budget = DEADLINE_SHARE * deadline_s
+    if per_second is None or backlog / per_second <= budget:
+        return
+    wait = math.ceil(backlog / per_second - budget)
+    raise Overloaded(f"the model is busy: ~{backlog / per_second:.0f} s of admitted work is ahead, more than a large "
+                     f"request could wait for within its deadline of {deadline_s:g} s (request_timeout_s); retry in "
+                     f"~{wait} s", retry_after=wait)

@@ -318,9 +318,9 @@ class Batcher:
 
     def take_batch(self, slot: ModelSlot) -> list[_Item]:
         """Round robin over requests (each request's first waiting input, oldest request first, then their
-        second ones, ...), so a small request is never starved by big ones queued before it: the first of
-        that order, then more of its length bucket, then shorter ones, within max_batch_size inputs and
-        max_batch_tokens padded tokens."""
+        second ones, ...), so a small request is never starved by big ones queued before it: every request's
+        first waiting input, then more of the oldest one's length bucket, then shorter ones, within
+        max_batch_size inputs and max_batch_tokens padded tokens."""
         live = [it for it in slot.pending if not it.request.future.done()]
         dropped = len(slot.pending) - len(live)
         if dropped:
@@ -336,9 +336,11 @@ class Batcher:
             if k == len(rounds):
                 rounds.append([])
             rounds[k].append(it)
-        fair = [it for r in rounds for it in r]
-        anchor = fair[0].bucket
-        order = [it for it in fair if it.bucket == anchor] + [it for it in fair if it.bucket < anchor]
+        # every request's first waiting input, then more of the first one's length bucket, then shorter ones: a small
+        # request rides in the next batch even beside big requests' long inputs (one input padded, at most)
+        later = [it for r in rounds[1:] for it in r]
+        anchor = rounds[0][0].bucket
+        order = rounds[0] + [it for it in later if it.bucket == anchor] + [it for it in later if it.bucket < anchor]
         batch, longest = [], 0
         for it in order:
             new_longest = max(longest, it.length)

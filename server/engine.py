@@ -37,7 +37,7 @@ from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
-from server.admission import check_deadline
+from server.admission import BIG_BODY_BYTES, check_backlog, check_deadline
 from server.batcher import Batcher, ModelSlot, SlotMetrics, Timing
 from server.errors import (
     NotReady,
@@ -221,6 +221,19 @@ class Engine:
         self._trim = None
         with contextlib.suppress(RuntimeError):  # the thread pool is already shut down
             self._loop.run_in_executor(self.batcher.tokenizer_pool, release_free_memory)
+
+    def refuse_big_body(self, path: str, length: int) -> Overloaded | None:
+        """Overloaded for a body of `length` bytes (over admission.BIG_BODY_BYTES) to a scorer route (`path`) while the
+        scorer's admitted work alone is past the deadline (admission.check_backlog); else None. The HTTP fast path
+        asks before it reads the body."""
+        slot = self.models.get(SCORER)
+        if length < BIG_BODY_BYTES or path == "/v1/classify" or slot is None or not self.ready:
+            return None
+        try:
+            check_backlog((r.work for r in slot.active), slot.rate, self.settings.request_timeout_s)
+        except Overloaded as e:
+            return e
+        return None
 
     def _slot(self, name: str | None, kinds: tuple[str, ...]) -> ModelSlot:
         if name is None:  # the scorer

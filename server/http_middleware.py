@@ -135,7 +135,8 @@ class ObservabilityMiddleware:
     async def _fast(self, scope, receive, send) -> list[dict] | None:
         """Answer the request on the fast path (None), or give back the messages read for FastAPI to replay.
         On a scoring route, a request without the API key is answered 401 before its body is read
-        (authentication first), and a JSON body that is not UTF-8 or nests too deeply for the parser is a 400
+        (authentication first), a big body while the model is already behind its deadline 429 before it is read
+        (Engine.refuse_big_body), and a JSON body that is not UTF-8 or nests too deeply for the parser is a 400
         naming the problem."""
         seen: list[dict] = []
         route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
@@ -147,6 +148,13 @@ class ObservabilityMiddleware:
             err = Unauthorized("missing or wrong API key: send \"Authorization: Bearer KEY\"")
             scope["state"]["error_type"] = err.error_type
             await _send_json(send, status_for(HTTP_STATUS, err), err.body(), err.headers())
+            return None
+        length = _header(scope, b"content-length") or b""
+        busy = scope["app"].state.engine.refuse_big_body(route.path, int(length)) if length.isdigit() else None
+        if busy is not None:  # refused before its body is read: a refused megabyte costs what its headers did
+            scope["route"] = route
+            scope["state"]["error_type"] = busy.error_type
+            await _send_json(send, status_for(HTTP_STATUS, busy), busy.body(), busy.headers())
             return None
         if ctype.partition(b";")[0].strip().lower() != b"application/json":
             return seen

@@ -60,3 +60,14 @@ def test_a_small_request_is_admitted_beside_the_same_big_ones():
 
 def test_overloaded_without_a_retry_time_sends_no_header():
     assert Overloaded("4 requests in flight").headers() == {}
+
+
+def test_a_backlog_past_the_deadline_refuses_big_bodies_before_they_are_read():
+    from server.admission import check_backlog
+
+    check_backlog([], rate(1_000), 30.0)
+    check_backlog([10_000, 10_000], WorkRate(), 30.0)  # no rate yet
+    check_backlog([10_000, 10_000], rate(1_000), 30.0)  # 20 s of work: within 24 s
+    with pytest.raises(Overloaded) as e:
+        check_backlog([10_000, 10_000, 10_000], rate(1_000), 30.0)  # 30 s
+    assert e.value.retry_after == 6 and "30 s of admitted work" in e.value.message

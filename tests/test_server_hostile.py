@@ -132,6 +132,28 @@ def test_a_small_request_is_batched_before_the_rest_of_big_ones(disc_dir):
         engine.batcher.tokenizer_pool.shutdown()
 
 
+def test_a_short_request_rides_in_the_next_batch_beside_big_requests_long_inputs(disc_dir):
+    """Issue 30, item 3: big requests' 512-token inputs fill a batch's token budget by themselves; the next batch
+    still takes every waiting request's first input, the 16-token one too, before more long inputs."""
+    engine = Engine(Settings(model=disc_dir, max_batch_size=64, max_batch_tokens=8192))
+    loop = asyncio.new_event_loop()
+    try:
+        def request(n: int) -> _Request:
+            return _Request(["x"] * n, False, str, None, loop, Timing())
+
+        bigs, small = [request(64) for _ in range(4)], request(1)
+        pending = [_Item(r, i, SimpleNamespace(length=512)) for r in bigs for i in range(64)]
+        pending.append(_Item(small, 0, SimpleNamespace(length=16)))
+        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None))
+        batch = engine.batcher.take_batch(slot)
+        assert (small, 0) in [(it.request, it.index) for it in batch]
+        assert len(batch) == 8192 // 512  # the budget, padded to the longest
+    finally:
+        loop.close()
+        engine.batcher.worker.shutdown()
+        engine.batcher.tokenizer_pool.shutdown()
+
+
 # ---- item 4, library: an unscoreable hypothesis never wins ----------------------------------------------------
 
 def test_a_hypothesis_without_an_lm_score_ranks_last():

@@ -287,3 +287,21 @@ def test_idle_after_requests_the_server_gives_freed_memory_back(paced, monkeypat
     monkeypatch.setattr(server.engine, "release_free_memory", released.set)
     assert httpx.post(f"{paced.url}/v1/score", json=SMALL, headers=AUTH, timeout=60).status_code == 200
     assert released.wait(30)
+
+
+def test_a_big_body_is_refused_unread_while_the_backlog_is_past_the_deadline_and_small_ones_are_served(server,
+                                                                                                       monkeypatch):
+    import server.engine
+    from server.errors import Overloaded
+
+    def behind(*_):
+        raise Overloaded("the model is busy", retry_after=7)
+
+    monkeypatch.setattr(server.engine, "check_backlog", behind)
+    garbage = b"{" * 100_000  # never parsed: it would be a 400 if it were
+    r = httpx.post(f"{server.url}/v1/score", content=garbage, headers={**AUTH, "content-type": "application/json"},
+                   timeout=60)
+    assert r.status_code == 429 and r.headers["retry-after"] == "7" and r.json()["error_type"] == "overloaded"
+    assert httpx.post(f"{server.url}/v1/score", content=b"{" * 100_000, headers={"content-type": "application/json"},
+                      timeout=60).status_code == 401  # the key is still checked first
+    assert httpx.post(f"{server.url}/v1/score", json=SMALL, headers=AUTH, timeout=60).status_code == 200
