@@ -291,13 +291,13 @@ def test_idle_after_requests_the_server_gives_freed_memory_back(paced, monkeypat
 
 def test_a_big_body_is_refused_unread_while_the_backlog_is_past_the_deadline_and_small_ones_are_served(server,
                                                                                                        monkeypatch):
-    import server.engine
+    from server import engine as engine_module
     from server.errors import Overloaded
 
     def behind(*_):
         raise Overloaded("the model is busy", retry_after=7)
 
-    monkeypatch.setattr(server.engine, "check_backlog", behind)
+    monkeypatch.setattr(engine_module, "check_backlog", behind)
     garbage = b"{" * 100_000  # never parsed: it would be a 400 if it were
     r = httpx.post(f"{server.url}/v1/score", content=garbage, headers={**AUTH, "content-type": "application/json"},
                    timeout=60)
