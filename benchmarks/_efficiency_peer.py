@@ -128,12 +128,10 @@ def peer_rows(checkpoint: Path, engines: list[str], concurrency: list[int], text
     return rows
 
 
-def ms(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
 def peer_md(rep: dict) -> list[str]:
     """The peer's table and the throughput target: our best precision's /v1/score req/s against its best engine's."""
+    from bench_efficiency import _ms as ms
+
     peer = [r for r in rep.get("peer", []) if "req_s" in r]
     if not rep.get("peer"):
         return []

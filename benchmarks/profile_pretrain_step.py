@@ -2,11 +2,14 @@
 
     python benchmarks/profile_pretrain_step.py --objective electric            # tiny, bf16 autocast, 8k vocab
     python benchmarks/profile_pretrain_step.py --objective mlm --precision fp32 --threads 1
+    python benchmarks/profile_pretrain_step.py --losses 12 --precision fp32 --temperature 2 [--repo OTHER_CHECKOUT]
 
 Builds `PretrainingModel` as `training.pretrain` does (the preset's values for the objective), feeds it a
 fixed random batch (B x T ids from the vocabulary, [CLS] ... [SEP]), and prints the median milliseconds per step
 and the operators by self CPU time (forward and backward together). A profile, not a test; compare objectives
-in one run and on a quiet machine.
+in one run and on a quiet machine. `--losses N` prints instead the losses of N seeded optimizer steps (lr 1e-3, one
+padded row), with `--repo` another checkout's `electric` package: a change to the step that must not change the
+objective gives the same losses in fp32.
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_repo = sys.argv[sys.argv.index("--repo") + 1] if "--repo" in sys.argv[:-1] else str(Path(__file__).resolve().parents[1])
+sys.path.insert(0, _repo)
 
 from electric.pretraining.config import resolve_config  # noqa: E402
 from electric.pretraining.modeling import PretrainingModel, SpecialIds  # noqa: E402
 
 
-def build(objective: str, preset: str, vocab_size: int, seq_len: int) -> PretrainingModel:
+def build(objective: str, preset: str, vocab_size: int, seq_len: int, temperature: float | None = None
+          ) -> PretrainingModel:
     torch.manual_seed(0)
-    cfg = resolve_config(preset, objective, {"max_seq_length": seq_len, "warm_start": 0.0})
+    cfg = resolve_config(preset, objective, {"max_seq_length": seq_len, "warm_start": 0.0,
+                                             "temperature": temperature})
     model = PretrainingModel(cfg, SpecialIds(0, 4, 2, 3, vocab_size, (0, 1, 2, 3, 4)))
     return model.train()
 
@@ -46,7 +52,7 @@ def step(model, opt, ids, am, seed: int, bf16: bool) -> float:
     out["loss"].backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
-    return float(out["loss"])
+    return float(out["loss"].detach())
 
 
 def main() -> None:
@@ -60,12 +66,21 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10, help="timed steps (median reported), then 3 profiled")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rows", type=int, default=25, help="operators to print")
+    ap.add_argument("--temperature", type=float, help="sampling temperature (default: the preset's)")
+    ap.add_argument("--losses", type=int, metavar="N", help="print the losses of N seeded steps instead")
+    ap.add_argument("--repo", default=_repo, help="the checkout whose `electric` package runs (default: this one)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model = build(args.objective, args.preset, args.vocab_size, args.seq_len)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model = build(args.objective, args.preset, args.vocab_size, args.seq_len, args.temperature)
     ids, am = batch(args.batch_size, args.seq_len, args.vocab_size)
     bf16 = args.precision == "bf16"
+    if args.losses:
+        am[3, args.seq_len * 3 // 4:] = 0  # one row with padding
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for i in range(args.losses):
+            print(i, f"{step(model, opt, ids, am, i, bf16):.6f}")
+        return
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step(model, opt, ids, am, 0, bf16)  # warm-up: allocators, first-call dispatch
     times = []
     for i in range(args.steps):

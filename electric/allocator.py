@@ -25,14 +25,21 @@ TRIM_THRESHOLD = 256 << 20  # free heap kept at the top before any is returned t
 USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")  # glibc's own environment variables
 
 
+def _glibc():
+    """glibc's libc (ctypes), or None off Linux/glibc."""
+    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
 def keep_freed_memory() -> bool:
     """Fix glibc malloc's mmap and trim thresholds for this process (Linux with glibc, unless the environment
     already sets them). True iff they were set."""
-    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc" or any(v in os.environ for v in USER_SETTINGS):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    libc = None if any(v in os.environ for v in USER_SETTINGS) else _glibc()
+    if libc is None:
         return False
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
@@ -40,9 +47,5 @@ def keep_freed_memory() -> bool:
 def release_free_memory() -> bool:
     """Give the heap's free pages back to the kernel (glibc's malloc_trim): a server calls it once idle after a
     burst, so its resident memory comes back down. True iff memory was released."""
-    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
-    except (OSError, AttributeError):
-        return False
+    libc = _glibc()
+    return bool(libc.malloc_trim(0)) if libc is not None else False

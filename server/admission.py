@@ -78,6 +78,21 @@ class Estimator:
             self.chars_per_token = 0.8 * self.chars_per_token + 0.2 * max(1.0, chars / tokens)
 
 
+def input_chars(x: str | tuple[str, str]) -> int:
+    """Characters of one input: a text, or both sides of a pair."""
+    return len(x) if isinstance(x, str) else len(x[0]) + len(x[1])
+
+
+def _refuse_past(seconds: float, deadline_s: float, why: str, hint: str = "") -> None:
+    """Overloaded (with Retry-After) when `seconds` of model time is past DEADLINE_SHARE of `deadline_s`; `why` may
+    name {seconds}."""
+    budget = DEADLINE_SHARE * deadline_s
+    if seconds > budget:
+        wait = math.ceil(seconds - budget)
+        raise Overloaded(f"the model is busy: {why.format(seconds=seconds)}, past the deadline of {deadline_s:g} s "
+                         f"(request_timeout_s); retry in ~{wait} s{hint}", retry_after=wait)
+
+
 def check_deadline(work: float, others: Iterable[float], rate: WorkRate, deadline_s: float) -> None:
     """Overloaded when a request of `work` units, sharing the model round robin with requests that have `others`
     units left, is predicted to finish after `deadline_s` (the transports answer 429 with Retry-After, or
@@ -86,14 +101,9 @@ def check_deadline(work: float, others: Iterable[float], rate: WorkRate, deadlin
     others = [w for w in others if w > 0]
     if per_second is None or not others:
         return
-    ahead = sum(min(w, work) for w in others)
-    finish = (work + ahead) / per_second
-    budget = DEADLINE_SHARE * deadline_s
-    if finish > budget:
-        wait = math.ceil(finish - budget)
-        raise Overloaded(f"the model is busy: this request would finish in ~{finish:.0f} s, after its deadline of "
-                         f"{deadline_s:g} s (request_timeout_s), behind {len(others)} others; retry in ~{wait} s, or "
-                         f"send fewer or shorter inputs", retry_after=wait)
+    finish = (work + sum(min(w, work) for w in others)) / per_second
+    _refuse_past(finish, deadline_s, f"behind {len(others)} others this request would finish in ~{{seconds:.0f}} s",
+                 ", or send fewer or shorter inputs")
 
 
 BIG_BODY_BYTES = 64 << 10  # a body this large carries tens of thousands of characters: likely big work
@@ -103,11 +113,6 @@ def check_backlog(others: Iterable[float], rate: WorkRate, deadline_s: float) ->
     """Overloaded when the work already admitted (`others`, units left) alone takes the model past `deadline_s`:
     then a big request would not finish in time whatever it holds, and is refused before its body is read."""
     per_second = rate.per_second
-    backlog = sum(w for w in others if w > 0)
-    budget = DEADLINE_SHARE * deadline_s
-    if per_second is None or backlog / per_second <= budget:
-        return
-    wait = math.ceil(backlog / per_second - budget)
-    raise Overloaded(f"the model is busy: ~{backlog / per_second:.0f} s of admitted work is ahead, more than a large "
-                     f"request could wait for within its deadline of {deadline_s:g} s (request_timeout_s); retry in "
-                     f"~{wait} s", retry_after=wait)
+    if per_second is not None:
+        _refuse_past(sum(w for w in others if w > 0) / per_second, deadline_s,
+                     "~{seconds:.0f} s of admitted work is ahead of a large request")

@@ -39,7 +39,7 @@ from electric.batching import length_bucket, pad_rows, pad_values
 from electric.inference import classify
 from electric.inference.encoding import Encoded, InputTooLongError, PairEncoded, encode_requests
 from electric.inference.scoring import METHODS_OF_KIND
-from server.admission import Estimator, WorkRate, cost
+from server.admission import Estimator, WorkRate, cost, input_chars
 from server.errors import BackendError, ServerError, Timeout, ValidationError
 from server.prometheus import Metrics
 from server.settings import Settings
@@ -208,7 +208,7 @@ class Batcher:
         req.work = work
         self.requests.add(req)
         slot.active.add(req)
-        if slot.tokenizing and sum(map(_chars, inputs)) <= INLINE_TOKENIZE_CHARS:
+        if slot.tokenizing and sum(map(input_chars, inputs)) <= INLINE_TOKENIZE_CHARS:
             self._tokenize_inline(slot, [req])  # not behind the big round in the tokeniser thread
         else:
             slot.arrivals.append(req)
@@ -241,7 +241,7 @@ class Batcher:
                 continue
             # on the loop only when the model is idle (latency); under load the thread takes it (loop time)
             inline = not slot.running and not slot.pending and \
-                sum(_chars(x) for r in reqs for x in r.inputs) <= INLINE_TOKENIZE_CHARS
+                sum(input_chars(x) for r in reqs for x in r.inputs) <= INLINE_TOKENIZE_CHARS
             if inline:
                 self._tokenize_inline(slot, reqs)
                 continue
@@ -287,11 +287,12 @@ class Batcher:
                 continue
             req.work = slot.estimator.exact(e.length for e in enc)
             whole = [(x, e) for x, e in zip(req.inputs, enc, strict=True) if e.length < slot.max_tokens]  # untruncated
-            chars += sum(_chars(x) for x, _ in whole)
+            chars += sum(input_chars(x) for x, _ in whole)
             tokens += sum(e.length - 2 for _, e in whole)
+            n = sum(e.length for e in enc)
             t.inputs += len(enc)
-            t.tokens += sum(e.length for e in enc)
-            n_tokens += 0 if req.warmup else sum(e.length for e in enc)
+            t.tokens += n
+            n_tokens += 0 if req.warmup else n
             slot.pending.extend(_Item(req, i, e) for i, e in enumerate(enc))
         slot.estimator.observe(chars, tokens)
         slot.metrics.input_tokens.inc(n_tokens)
@@ -413,11 +414,6 @@ def _tokenizing_failed(slot: ModelSlot, reqs: list[_Request], e: Exception) -> N
     for r in reqs:
         if not r.future.done():
             r.future.set_exception(err)
-
-
-def _chars(x: str | tuple[str, str]) -> int:
-    """Characters of one input: a text, or both sides of a pair."""
-    return len(x) if isinstance(x, str) else len(x[0]) + len(x[1])
 
 
 def _first_blank(req: _Request, enc: list) -> str | None:

@@ -37,7 +37,7 @@ from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
-from server.admission import BIG_BODY_BYTES, check_backlog, check_deadline
+from server.admission import BIG_BODY_BYTES, check_backlog, check_deadline, input_chars
 from server.batcher import Batcher, ModelSlot, SlotMetrics, Timing
 from server.errors import (
     NotReady,
@@ -386,7 +386,7 @@ class Engine:
         """Hand one admitted request's validated inputs to the batcher and wait for their results."""
         if self.grace_over:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
-        work = slot.estimator.estimate(len(x) if isinstance(x, str) else len(x[0]) + len(x[1]) for x in inputs)
+        work = slot.estimator.estimate(map(input_chars, inputs))
         if not self.batcher.warming:
             check_deadline(work, (r.work for r in slot.active), slot.rate, self.settings.request_timeout_s)
         return await self.batcher.submit(slot, inputs, truncate, names, post, timing, work)
