@@ -46,7 +46,8 @@ RUN apt-get update \
 WORKDIR /app
 # Only what serving needs: the base install (ONNX Runtime, tokenizers, the HTTP and gRPC server). No torch and
 # no transformers: an `electric export` directory runs on ONNX Runtime and its tokenizer.json on `tokenizers`.
-# (A transformers checkpoint, --backend torch, needs `pip install "electric[torch]"`; the server says so.)
+# (A transformers checkpoint, --backend torch, needs the torch extra, `pip install ".[torch]"` here - the distribution
+# is electric-scoring, not PyPI's unrelated `electric`; the server says so.)
 COPY pyproject.toml README.md ./
 COPY electric ./electric
 COPY server ./server

@@ -6,3 +6,5 @@ Layers (docs/architecture.md), each a subpackage: `modeling` (the networks), `pr
 (`electric.inference.scoring`, `electric.evaluation.nbest`, ...): there are no aliases at older flat paths."""
 
 __version__ = "0.1.0"
+# the name pip installs this project by (pyproject.toml's project.name; `electric` on PyPI is another project)
+DISTRIBUTION = "electric-scoring"

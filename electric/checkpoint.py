@@ -17,6 +17,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Literal
 
+from electric import DISTRIBUTION
+
 # Nothing in this project may reach a model hub; set before transformers reads the environment.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -107,13 +109,19 @@ class MissingExtra(ImportError):
     """A feature needs an optional dependency this installation lacks; the message names the pip extra."""
 
 
+def install_hint(extra: str) -> str:
+    """How to install the pip extra `extra`: from a checkout, or by the distribution's name (`DISTRIBUTION`, not
+    the import package's: `electric` on PyPI is another project)."""
+    return f"pip install -e '.[{extra}]' (from a checkout) or pip install '{DISTRIBUTION}[{extra}]'"
+
+
 def require_extra(feature: str, modules: tuple[str, ...] = ("torch", "transformers"), extra: str = "torch") -> None:
-    """Raise `MissingExtra` naming `feature` and `pip install 'electric[extra]'` unless `modules` are installed
-    (looked up, not imported). Serving ONNX exports needs neither torch nor transformers."""
+    """Raise `MissingExtra` naming `feature` and how to install `extra` (`install_hint`) unless `modules` are
+    installed (looked up, not imported). Serving ONNX exports needs neither torch nor transformers."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise MissingExtra(f"{feature} needs {' and '.join(missing)}, which this installation lacks: "
-                           f"pip install 'electric[{extra}]'")
+                           f"{install_hint(extra)}")
 
 
 def _old_copy(final: Path) -> Path:

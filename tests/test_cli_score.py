@@ -352,7 +352,8 @@ def test_a_missing_metric_extra_is_named_before_any_work(capsys, tmp_path, monke
     rc, out, err = run(capsys, *command, "--model", tmp_path / "no-model", "--nbest", tmp_path / "no-lists.json",
                        "--metric", metric, "--quiet")
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
-    assert f"needs {module}, which this installation lacks: pip install 'electric[score]'" in err
+    assert f"needs {module}, which this installation lacks: pip install -e '.[score]' (from a checkout) or pip " \
+           "install 'electric-scoring[score]'" in err
     assert "no-lists.json" not in err and "no-model" not in err
 
 
@@ -363,7 +364,7 @@ def test_eval_detect_without_the_metrics_extra_says_so_first(capsys, tmp_path, m
     monkeypatch.setattr(checkpoint.importlib.util, "find_spec",
                         lambda name, *a: None if name == "sklearn" else real(name, *a))
     rc, _, err = run(capsys, "eval", "detect", "--model", tmp_path / "no-model", "--data", tmp_path / "no-data")
-    assert rc == 2 and "pip install 'electric[metrics]'" in err and "no-data" not in err
+    assert rc == 2 and "pip install 'electric-scoring[metrics]'" in err and "no-data" not in err
 
 
 def test_eval_nbest_bad_json_shape(capsys, disc_dir, tmp_path):

@@ -300,7 +300,8 @@ def test_a_missing_extra_is_one_line_and_exit_2_as_in_every_command(tmp_path, ca
                         lambda name, *a: None if name in ("onnx", "onnxscript") else real(name, *a))
     rc, err = run_cli(capsys, "--model", tmp_path / "nope", "--out", tmp_path / "o")
     assert rc == 2 and err == ("electric export: error: electric export needs onnx and onnxscript, which this "
-                               "installation lacks: pip install 'electric[export]'\n")
+                               "installation lacks: pip install -e '.[export]' (from a checkout) or pip install "
+                               "'electric-scoring[export]'\n")
 
 
 def test_not_electra_and_unsupported_heads(tmp_path, capsys, mlm_dir, tokenizer_dir):

@@ -135,7 +135,7 @@ def test_the_base_install_is_a_serving_install():
     assert not base & {"torch", "transformers", "datasets"}
     assert {"onnxruntime", "tokenizers", "numpy", "fastapi", "uvicorn", "pydantic", "grpcio"} <= base
     assert {"torch", "transformers"} <= names(extras["torch"])
-    assert all("electric[torch" in " ".join(extras[e]) for e in ("train", "export"))
+    assert all("electric-scoring[torch" in " ".join(extras[e]) for e in ("train", "export"))
 
 
 def test_torch_only_features_say_which_extra_to_install(disc_dir, monkeypatch):
@@ -148,7 +148,7 @@ def test_torch_only_features_say_which_extra_to_install(disc_dir, monkeypatch):
     monkeypatch.setattr(checkpoint.importlib.util, "find_spec",
                         lambda name, *a: None if name in TORCH else real(name, *a))
     for load in (TorchBackend, load_masked_lm, load_tokenizer):
-        with pytest.raises(checkpoint.MissingExtra, match=r"lacks: pip install 'electric\[torch\]'"):
+        with pytest.raises(checkpoint.MissingExtra, match=re.escape(f"lacks: {checkpoint.install_hint('torch')}")):
             load(disc_dir)
 
 
@@ -190,7 +190,7 @@ def test_serving_and_scoring_an_export_import_neither_torch_nor_transformers(dis
     # and without torch and transformers installed, the export serves while a checkpoint says what to install
     imported_by(WITHOUT_TORCH + code + f"""
 err = asyncio.run(serve({str(disc_dir)!r}))
-assert "pip install 'electric[torch]'" in str(err), err
+assert "pip install 'electric-scoring[torch]'" in str(err), err
 """, TORCH)
 
 
@@ -202,7 +202,7 @@ def test_training_entry_points_without_the_train_extra_say_so_in_one_line(tmp_pa
     for argv in (["-m", "training.pretrain", "--help"], ["-m", "training.tokenizer"], ["-c", "import training"]):
         p = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
         assert "needs torch and transformers and datasets, which this installation lacks: pip install " \
-               "'electric[train]'" in p.stderr
+               "-e '.[train]' (from a checkout) or pip install 'electric-scoring[train]'" in p.stderr
         if argv[0] == "-m":
             assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stdout == "", p.stderr
         else:  # imported by other code: the typed error, theirs to handle

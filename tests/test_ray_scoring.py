@@ -103,7 +103,7 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
-    with pytest.raises(MissingExtra, match=r"pip install 'electric\[ray\]'"):
+    with pytest.raises(MissingExtra, match=r"pip install 'electric-scoring\[ray\]'"):
         require_ray()
 
 

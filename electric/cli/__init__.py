@@ -37,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(name).add_parser(sub)
-    for ep in sorted(entry_points(group=PLUGINS), key=lambda e: e.name):
+    # one parser per entry point, though metadata may list it twice: a checkout installed before the distribution
+    # was renamed `electric-scoring` keeps the old `electric` metadata (its dist-info, or electric.egg-info in the
+    # working directory) until `pip uninstall electric` or removing it
+    plugins = {(ep.name, ep.value): ep for ep in entry_points(group=PLUGINS)}.values()
+    for ep in sorted(plugins, key=lambda e: e.name):
         try:
             add_parser = ep.load()
         except ModuleNotFoundError as e:

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from electric.checkpoint import CheckpointError, MissingExtra, require_extra
+from electric.checkpoint import CheckpointError, MissingExtra, install_hint, require_extra
 
 # what the export imports of its extra (pyproject.toml `export`: torch, onnx and the metrics of the parity check)
 EXPORT_MODULES = ("torch", "transformers", "onnx", "onnxscript", "scipy", "sklearn")
@@ -27,12 +27,14 @@ def default_sentences() -> Path:
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     ap = subparsers.add_parser(
-        "export", help="export a checkpoint to ONNX (+ int8 / fp16, Triton layout) with parity checks",
+        "export", help="export a checkpoint to ONNX (+ int8 / fp16, Triton layout) with parity checks (needs the "
+                       "export extra)",
         description="Export an ELECTRA discriminator, Electric's two-tower cloze model (RUN/generator of an Electric "
                     "run: a graph whose output is log q(x_t | x without t) of each input token, for --method cloze), "
                     "a sequence classifier or a token tagger to ONNX with dynamic batch and sequence axes, check parity against torch on real sentences, and write the "
                     "tokenizer, config.json and the electric.json manifest beside the graph(s). The output "
-                    "directory is written completely or not at all.")
+                    "directory is written completely or not at all. Needs the export extra (torch, transformers, "
+                    f"onnx), which a serving install leaves out: {install_hint('export')}.")
     ap.add_argument("--model", required=True, metavar="DIR",
                     help="transformers checkpoint directory (ElectraForPreTraining / ElectricForClozeLM / "
                          "ElectraForSequenceClassification / ElectraForTokenClassification, with its tokenizer)")

@@ -33,9 +33,10 @@ def note_small_input(count: int, what: str) -> None:
 
 
 def add_ray_options(p: argparse.ArgumentParser, score: bool) -> None:
+    from electric.checkpoint import install_hint
     from electric.cli.offline.files import INPUT_KINDS
 
-    g = p.add_argument_group("offline scoring on Ray Data (pip install 'electric[ray]'; docs/scale.md)")
+    g = p.add_argument_group(f"offline scoring on Ray Data (the ray extra: {install_hint('ray')}; docs/scale.md)")
     g.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="score on Ray: a local instance without ADDRESS, else the cluster at ADDRESS (e.g. "
                         "HEAD:6379, or auto on a node of it); --model must be an `electric export` directory that every "
