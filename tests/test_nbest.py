@@ -150,6 +150,15 @@ def test_combination_formula_and_rank_prior():
     assert r.hyps[0] == "x" and r.order == [2, 1, 0]
 
 
+def test_a_zero_prior_is_written_0_not_minus_0():
+    """-beta * rank is -0.0 at rank 0, and at every rank with prior none (beta 0): the output says 0.0."""
+    nb = NBestList("u", ["a b", "a", "b"])
+    for w in (Weights(lm=1.0), Weights(lm=1.0, beta=2.0, prior="rank"), Weights(lm=0.0, length=0.0)):
+        (r,) = rerank_lists([nb], [[-1.0, -2.0, -3.0]], w)
+        assert "-0.0" not in json.dumps(r.to_dict()), r.to_dict()
+        assert 0.0 in r.prior and all(np.copysign(1.0, a) == 1.0 for a in r.prior if a == 0)
+
+
 def test_lm_weight_zero_keeps_first_hypothesis_and_wer_matches_jiwer(libri):
     lists, _ = read_nbest(libri)
     rng = np.random.default_rng(0)

@@ -77,7 +77,7 @@ def prior_scores(nb: NBestList, weights: Weights) -> np.ndarray:
     if nb.first_pass_scores is not None:
         return np.asarray(nb.first_pass_scores, dtype=np.float64)
     beta = weights.beta if weights.prior == "rank" else 0.0
-    return -beta * np.arange(len(nb.hyps), dtype=np.float64)
+    return -beta * np.arange(len(nb.hyps), dtype=np.float64) + 0.0  # + 0.0: -0.0 (-beta * 0, or beta 0) is 0.0
 
 
 def combine(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
