@@ -1,5 +1,5 @@
-"""HTTP + gRPC serving of Electric models: transports (http.py's routes behind http_middleware.py and
-http_protocol.py, grpc_service.py, sharing transport.py) -> engine.py (admission, validation, routes) -> batcher.py
+"""HTTP + gRPC serving of Electric models: transports (http.py's routes and http_docs.py's API pages behind
+http_middleware.py and http_protocol.py, grpc_service.py, sharing transport.py) -> engine.py (admission, validation, routes) -> batcher.py
 (model slots, queues, tokenise and batch loops, the forward pass; encoding is the library's
 electric.inference.encoding) -> runtime, with pipelines.py (per-input post-processing) and errors.py (typed errors,
 no status codes). The core (engine, batcher, errors, pipelines) imports no transport library; each transport maps

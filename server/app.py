@@ -34,6 +34,7 @@ from electric.checkpoint import require_local_dir
 from electric.inference.scoring import model_dir_for_method
 from server.engine import Engine
 from server.http import add_error_handlers, add_input_limits_to_openapi, add_routes
+from server.http_docs import add_docs_routes
 from server.http_middleware import ObservabilityMiddleware, fast_routes
 from server.http_protocol import HEADERS_TOO_LARGE, HttpProtocol, accept_waiting, http_protocol
 from server.prometheus import Metrics
@@ -95,11 +96,13 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
             log.info("stopped")
 
     app = FastAPI(title="Electric", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None,  # add_docs_routes: the pages without a CDN
                   swagger_ui_oauth2_redirect_url=None)  # no OAuth2: one route fewer that answers without the key
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.engine = None
     add_routes(app)
+    add_docs_routes(app)
     add_input_limits_to_openapi(app, settings)
     add_error_handlers(app)
     app.add_middleware(ObservabilityMiddleware, settings=settings, metrics=metrics, routes=fast_routes(app))

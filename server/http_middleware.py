@@ -20,6 +20,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from pydantic import ValidationError as PydanticValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Mount
 
 from server.engine import Engine
 from server.errors import (
@@ -195,10 +196,25 @@ class ObservabilityMiddleware:
         return None
 
     def _record(self, scope, state: dict, code: int, seconds: float) -> None:
-        route = getattr(scope.get("route"), "path", None) or "unmatched"
+        route = route_name(scope)
         error_type = (state.get("error_type") or "http_error") if code >= 400 else None
         record(self.metrics, self.settings, "http", route, code, error_type, seconds, state.get("timing"),
                client=(scope.get("client") or ("", 0))[0], log=route not in QUIET_PATHS)
+
+
+def route_name(scope) -> str:
+    """What the access log and the metrics call a request's route: the path of the route that answered it
+    (`/v1/score`, `/docs`, `/openapi.json`, `/docs-assets` for any file under that mount), else "unmatched" (a 404,
+    or a request refused before routing: never the request's own path, which would make a label per URL).
+    FastAPI's router puts its own routes (APIRoute) in scope["route"], and the fast path puts its route there; of a
+    plain Starlette route or mount (FastAPI's /openapi.json, the docs' files) the router leaves only the endpoint it
+    called, scope["endpoint"]: a Route's endpoint, a Mount's app."""
+    route = scope.get("route")
+    if route is None and "endpoint" in scope:
+        endpoint = scope["endpoint"]
+        route = next((r for r in scope["app"].routes
+                      if (r.app if isinstance(r, Mount) else getattr(r, "endpoint", None)) is endpoint), None)
+    return getattr(route, "path", None) or "unmatched"
 
 
 def _header(scope, name: bytes) -> bytes | None:

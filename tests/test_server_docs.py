@@ -1,0 +1,82 @@
+"""/docs and /redoc work without internet access: every script, stylesheet and icon they load is served by the
+server itself (server/http_docs.py), with its content type; and the access log and the metrics name these routes
+and /openapi.json instead of calling them "unmatched". No model is loaded: the app's lifespan never starts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import pytest
+from starlette.testclient import TestClient
+
+from server.app import create_app
+from server.http_docs import DOCS_ASSETS
+from server.settings import Settings
+
+CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
+
+
+@pytest.fixture
+def client(tmp_path):
+    return TestClient(create_app(Settings(model=tmp_path, grpc_port=-1, access_log=True)))
+
+
+LOADED = re.compile(r"""(?:\bsrc|\bhref|\bspec-url)=["']([^"']+)["']|\burl: *["']([^"']+)["']""")
+
+
+def loaded_urls(html: str) -> list[str]:
+    """The URLs a page makes the browser fetch: src and href attributes, Swagger UI's `url:`, ReDoc's spec-url."""
+    return [a or b for a, b in LOADED.findall(html)]
+
+
+@pytest.mark.parametrize(("page", "files"), [("/docs", {"swagger-ui-bundle.js", "swagger-ui.css", "favicon.png"}),
+                                             ("/redoc", {"redoc.standalone.js", "favicon.png"})])
+def test_the_docs_pages_load_everything_from_this_server(client, page, files):
+    r = client.get(page)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert re.findall(r"https?:|//[a-z]", r.text) == []  # no other host, no CDN, no Google Fonts
+    urls = loaded_urls(r.text)
+    assert {u.rpartition("/")[2] for u in urls if u.startswith(DOCS_ASSETS + "/")} == files
+    assert set(urls) == {f"{DOCS_ASSETS}/{f}" for f in files} | {"/openapi.json"}
+    for url in urls:
+        got = client.get(url)
+        assert got.status_code == 200 and len(got.content) > 1000, url
+        kind = CONTENT_TYPES.get(url[url.rfind("."):], "application/json")
+        assert kind in got.headers["content-type"], (url, got.headers["content-type"])
+    assert "openapi" in client.get("/openapi.json").json()
+
+
+def test_behind_a_proxy_the_pages_load_under_its_root_path(tmp_path):
+    app = create_app(Settings(model=tmp_path, grpc_port=-1, access_log=False))
+    client = TestClient(app, root_path="/electric")
+    urls = loaded_urls(client.get("/docs").text)
+    assert urls and all(u.startswith("/electric/") for u in urls)
+
+
+def test_the_access_log_and_the_metrics_name_the_docs_routes(client, caplog):
+    caplog.set_level(logging.INFO, logger="electric.access")
+    paths = {"/docs": "/docs", "/redoc": "/redoc", "/openapi.json": "/openapi.json",
+             f"{DOCS_ASSETS}/swagger-ui.css": DOCS_ASSETS, f"{DOCS_ASSETS}/redoc.standalone.js": DOCS_ASSETS,
+             f"{DOCS_ASSETS}/nope.js": DOCS_ASSETS, "/nope": "unmatched"}
+    for path in paths:
+        client.get(path)
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "electric.access"]
+    assert [(x["route"], x["status"]) for x in logged] == [
+        (route, 404 if "nope" in path else 200) for path, route in paths.items()]
+    metrics = client.get("/metrics").text
+    assert 'electric_requests_total{route="/docs",transport="http"} 1.0' in metrics
+    assert f'electric_requests_total{{route="{DOCS_ASSETS}",transport="http"}} 3.0' in metrics
+    assert "swagger-ui.css" not in metrics  # a mount is one route, not a label per file
+
+
+def test_an_installation_without_the_pages_files_is_told_how_to_install_them(tmp_path, monkeypatch):
+    from electric import checkpoint
+
+    real = checkpoint.importlib.util.find_spec
+    monkeypatch.setattr(checkpoint.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "fastapi_offline" else real(name, *a))
+    with pytest.raises(checkpoint.MissingExtra, match=re.escape(f"needs fastapi_offline, which this installation "
+                                                                f"lacks: {checkpoint.install_hint('serve')}")):
+        create_app(Settings(model=tmp_path, grpc_port=-1))
