@@ -192,8 +192,8 @@ class ScoringService(_Base, pb_grpc.ScoringServicer):
         weights = {f.name: getattr(w, f.name) for f in w.DESCRIPTOR.fields if w.HasField(f.name)}
         a = await self.engine.rerank(lists, weights=weights, truncate=request.truncate)
         results = [pb.RerankResult(utt_id=r.utt_id, best=r.hyps[0], order=r.order, tied=r.tied, hyps=[
-            pb.RankedHypothesis(text=h, rank=k, total=t, prior=p, lm=s, words=n)
-            for h, k, t, p, s, n in zip(r.hyps, r.order, r.total, r.prior, r.lm, r.words, strict=True)])
+            pb.RankedHypothesis(text=h, rank=k, total=t, prior=p, lm=s, words=n, pieces=m)
+            for h, k, t, p, s, n, m in zip(r.hyps, r.order, r.total, r.prior, r.lm, r.words, r.pieces, strict=True)])
             for r in a.results]
         return a, pb.RerankResponse(model=a.model, results=results, weights=pb.RerankWeights(**a.extra["weights"]))
 

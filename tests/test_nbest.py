@@ -200,6 +200,17 @@ def test_grid_edge_is_reported():
     assert res.weights.lm == 10 and res.on_edge and "maximum" in res.on_edge[0]
 
 
+def test_compare_counts_the_utterances_a_choice_made_better_and_worse():
+    lists = [NBestList("a", ["x y", "x z"], ref="x z"), NBestList("b", ["p q", "p r"], ref="p q"),
+             NBestList("c", ["m n", "m o"], ref="m k"), NBestList("d", ["u", "v"], ref="u")]
+    ev = Evaluator(lists, make_metric("wer"))
+    base, new = np.array([0, 0, 0, 0]), np.array([1, 1, 1, 0])  # a: better, b: worse, c: as bad, d: the same
+    assert ev.compare(base, new) == (1, 1) and ev.compare(new, base) == (1, 1) and ev.compare(base, base) == (0, 0)
+    bleu = Evaluator([NBestList("a", ["the cat sat on the mat", "a dog"], ref="the cat sat on the mat")],
+                     make_metric("bleu"))
+    assert bleu.compare(np.array([1]), np.array([0])) == (1, 0)  # higher is better there
+
+
 def test_bleu_from_sufficient_statistics_equals_sacrebleu():
     import sacrebleu
 

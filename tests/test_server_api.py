@@ -216,10 +216,12 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
 
     utts = sentences[:3]
     weights = {"lm": 0.5, "length": 0.2, "beta": 1.0}
-    scores = [np.array([d["score"] for d in direct_scores(models["disc_onnx"], u["input"], per_token=False)])
-              for u in utts]
+    direct = [direct_scores(models["disc_onnx"], u["input"], per_token=False) for u in utts]
+    scores = [np.array([d["score"] for d in ds]) for ds in direct]
+    pieces = [np.array([d["num_tokens"] for d in ds]) for ds in direct]  # each hypothesis shows what it scored
     lists = [NBestList(u["id"], u["input"], u["am_score"]) for u in utts]
-    expected = [r.to_dict() for r in rerank_lists(lists, scores, Weights(**weights))]
+    expected = [r.to_dict() for r in rerank_lists(lists, scores, Weights(**weights), pieces)]
+    assert all(h["pieces"] >= h["words"] for e in expected for h in e["hyps"])
     body = http.post("/v1/rerank", json={"lists": [{"id": u["id"], "hypotheses": u["input"], "scores": u["am_score"]}
                                                    for u in utts], "weights": weights}).json()
     assert body["weights"] == {**weights, "prior": "none", "piece": 0.0, "lm_score": "sum"}
@@ -241,6 +243,7 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
     assert [list(r.order) for r in g.results] == [e["order"] for e in expected]
     assert [r.utt_id for r in g.results] == [u["id"] for u in utts]
     assert g.results[0].hyps[0].total == pytest.approx(expected[0]["hyps"][0]["total"], abs=1e-4)
+    assert [[h.pieces for h in r.hyps] for r in g.results] == [[h["pieces"] for h in e["hyps"]] for e in expected]
 
 
 def test_rerank_applies_a_reports_weights_as_is_piece_bonus_and_mean_lm_score(http, channel, models, sentences):

@@ -117,12 +117,15 @@ class RerankedList:
     lm: list[float]
     words: list[int]
     tied: bool = False  # a hypothesis of another text has the best total too; the earlier position won
+    pieces: list[int] | None = None  # the tokenizer pieces the LM scored, when known
 
     def to_dict(self) -> dict:
+        pieces = self.pieces if self.pieces is not None else [None] * len(self.hyps)
         return {"utt_id": self.utt_id, "best": self.hyps[0], "order": self.order, "tied": self.tied, "hyps": [
-            {"text": h, "rank": r, "total": t, "prior": a, "lm": s, "words": w}
-            for h, r, t, a, s, w in zip(self.hyps, self.order, self.total, self.prior, self.lm, self.words,
-                                        strict=True)]}
+            {"text": h, "rank": r, "total": t, "prior": a, "lm": s, "words": w,
+             **({"pieces": n} if n is not None else {})}
+            for h, r, t, a, s, w, n in zip(self.hyps, self.order, self.total, self.prior, self.lm, self.words,
+                                           pieces, strict=True)]}
 
 
 def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
@@ -135,7 +138,8 @@ def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
     tied = any(total[i] == total[best] and nb.hyps[i] != nb.hyps[best] for i in order[1:])
     return RerankedList(nb.utt_id, order, [nb.hyps[i] for i in order], [float(total[i]) for i in order],
                         [float(prior[i]) for i in order], [float(lm_scores[i]) for i in order],
-                        [num_words(nb.hyps[i]) for i in order], bool(tied))
+                        [num_words(nb.hyps[i]) for i in order], bool(tied),
+                        None if pieces is None else [int(pieces[i]) for i in order])
 
 
 def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]], weights: Weights,

@@ -181,5 +181,16 @@ class Evaluator:
         top = self.valid & (totals == totals[u, sel][:, None])  # (U, N)
         return int((top & (self.text_ids != self.text_ids[u, sel][:, None])).any(axis=1).sum())
 
+    def compare(self, base: np.ndarray, new: np.ndarray) -> tuple[int, int]:
+        """(utterances better with `new`, utterances worse) than with `base`, two selections: by their own
+        sentence-level score (for an error rate, fewer edits is better)."""
+        u = np.arange(len(self.lists))
+        if isinstance(self.metric, ErrorRate):
+            a, b = -self.stats[u, base, 0], -self.stats[u, new, 0]
+        else:
+            a = np.array([self.metric.score(self.stats[i, base[i]]) for i in u])
+            b = np.array([self.metric.score(self.stats[i, new[i]]) for i in u])
+        return int((b > a).sum()), int((b < a).sum())
+
     def better(self, a: float, b: float) -> bool:
         return a > b if self.metric.higher_is_better else a < b

@@ -91,20 +91,22 @@ class RerankRequest(_message.Message):
     def __init__(self, lists: _Optional[_Iterable[_Union[NBestList, _Mapping]]] = ..., weights: _Optional[_Union[RerankWeights, _Mapping]] = ..., truncate: _Optional[bool] = ...) -> None: ...
 
 class RankedHypothesis(_message.Message):
-    __slots__ = ("text", "rank", "total", "prior", "lm", "words")
+    __slots__ = ("text", "rank", "total", "prior", "lm", "words", "pieces")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     PRIOR_FIELD_NUMBER: _ClassVar[int]
     LM_FIELD_NUMBER: _ClassVar[int]
     WORDS_FIELD_NUMBER: _ClassVar[int]
+    PIECES_FIELD_NUMBER: _ClassVar[int]
     text: str
     rank: int
     total: float
     prior: float
     lm: float
     words: int
-    def __init__(self, text: _Optional[str] = ..., rank: _Optional[int] = ..., total: _Optional[float] = ..., prior: _Optional[float] = ..., lm: _Optional[float] = ..., words: _Optional[int] = ...) -> None: ...
+    pieces: int
+    def __init__(self, text: _Optional[str] = ..., rank: _Optional[int] = ..., total: _Optional[float] = ..., prior: _Optional[float] = ..., lm: _Optional[float] = ..., words: _Optional[int] = ..., pieces: _Optional[int] = ...) -> None: ...
 
 class RerankResult(_message.Message):
     __slots__ = ("utt_id", "best", "order", "hyps", "tied")
@@ -267,7 +269,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "kind", "path", "backend", "max_length", "providers", "labels", "regression", "method", "trained_length", "max_positions")
+    __slots__ = ("name", "kind", "path", "backend", "max_length", "providers", "labels", "regression", "method", "trained_length", "max_positions", "training_warnings")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +281,7 @@ class ModelInfo(_message.Message):
     METHOD_FIELD_NUMBER: _ClassVar[int]
     TRAINED_LENGTH_FIELD_NUMBER: _ClassVar[int]
     MAX_POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_WARNINGS_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: str
     path: str
@@ -290,7 +293,8 @@ class ModelInfo(_message.Message):
     method: str
     trained_length: int
     max_positions: int
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ..., max_length: _Optional[int] = ..., providers: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., regression: _Optional[bool] = ..., method: _Optional[str] = ..., trained_length: _Optional[int] = ..., max_positions: _Optional[int] = ...) -> None: ...
+    training_warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ..., max_length: _Optional[int] = ..., providers: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., regression: _Optional[bool] = ..., method: _Optional[str] = ..., trained_length: _Optional[int] = ..., max_positions: _Optional[int] = ..., training_warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Limits(_message.Message):
     __slots__ = ("max_inputs_per_request", "max_tokens_per_input", "max_batch_tokens", "max_batch_size", "max_concurrent_requests", "max_body_bytes", "max_wait_ms", "request_timeout_s", "max_input_chars")
