@@ -27,6 +27,7 @@ _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 Kind = Literal["discriminator", "cloze", "classifier", "tagger"]
 MANIFEST = "electric.json"  # written by `electric export` beside the ONNX file(s)
+TRAINING_HEALTH = "training_health.json"  # written by pretraining beside each model it saves (training.report)
 
 ARCHITECTURE_KINDS: dict[str, Kind] = {
     "ElectraForPreTraining": "discriminator",
@@ -262,3 +263,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` whole or not at all (`atomic_file`)."""
     with atomic_file(path) as f:
         f.write(text)
+
+
+def training_health(model_dir: str | os.PathLike) -> dict | None:
+    """What the pretraining run that made this model said of it at its end (steps, tokens, its first and last
+    evaluation, `warnings`): TRAINING_HEALTH in a checkpoint directory, its copy in an export's manifest; None
+    for a model no run of ours made (or made before runs wrote it)."""
+    d = Path(model_dir)
+    try:
+        if (d / MANIFEST).is_file():
+            return json.loads((d / MANIFEST).read_text()).get("training_health")
+        if (d / TRAINING_HEALTH).is_file():
+            return json.loads((d / TRAINING_HEALTH).read_text())
+    except (OSError, ValueError):
+        return None
+    return None

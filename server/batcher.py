@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from electric.batching import length_bucket, pad_rows, pad_values
+from electric.checkpoint import training_health
 from electric.inference import classify
 from electric.inference.encoding import Encoded, InputTooLongError, PairEncoded, encode_requests
 from electric.inference.scoring import METHODS_OF_KIND
@@ -110,6 +111,8 @@ class ModelSlot:
         self.method = METHODS_OF_KIND[self.kind][0] if self.kind in METHODS_OF_KIND else None  # /v1/score's method
         num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
         self.regression = self.kind == "classifier" and classify.is_regression(backend.config, num_outputs)
+        # what the run that made the model said of it at its end (below chance, worse than its start): /info, the log
+        self.training_warnings: list[str] = list((training_health(path) or {}).get("warnings") or [])
         self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.inference.calibration)
         # admission by work (server/admission.py): the requests sharing this model and the rate it works at
         self.estimator = Estimator(int(backend.config.get("hidden_size") or 256), self.max_tokens)
@@ -130,7 +133,10 @@ class ModelSlot:
         return len(self.pending) + sum(len(r.inputs) for r in self.arrivals)
 
     def log_length(self) -> None:
-        """Say at start-up how long an input this model is served and why (a warning when past what it learned)."""
+        """Say at start-up how long an input this model is served and why (a warning when past what it learned), and
+        what its training run warned of."""
+        for w in self.training_warnings:
+            log.warning("%s: the run that made this model ended saying %s", self.name, w)
         if self.max_tokens > self.trained_length:
             log.warning("%s: serving up to %d tokens an input, past the %d it was trained on (max_tokens_per_input): "
                         "positions %d-%d were never trained", self.name, self.max_tokens, self.trained_length,
@@ -144,7 +150,8 @@ class ModelSlot:
                 "backend": "onnx" if type(self.backend).__name__.lower().startswith("onnx") else "torch",
                 "max_length": self.max_tokens, "trained_length": self.trained_length,
                 "max_positions": self.max_positions, "providers": list(self.backend.providers),
-                "labels": self.labels, "regression": self.regression}
+                "labels": self.labels, "regression": self.regression,
+                "training_warnings": self.training_warnings}
 
 
 class SlotMetrics:

@@ -197,6 +197,7 @@ class RankedHypothesis(BaseModel):
     prior: float = Field(description="the first-pass score, or -beta * rank (prior \"rank\"), or 0")
     lm: float = Field(description="the LM score of the text: its sum over tokens or mean per token (weights.lm_score)")
     words: int
+    pieces: int = Field(description="tokenizer pieces the LM scored (what weights.piece counts)")
 
 
 class RerankResult(BaseModel):
@@ -222,7 +223,7 @@ class RerankResponse(BaseModel):
                                        "lm_score": "sum"},
         "results": [{"utt_id": "0", "best": "list all flights", "order": [0, 1], "tied": False,
                      "hyps": [{"text": "list all flights", "rank": 0, "total": -9.1, "prior": 0.0, "lm": -9.1,
-                               "words": 3}]}]}]})
+                               "words": 3, "pieces": 3}]}]}]})
     model: str
     weights: AppliedWeights
     results: list[RerankResult] = Field(description="one per list, in request order")
@@ -332,6 +333,10 @@ class ModelInfo(BaseModel):
     providers: list[str]
     labels: list[str]
     regression: bool
+    training_warnings: list[str] = Field(description="what the pretraining run that made the model said of it at its "
+                                                     "end: its scores below chance, or worse than the checkpoint it "
+                                                     "started from; empty when it said nothing (or no run of ours "
+                                                     "made it)")
 
 
 class Limits(BaseModel):

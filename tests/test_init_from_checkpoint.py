@@ -175,6 +175,32 @@ def test_a_run_from_a_sentence_transformers_checkpoint_trains_resumes_and_export
 
 
 @pytest.mark.integration
+def test_a_run_from_a_checkpoint_is_measured_at_step_0_and_ends_with_its_health_written(st_dir, wiki_sample,
+                                                                                        tmp_path):
+    from electric.checkpoint import TRAINING_HEALTH, training_health
+
+    out = tmp_path / "run"
+    common = ["--objective", "electric", "--preset", "debug", "--init-from", st_dir, "--data", wiki_sample,
+              "--out", out, "--max-steps", 6, "--num-proc", "1", "--log-every", 1, "--eval-every", 3]
+    first = pretrain(*common, "--stop-at", 2)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "electric from minibert" in first.stderr  # the progress names the checkpoint, not a preset
+    resumed = pretrain(*common[:-8], "--out", out, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["step"] == 0 and rows[0]["baseline"] and "val_energy_auc" in rows[0]
+    steps = {r["step"]: r for r in rows if "loss" in r}
+    assert sorted(steps) == [1, 2, 3, 4, 5, 6]
+    assert all("logit_mean" in r for r in steps.values())  # where the corrected logits sit
+    assert json.loads((out / "config.json").read_text())["temperature_start"] == 4.0  # easy noise first
+    health = json.loads((out / "discriminator" / TRAINING_HEALTH).read_text())
+    assert health["steps"] == 6 and health["start"]["baseline"] and health["end"]["step"] == 6
+    assert health == json.loads((out / "generator" / TRAINING_HEALTH).read_text())
+    assert all(f"WARNING: {w}" in resumed.stdout for w in health["warnings"])
+    assert training_health(out / "generator") == health
+
+
+@pytest.mark.integration
 def test_the_real_checkpoint_starts_an_electric_run(tmp_path, wiki_sample):
     if not (REAL_CHECKPOINT / "modules.json").is_file():
         pytest.skip(f"{REAL_CHECKPOINT} is absent: run `scripts/fetch_checkpoint.sh {REAL_CHECKPOINT}`")

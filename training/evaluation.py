@@ -79,3 +79,13 @@ def record_eval(metrics_path: Path, step: int, trainer: TrainerState, val: dict,
         msg = f"WARNING at step {step}: {health.collapse_advice(start)} ({'; '.join(reasons)})"
         (bar.write if bar is not None else print)(msg, file=sys.stderr)
     return bool(reasons)
+
+
+def record_baseline(metrics_path: Path, val: dict) -> None:
+    """Log the evaluation of a run's first weights (step 0, `"baseline": true`): where a run --init-from a checkpoint
+    starts, so that its end can be compared with it (training.report.verdict). No collapse check: a fresh head on a
+    trained encoder has not learned anything yet."""
+    if val:
+        with metrics_path.open("a") as f:
+            f.write(json.dumps({"step": 0, "tokens": 0, "baseline": True, **{k: round(v, 5) for k, v in val.items()}})
+                    + "\n")

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from electric.allocator import keep_freed_memory
 from electric.checkpoint import CheckpointError, atomic_dir
 from electric.pretraining import health
 from electric.pretraining.config import PretrainConfig, RunConfig
@@ -42,14 +43,13 @@ from electric.pretraining.data import DataError, build_datasets
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from electric.pretraining.warm_start import warm_started_model
 from electric.tokenization import load_tokenizer
-from electric.allocator import keep_freed_memory
 from training.batches import Batches, step_rng
 from training.distributed import Dist
-from training.evaluation import evaluate, record_eval, unigram_baseline
+from training.evaluation import evaluate, record_baseline, record_eval, unigram_baseline
 from training.init_from import build_model, resolve_init
 from training.pretrain_args import parse_args, resolve_run
 from training.progress import TrainProgress
-from training.report import print_summary, progress_fields, write_curves
+from training.report import print_summary, progress_fields, read_metrics, verdict, write_curves, write_health
 from training.run_dir import TrainerState, load_checkpoint, save_checkpoint, saved_trainer, truncate_metrics
 from training.schedule import build_optimizer, lr_at, set_lr, temperature_at
 
@@ -86,6 +86,9 @@ def train(run: RunConfig, tokenizer) -> int:
         print(f"error: {e}", file=sys.stderr)
         d.close()
         return 2
+    if d.main and run.pretrain.init_from and trainer.step == 0:  # where the checkpoint under a fresh head starts
+        record_baseline(Path(run.out) / "metrics.jsonl", evaluate(
+            parts.model, parts.val_ds, run.pretrain, parts.special.pad, d.device, parts.autocast, parts.unigram_lp))
     first_step = trainer.step
     reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
     if reason == WARM_START_DONE:  # the MLM stage ran its share: its encoder becomes the discriminator's
@@ -192,7 +195,8 @@ def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, traine
     stage_end_step = trainer.total_steps if warm else trainer.run_steps  # ... at the latest
     first = trainer.stage_step
     start_time, start_elapsed, start_step = time.time(), trainer.elapsed, trainer.step
-    name = f"{'mlm warm start' if warm else cfg.objective}-{cfg.preset}"
+    name = "mlm warm start" if warm else f"{cfg.objective} from {Path(cfg.init_from).name}" if cfg.init_from \
+        else f"{cfg.objective}-{cfg.preset}"
     bar = TrainProgress(name, trainer.total_steps, trainer.step, trainer.elapsed,
                         budget_s, enabled=d.main)  # time / budget with --time-budget; plain lines in a log file
     window = {"t": time.time(), "tokens": 0}  # tokens since the last training line
@@ -385,7 +389,9 @@ def finish(run: RunConfig, parts: Parts, trainer: TrainerState, last: dict, reas
     checkpoint(run, parts, trainer)
     if d.main:
         write_curves(out)
-        print_summary(out, run.pretrain, trainer, last, reason)
+        warnings = verdict(run.pretrain, read_metrics(out))
+        write_health(out, trainer, warnings)
+        print_summary(out, run.pretrain, trainer, last, reason, warnings)
     d.barrier()
     d.close()
 

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from electric.checkpoint import TRAINING_HEALTH, atomic_write_text, install_hint
 from electric.pretraining import health
 from electric.pretraining.config import PretrainConfig
 from training.run_dir import TrainerState
@@ -31,7 +32,7 @@ def write_curves(out: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("note: matplotlib is not installed (pip install -e '.[train]'); no curves.png", file=sys.stderr)
+        print(f"note: matplotlib is not installed ({install_hint('train')}); no curves.png", file=sys.stderr)
         return
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     train_rows = [r for r in rows if "loss" in r]
@@ -62,7 +63,49 @@ def write_curves(out: Path) -> None:
     plt.close(fig)
 
 
-def print_summary(out: Path, cfg: PretrainConfig, trainer: TrainerState, last: dict, reason: str) -> None:
+SCORE_AUC = {"electric": ("val_energy_auc", "energy AUC"), "electra": ("val_disc_auc", "discriminator AUC")}
+WORSE_BY = 0.02  # an AUC this much below the baseline's is "worse than where it started", not noise
+
+
+def read_metrics(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def verdict(cfg: PretrainConfig, rows: list[dict]) -> list[str]:
+    """What a person must know about the model a run ends with, one sentence each: its scores rank replaced tokens
+    below chance (the energy's AUC for Electric, the discriminator's for ELECTRA), or a run --init-from a
+    checkpoint ends worse than its first weights did (the baseline evaluation, step 0) on that AUC or on fixed
+    unigram noise. [] when neither, or when the run has no discriminator or was never evaluated."""
+    evals = [r for r in rows if "val_disc_auc" in r]
+    if cfg.objective not in SCORE_AUC or not evals:
+        return []
+    end, out = evals[-1], []
+    base = evals[0] if evals[0].get("baseline") and len(evals) > 1 else None
+    key, name = SCORE_AUC[cfg.objective]
+    if end.get(key, 1.0) < 0.5:
+        out.append(f"its {name} on held-out text is {end[key]:.3f}, below chance (0.5): its scores rank replaced "
+                   "tokens above original ones, so they would rank texts backwards")
+    for k, label in ((key, name), ("val_unigram_noise_auc", "AUC against fixed unigram noise")):
+        if base is not None and k in base and k in end and end[k] < base[k] - WORSE_BY:
+            out.append(f"it ends worse than it started: {label} {end[k]:.3f} against {base[k]:.3f} for the "
+                       "checkpoint under a fresh head at step 0")
+    return out
+
+
+def write_health(out: Path, trainer: TrainerState, warnings: list[str]) -> None:
+    """electric.checkpoint.TRAINING_HEALTH in each saved model directory: the run's last evaluation, its baseline and `warnings`
+    (`electric export` carries it into the manifest, the server into /info)."""
+    rows = [r for r in read_metrics(out) if "val_loss" in r]
+    health = {"steps": trainer.step, "tokens": trainer.tokens, "warnings": warnings,
+              "start": next((r for r in rows if r.get("baseline")), None), "end": rows[-1] if rows else None}
+    for name in ("discriminator", "generator"):
+        if (out / name).is_dir():
+            atomic_write_text(out / name / TRAINING_HEALTH, json.dumps(health, indent=1) + "\n")
+
+
+def print_summary(out: Path, cfg: PretrainConfig, trainer: TrainerState, last: dict, reason: str,
+                  warnings: list[str] = ()) -> None:
     el = trainer.elapsed
     lines = [
         f"stopped after {trainer.step} steps ({reason}); {trainer.tokens:,} tokens in {el / 60:.1f} min "
@@ -80,6 +123,7 @@ def print_summary(out: Path, cfg: PretrainConfig, trainer: TrainerState, last: d
         c = trainer.collapse
         lines.append(f"WARNING: collapsed at step {c['step']} ({'; '.join(c['reasons'])}): "
                      f"{health.collapse_advice(cfg.start)}")
+    lines += [f"WARNING: {w}" for w in warnings]
     if (out / "curves.png").is_file():
         lines.append(f"curves: {out / 'curves.png'}")
     for name in ("discriminator", "generator"):

@@ -61,6 +61,7 @@ from electric.checkpoint import (
     require_local_dir,
     run_parts,
     trained_length,
+    training_health,
 )
 from electric.export.calibration import MAX_SENTENCES, find_generator, fit_calibration
 from electric.export.errors import ExportError, ParityError
@@ -184,6 +185,8 @@ def export_model(model_dir: str | Path, out_dir: str | Path, options: ExportOpti
         if plan.options.triton_repo is not None:
             add_triton_model(plan, tmp, files, log)
     log(f"wrote {plan.out} ({', '.join(files.values())}) in {time.perf_counter() - t0:.1f}s")
+    for w in (manifest["training_health"] or {}).get("warnings", []):  # the manifest keeps them: /info shows them
+        log(f"WARNING: the run that made this model ended saying {w}")
     return manifest
 
 
@@ -484,6 +487,8 @@ def build_manifest(plan: ExportPlan, files: dict, parity: dict, calibration: dic
         "versions": versions,
         "onnxruntime": versions["onnxruntime"],
         "parity": parity,
+        # what the pretraining run said of this model at its end (its warnings: below chance, worse than its start)
+        "training_health": training_health(src),
         # discriminators: P(replaced) = sigmoid(scale * s + bias) (electric.inference.calibration); null = raw sigmoid(s)
         **({"calibration": calibration} if kind == "discriminator" else {}),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

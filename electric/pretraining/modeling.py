@@ -283,6 +283,7 @@ class PretrainingModel(nn.Module):
         out = obj.electric_loss(target_log_q[is_cand], logit, labels, attention_mask, self.cfg.gen_weight,
                                 self.cfg.disc_weight)
         with torch.no_grad():
+            out["logit_mean"] = logit[real].mean()  # where the corrected logits sit (the prior: log(p / (1 - p)))
             hit = is_cand & (target_log_q >= best)  # the target ties for first; argmax settles the ties
             first = torch.add(products[hit], head.bias).argmax(-1) == targets[hit]
             out["gen_acc"] = first.sum() / is_cand.sum().clamp(min=1)
