@@ -48,6 +48,7 @@ def library(cloze_export):
 def test_info_says_the_scorer_serves_cloze_scores(http, channel):
     (m,) = http.get("/info").json()["models"]
     assert m["kind"] == "cloze" and m["method"] == "cloze" and m["backend"] == "onnx" and m["labels"] == []
+    assert m["training_warnings"] == []  # a model no run of ours warned about
     (g,) = pb_grpc.InfoStub(channel).GetInfo(pb.InfoRequest(), metadata=GRPC_AUTH).models
     assert g.kind == "cloze" and g.method == "cloze"
 
@@ -92,3 +93,26 @@ def test_detect_needs_a_discriminator(http, channel):
     with pytest.raises(grpc.RpcError) as e:
         pb_grpc.DetectionStub(channel).Detect(pb.DetectRequest(texts=TEXTS), metadata=GRPC_AUTH)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "discriminator" in e.value.details()
+
+
+def test_what_the_training_run_warned_of_is_in_info_and_the_log(cloze_export, tmp_path, caplog):
+    """A model whose run ended with a warning (below chance, worse than its start: training.report.verdict) is
+    served with it: /info and GetInfo list it under training_warnings, and the start-up log says it."""
+    import json
+    import logging
+    import shutil
+
+    import httpx
+
+    warned = tmp_path / "warned"
+    shutil.copytree(cloze_export, warned)
+    manifest = json.loads((warned / "electric.json").read_text())
+    manifest["training_health"] = {"steps": 17, "warnings": ["its energy AUC on held-out text is 0.461, below chance"]}
+    (warned / "electric.json").write_text(json.dumps(manifest))
+    s = Settings(model=warned, http_port=0, grpc_port=0, threads=1, access_log=False)
+    with caplog.at_level(logging.WARNING), BackgroundServer(s) as srv:
+        (m,) = httpx.get(f"{srv.url}/info").json()["models"]
+        with grpc.insecure_channel(srv.grpc_target) as ch:
+            (g,) = pb_grpc.InfoStub(ch).GetInfo(pb.InfoRequest()).models
+    assert m["training_warnings"] == list(g.training_warnings) == ["its energy AUC on held-out text is 0.461, below chance"]
+    assert "the run that made this model ended saying its energy AUC on held-out text is 0.461" in caplog.text
