@@ -165,11 +165,11 @@ def health_line(run: Path) -> str | None:
     if not r:
         return None
     auc, gen, uni = r["val_disc_auc"], r.get("val_gen_nll"), r.get("val_unigram_nll")
-    parts = [f"discriminator AUC {auc:.2f} " + ("(it tells replaced tokens from original ones)" if auc >= 0.75 else
+    parts = [f"discriminator AUC {auc:.3f} " + ("(it tells replaced tokens from original ones)" if auc >= 0.75 else
                                                 "(below 0.75: it has not learned to tell replaced tokens from "
                                                 "original ones; usual in minutes on a CPU)")]
     if "val_energy_auc" in r:
-        parts.append(f"energy AUC {r['val_energy_auc']:.2f} (the energy alone, without the cloze model's log q)")
+        parts.append(f"energy AUC {r['val_energy_auc']:.3f} (the energy alone, without the cloze model's log q)")
     if "val_disc_acc_gain" in r:
         parts.append(f"accuracy gain {r['val_disc_acc_gain']:.2f} over always answering 'original'"
                      + (" (it never says 'replaced' with confidence)" if r["val_disc_acc_gain"] <= 0 else ""))

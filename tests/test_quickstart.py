@@ -72,7 +72,7 @@ def test_health_line_says_what_the_figures_mean(quickstart, tmp_path):
              "val_gen_nll": 8.64, "val_unigram_nll": 6.92}]
     (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     line = quickstart.health_line(tmp_path)
-    assert "discriminator AUC 0.32 (below 0.75: it has not learned" in line and "energy AUC 0.72" in line
+    assert "discriminator AUC 0.320 (below 0.75: it has not learned" in line and "energy AUC 0.720" in line
     assert "generator NLL 8.64 vs unigram 6.92 (not yet better than word frequencies" in line
     assert "accuracy gain 0.00 over always answering 'original' (it never says" in line
     assert 'docs/pretraining.md "Training health"' in line
