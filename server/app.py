@@ -37,6 +37,7 @@ from server.http import add_error_handlers, add_input_limits_to_openapi, add_rou
 from server.http_docs import add_docs_routes
 from server.http_middleware import ObservabilityMiddleware, fast_routes
 from server.http_protocol import HEADERS_TOO_LARGE, HttpProtocol, accept_waiting, http_protocol
+from server.http_ui import add_ui_routes
 from server.prometheus import Metrics
 from server.settings import Settings
 from server.transport import record
@@ -103,6 +104,7 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
     app.state.engine = None
     add_routes(app)
     add_docs_routes(app)
+    add_ui_routes(app)
     add_input_limits_to_openapi(app, settings)
     add_error_handlers(app)
     app.add_middleware(ObservabilityMiddleware, settings=settings, metrics=metrics, routes=fast_routes(app))

@@ -19,7 +19,8 @@ from server.settings import Settings
 DESCRIPTION = "Serve Electric scores, reranking, detections and classifications over HTTP and gRPC (one process)."
 EPILOG = """Every flag can also be set by an environment variable: --max-batch-tokens -> ELECTRIC_MAX_BATCH_TOKENS,
 --classifier -> ELECTRIC_CLASSIFIERS="name=dir,name2=dir2". Flags win over the environment.
-HTTP docs: http://HOST:HTTP_PORT/docs. gRPC: proto/electric/v1/electric.proto."""
+A page to look at what the model sees: http://HOST:HTTP_PORT/. HTTP docs: http://HOST:HTTP_PORT/docs.
+gRPC: proto/electric/v1/electric.proto."""
 
 # flags whose name differs from the field's
 FLAG_NAMES = {"classifiers": "--classifier", "api_key": "--api-key"}

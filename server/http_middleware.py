@@ -204,11 +204,11 @@ class ObservabilityMiddleware:
 
 def route_name(scope) -> str:
     """What the access log and the metrics call a request's route: the path of the route that answered it
-    (`/v1/score`, `/docs`, `/openapi.json`, `/docs-assets` for any file under that mount), else "unmatched" (a 404,
-    or a request refused before routing: never the request's own path, which would make a label per URL).
-    FastAPI's router puts its own routes (APIRoute) in scope["route"], and the fast path puts its route there; of a
-    plain Starlette route or mount (FastAPI's /openapi.json, the docs' files) the router leaves only the endpoint it
-    called, scope["endpoint"]: a Route's endpoint, a Mount's app."""
+    (`/v1/score`, `/docs`, `/`, `/openapi.json`, `/docs-assets` or `/ui-assets` for any file under that mount),
+    else "unmatched" (a 404, or a request refused before routing: never the request's own path, which would make a
+    label per URL). FastAPI's router puts its own routes (APIRoute) in scope["route"], and the fast path puts its
+    route there; of a plain Starlette route or mount (FastAPI's /openapi.json, the pages' files) the router leaves
+    only the endpoint it called, scope["endpoint"]: a Route's endpoint, a Mount's app."""
     route = scope.get("route")
     if route is None and "endpoint" in scope:
         endpoint = scope["endpoint"]

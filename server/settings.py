@@ -23,7 +23,8 @@ MAX_ABS_RERANK_WEIGHT = 1e6  # weights.lm, .length, .beta, .piece (and their ser
 MAX_ABS_RERANK_SCORE = 1e12  # first-pass scores
 
 # the HTTP routes that answer without the API key (as gRPC health and reflection do); tests check every route
-OPEN_HTTP_PATHS = ("/health", "/ready", "/metrics", "/docs", "/openapi.json", "/redoc")
+OPEN_HTTP_PATHS = ("/health", "/ready", "/metrics", "/docs", "/openapi.json", "/redoc",
+                   "/", "/ui")  # the page (server/http_ui.py): it holds no data, its calls send the key
 
 
 def parse_named_dirs(value: object) -> object:
