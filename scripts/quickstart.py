@@ -100,7 +100,9 @@ def pretrain_or_stop(argv: list[str], what: str) -> None:
     from training.pretrain import main as pretrain
 
     rc = pretrain(argv)
-    if rc != 0:  # pretrain has said why on stderr
+    if rc == 2:  # the data or the checkpoint: pretrain has said in one line what is wrong and what to do
+        raise SystemExit(2)
+    if rc != 0:
         raise SystemExit(f"error: {what} failed (exit status {rc}; its message is above)")
 
 
@@ -112,7 +114,7 @@ def adapt(args, checkpoint: Path, text_files: list[str], run: Path) -> Path:
                       "--epochs", str(ADAPT_EPOCHS), "--lr", str(ADAPT_LR), "--min-warmup-steps", "0",
                       "--time-budget", str(args.minutes), "--precision", args.precision,
                       "--num-proc", "1", "--out", str(run), "--overwrite"],
-                     "adaptation" + (" (is there enough text in --data for one batch?)" if args.data else ""))
+                     "adaptation")
     return run
 
 

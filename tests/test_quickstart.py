@@ -141,3 +141,18 @@ def test_the_quick_start_adapts_a_checkpoint_serves_it_and_reranks_through_the_s
     with pytest.raises(SystemExit, match="below chance on held-out text .* so it is not served"):
         quickstart.main(argv)
     assert not (work / "server.log").exists()
+
+
+@pytest.mark.integration
+def test_too_little_text_to_adapt_on_stops_in_one_line(quickstart, tokenizer_dir, tmp_path, capsys):
+    from test_init_from_checkpoint import save_bert
+    from transformers import BertModel
+
+    ckpt = save_bert(BertModel, tokenizer_dir, tmp_path / "bert")
+    text = tmp_path / "mine.txt"
+    text.write_text("show me flights to boston\nlist all fares\n")
+    with pytest.raises(SystemExit) as e:
+        quickstart.main(["--checkpoint", str(ckpt), "--data", str(text), "--work", str(tmp_path / "work")])
+    assert e.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and "training sequences" in errors[0] and "give more text" in errors[0]

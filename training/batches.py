@@ -17,7 +17,8 @@ class Batches:
         self.rank, self.world, self.per_rank = rank, world, len(ds) // (world * batch_size) * batch_size
         if self.per_rank < batch_size:
             raise DataError(f"only {len(ds)} training sequences for {world} process(es); need at least "
-                            f"{batch_size * world} for one micro-batch of {batch_size} each")
+                            f"{batch_size * world} for one micro-batch of {batch_size} each: give more text, or a "
+                            "smaller --batch-size")
         self.epoch, self.index = 0, 0
         self.tokens_read = 0  # non-padding tokens this process has read since it started (not saved)
         self._perm: tuple[int, torch.Tensor] | None = None  # (epoch, this rank's order), drawn once per epoch
