@@ -266,3 +266,23 @@ def test_a_discriminator_checkpoint_keeps_its_head_at_the_runs_lr(disc_dir, wiki
     run = resolve_run(parse_args(args))
     assert run.pretrain.head_lr_scale == 1.0  # its trained head: no faster than the encoder
     assert run.tokenizer == str(disc_dir)  # the source's tokenizer, from the one resolution
+
+
+def test_electric_from_a_checkpoint_starts_with_easy_noise_that_hardens(st_dir, cloze_run, wiki_sample, tmp_path):
+    """A fresh cloze model beside a trained encoder: noise at temperature 4 falling to 1 (its log q climbs fast at
+    first); a run's own cloze model continued, a flag given, or another objective: the usual constant 1."""
+    from electric.pretraining.config import CHECKPOINT_TEMPERATURE_START
+    from training.pretrain_args import parse_args, resolve_run
+    from training.schedule import temperature_at
+
+    def resolved(*flags):
+        args = ["--init-from", *map(str, flags), "--data", str(wiki_sample), "--out", str(tmp_path / "o"),
+                "--overwrite"]
+        return resolve_run(parse_args(args)).pretrain
+
+    cfg = resolved(st_dir, "--objective", "electric")
+    assert (cfg.temperature_start, cfg.temperature) == (CHECKPOINT_TEMPERATURE_START, 1.0)
+    assert [temperature_at(s, cfg, 10) for s in (0, 5, 10)] == [4.0, 2.5, 1.0]
+    assert resolved(st_dir, "--objective", "electric", "--temperature-start", 0).temperature_start == 0
+    assert resolved(st_dir, "--objective", "electra").temperature_start == 0
+    assert resolved(cloze_run, "--objective", "electric").temperature_start == 0  # its cloze model goes on

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from electric.pretraining.config import CHECKPOINT_TEMPERATURE_START, resolve_config
+from electric.pretraining.config import resolve_config
 from training.report import verdict
 
 ELECTRIC = resolve_config("debug", "electric")
@@ -42,17 +42,6 @@ def test_a_run_that_ends_worse_than_its_checkpoint_is_told_so():
     assert "fixed unigram noise 0.700 against 0.800" in ws[1]
     assert verdict(ELECTRIC, evals(0.58, 0.57)) == []  # within noise
     assert verdict(ELECTRIC, evals(0.58, 0.40, baseline=False))[0].startswith("its energy AUC")  # no baseline
-
-
-def test_electric_from_a_checkpoint_starts_with_easy_noise_that_hardens():
-    from training.schedule import temperature_at
-
-    cfg = resolve_config("debug", "electric", {"init_from": "x"})
-    assert (cfg.temperature_start, cfg.temperature) == (CHECKPOINT_TEMPERATURE_START, 1.0)
-    assert [temperature_at(s, cfg, 10) for s in (0, 5, 10)] == [4.0, 2.5, 1.0]
-    assert resolve_config("debug", "electric", {"init_from": "x", "init_generator_from": "y"}).temperature_start == 0
-    assert resolve_config("debug", "electric", {"init_from": "x", "temperature_start": 0.0}).temperature_start == 0
-    assert ELECTRIC.temperature_start == 0 and resolve_config("debug", "electra", {"init_from": "x"}).temperature_start == 0
 
 
 def test_a_fresh_head_on_a_trained_encoder_starts_at_the_prior_for_every_token():

@@ -13,6 +13,7 @@ import torch
 from electric.checkpoint import CheckpointError
 from electric.hardware import resolve_precision
 from electric.pretraining.config import (
+    CHECKPOINT_TEMPERATURE_START,
     OBJECTIVES,
     PRESETS,
     RESUME_FLAGS,
@@ -116,7 +117,9 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
                          "(Fast-ELECTRA), smoothed by --temperature-start")
     ap.add_argument("--temperature-start", type=float,
                     help="sampling temperature at the start of the objective, falling linearly to --temperature "
-                         "at the end (Fast-ELECTRA's schedule for a frozen generator; default 0 = constant)")
+                         "at the end (Fast-ELECTRA's schedule for a frozen generator). Default 0 = constant, except "
+                         "Electric --init-from a checkpoint with a fresh cloze model: 4, easy noise while the cloze "
+                         "model's log q climbs (docs/pretraining.md)")
     ap.add_argument("--data-from-nbest", nargs="+", default=[], metavar="NBEST",
                     help="also train on the references (output/ref fields) of these n-best files (any format "
                          "`electric rerank` reads); keep them apart from the lists you tune or test on")
@@ -160,6 +163,9 @@ def resolve_run(args: argparse.Namespace) -> RunConfig:
                 cfg = dataclasses.replace(cfg, lr=cfg.lr * INIT_FROM_LR_SCALE)
             if args.disc_head_lr_scale is None and not fresh_head:  # a trained head: no faster than the rest
                 cfg = dataclasses.replace(cfg, disc_head_lr_scale=1.0)
+            if args.temperature_start is None and cfg.objective == "electric" and source.generator is None:
+                # a fresh cloze model beside a trained encoder: easy noise first (CHECKPOINT_TEMPERATURE_START)
+                cfg = dataclasses.replace(cfg, temperature_start=CHECKPOINT_TEMPERATURE_START)
             if cfg.generator_mode == "frozen" and source.encoder.carries != "mlm":
                 raise ValueError(f"--generator-mode frozen needs a masked LM to freeze; --init-from {cfg.init_from!r} "
                                  f"is a {source.encoder.architecture}")

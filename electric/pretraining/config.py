@@ -282,7 +282,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 # the v4 study, BLiMP-12 50.8%); at 2 it stays ahead (AUC 0.77, token cosine 0.38) and scores BLiMP-12 at 61.8%,
 # +11.0 points [8.8, 13.1] (BENCHMARKS.md, "The warm start's switch"). A run --init-from a checkpoint keeps 1.
 # Electric from a checkpoint with a fresh cloze model draws its noise at temperature 4 at first, falling to 1 at
-# the end of the run. A fresh cloze model's log q climbs from uniform by several nats in its first ten steps; at
+# the end of the run (training/pretrain_args.py sets it where it knows the cloze model is fresh). A fresh cloze model's log q climbs from uniform by several nats in its first ten steps; at
 # temperature 1 the noise and the correction move with it, faster than an energy on a trained encoder can follow:
 # the loss rose 1.8x, gradient norms reached ~250, and the energy AUC dipped below chance (0.48 at step 20) on the way
 # (from all-MiniLM-L6-v2 on Wikipedia, 3 minutes on 2 CPU cores). With the noise easy first and harder as the energy
@@ -311,8 +311,6 @@ def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given.get("init_from"):  # --init-from gives the first weights instead, and was measured at temperature 1
         values.update(warm_start=0.0, temperature=PretrainConfig.temperature)
-        if objective == "electric" and not given.get("init_generator_from"):
-            values.update(temperature_start=CHECKPOINT_TEMPERATURE_START)
     values.update(given)
     return PretrainConfig.from_dict(values)
 
