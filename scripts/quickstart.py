@@ -256,8 +256,9 @@ def rerank(url: str, utts: list[dict], weights: dict | None = None) -> dict:
     return results
 
 
-def lm_scores(results: list[dict], utts: list[dict], field: str = "lm") -> list[list[float]]:
-    """Per hypothesis (in the list's own order) its LM score (or `field`: "pieces"), from the rerank response."""
+def per_hypothesis(results: list[dict], utts: list[dict], field: str) -> list[list[float]]:
+    """A field of the rerank response ("lm": the LM score, "pieces": the pieces it scored) per hypothesis, in each
+    list's own order."""
     out = []
     for res, u in zip(results, utts, strict=True):
         s = [0.0] * len(u["input"])
@@ -284,7 +285,7 @@ def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
     lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
     ev = Evaluator(lists, make_metric("wer"))
     chosen = np.array([res["order"][0] for res in results])
-    without = ev.select(Components.of(lists, lm_scores(results, utts), pieces).totals(no_lm))
+    without = ev.select(Components.of(lists, per_hypothesis(results, utts, "lm"), pieces).totals(no_lm))
     before, after, oracle = ev.first(), ev.score_selection(chosen), ev.oracle()
     better, worse = ev.compare(without, chosen)
     changed = sum(nb.hyps[a] != nb.hyps[b] for nb, a, b in zip(lists, without, chosen, strict=True))  # by text
@@ -309,7 +310,8 @@ def guarded_weights(url: str, tune: list[dict]):
     lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in tune]
     ev = Evaluator(lists, make_metric("wer"))
     results = rerank(url, tune)
-    guarded = tune_guarded(ev, Components.of(lists, lm_scores(results, tune), lm_scores(results, tune, "pieces")))
+    guarded = tune_guarded(ev, Components.of(lists, per_hypothesis(results, tune, "lm"),
+                                           per_hypothesis(results, tune, "pieces")))
     tuned, no_lm, guard, guard_no_lm = guarded.with_lm, guarded.without_lm, guarded.guard, guarded.no_lm_guard
     log(f"tuned with the LM: LM weight {tuned.weights.lm:g}, word bonus {tuned.weights.length:g}/word (dev WER "
         f"{ev.first():.2f}% -> {tuned.dev_score:.2f}%)")
@@ -395,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
 
     print()
-    print(summarise_test(atis_test, results, guarded.without_lm.weights, took, lm_scores(results, atis_test, "pieces"),
+    print(summarise_test(atis_test, results, guarded.without_lm.weights, took, per_hypothesis(results, atis_test, "pieces"),
                          guarded.applied))
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes; model in {onnx_dir}, server log in {work / 'server.log'}")
     return 0
