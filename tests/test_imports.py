@@ -75,7 +75,7 @@ def test_the_library_imports_neither_the_server_nor_training():
     assert named == []  # not by a string import either: `serve` comes in through an entry point
 
 
-# The library's layers (README "Layout", docs/architecture.md): each may import the ones listed, nothing else of
+# The library's layers (docs/architecture.md): each may import the ones listed, nothing else of
 # the library. The shared modules (checkpoint, tokenization, textio, hardware, batching, words, allocator) import no
 # layer.
 SHARED = {"electric", "electric.checkpoint", "electric.tokenization", "electric.textio", "electric.hardware",
