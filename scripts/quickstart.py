@@ -21,7 +21,8 @@
    utterances the LM made better or worse;
 7. stop the server (SIGTERM: it drains and exits).
 
-Everything lands in --work (default runs/quickstart); a second run reuses the model (--retrain to redo).
+Everything lands in --work (default runs/quickstart); a second run with the same inputs reuses the model
+(--retrain to redo; other --checkpoint, --data, --minutes or --precision train again).
 """
 
 from __future__ import annotations
@@ -364,13 +365,22 @@ def main(argv: list[str] | None = None) -> int:
 
     run = work / ("electric-tiny" if args.from_scratch else "electric-adapted")
     onnx_dir = run.with_name(run.name + ("-cloze-onnx" if args.scorer == "cloze" else "-onnx"))
-    if args.retrain or not (run / "state" / "trainer.pt").is_file():
+    made_by = run.with_name(run.name + ".quickstart.json")  # what the model in --work was trained from
+    recipe = {"checkpoint": None if args.from_scratch else str(args.checkpoint.resolve()), "minutes": args.minutes,
+              "data": [str(Path(f).resolve()) for f in args.data or []], "precision": args.precision}
+    same = made_by.is_file() and json.loads(made_by.read_text()) == recipe
+    retrain = args.retrain or not (run / "state" / "trainer.pt").is_file() or not same
+    if retrain and (run / "state" / "trainer.pt").is_file() and not args.retrain:
+        log(f"{run} was trained from other inputs (--checkpoint, --data, --minutes or --precision): training again")
+    if retrain:
+        made_by.unlink(missing_ok=True)
         text = [*args.data] if args.data else [str(write_references(adapt_refs, work / "atis_adapt_refs.txt"))]
         if args.from_scratch:
             general = [] if args.data else [str(wiki_sample(shared, work))]
             train_from_scratch(args, work, [*general, *text], run)
         else:
             adapt(args, fetch_checkpoint(args.checkpoint), text, run)
+        made_by.write_text(json.dumps(recipe) + "\n")
     else:
         log(f"reusing {run} (pass --retrain to train again)")
     line = health_line(run)
@@ -379,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     flagged = None if args.from_scratch else below_chance(run)
     if flagged:
         raise SystemExit(f"error: {flagged}")
-    if args.retrain or not (onnx_dir / "electric.json").is_file():
+    if retrain or not (onnx_dir / "electric.json").is_file():
         export(run, args.scorer, onnx_dir, shared)
 
     server = Server(onnx_dir, work)

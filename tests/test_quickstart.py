@@ -141,6 +141,7 @@ def test_the_quick_start_adapts_a_checkpoint_serves_it_and_reranks_through_the_s
     with pytest.raises(SystemExit, match="below chance on held-out text .* so it is not served"):
         quickstart.main(argv)
     assert not (work / "server.log").exists()
+    assert f"reusing {work / 'electric-adapted'}" in capsys.readouterr().out  # the same inputs: the same model
 
 
 @pytest.mark.integration
