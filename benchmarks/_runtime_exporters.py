@@ -17,7 +17,7 @@ from electric.export.graph import (
     export_onnx,
     load_for_export,
     optimize_transformer,
-    quantize_int8,
+    quantize_int8_dynamic,
     quantize_int8_fused,
 )
 from electric.inference.backend import TorchBackend
@@ -64,7 +64,7 @@ def compare_exporters(src: Path, work: Path, data, args) -> list[dict]:
                 optimize_transformer(fp32, d / "fused.onnx", config)
                 fp32 = d / "fused.onnx"
             if fused in (False, True):
-                quantize_int8(fp32, d / "int8.onnx", preprocess=pre, **({"keep_fp32": ()} if all_int8 else {}))
+                quantize_int8_dynamic(fp32, d / "int8.onnx", preprocess=pre, **({"keep_fp32": ()} if all_int8 else {}))
         except Exception as e:  # noqa: BLE001 - report, go on with the next variant
             rows.append({"name": name, "error": f"{type(e).__name__}: {str(e)[:160]}"})
             log(f"{name}: failed: {e}")

@@ -93,8 +93,10 @@ def tokenizer_dir(wiki_sample, tmp_path_factory) -> Path:
     return out
 
 
-def save_random_electra(model_class: str, tokenizer_dir: Path, out: Path, hidden: int = 64) -> Path:
-    """A random-weight transformers ELECTRA model (2 layers) of `model_class`, saved with the tokenizer."""
+def save_random_electra(model_class: str, tokenizer_dir: Path, out: Path, hidden: int = 64,
+                        positions: int = 128) -> Path:
+    """A random-weight transformers ELECTRA model (2 layers, `positions` positions) of `model_class`, saved with the
+    tokenizer."""
     import torch
     import transformers
     from transformers import AutoTokenizer, ElectraConfig
@@ -102,7 +104,7 @@ def save_random_electra(model_class: str, tokenizer_dir: Path, out: Path, hidden
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     cfg = ElectraConfig(vocab_size=len(tok), embedding_size=32, hidden_size=hidden, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=128,
+                        num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=positions,
                         pad_token_id=tok.pad_token_id)
     getattr(transformers, model_class)(cfg).save_pretrained(out)
     tok.save_pretrained(out)

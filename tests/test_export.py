@@ -121,13 +121,35 @@ def test_exported_runs_at_new_shapes_like_torch(exported, disc_dir):
         assert np.abs(got - want)[mask == 1].max() <= 1e-4
 
 
+def static_int8_matmuls(nodes) -> tuple[list[str], list[str]]:
+    """(quantised, fp32) MatMul names of a QDQ graph: a quantised one takes both inputs from DequantizeLinear."""
+    made_by = {o: n.op_type for n in nodes for o in n.output}
+    matmuls = [n for n in nodes if n.op_type == "MatMul"]
+    quantised = [n.name for n in matmuls if all(made_by.get(i) == "DequantizeLinear" for i in n.input)]
+    return quantised, [n.name for n in matmuls if n.name not in quantised]
+
+
 def test_int8_graph_quantises_the_encoder_only(exported):
+    assert exported[2]["int8_method"] == "static"  # the default: ranges fixed at export
     nodes = onnx.load(str(exported[0] / "model.int8.onnx")).graph.node
-    quantised = [n.name for n in nodes if n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul")]
+    quantised, fp32 = static_int8_matmuls(nodes)
     assert len(quantised) == 2 * 6  # Q, K, V, attention output, FFN in and out in each of 2 layers
     assert all("/encoder/" in name for name in quantised)
-    kept = [n.name for n in nodes if n.op_type == "MatMul" and any(k in n.name for k in graph.KEEP_FP32)]
+    assert not any(n.op_type in ("DynamicQuantizeLinear", "MatMulInteger") for n in nodes)  # no run-time scales
+    kept = [name for name in fp32 if any(k in name for k in graph.KEEP_FP32)]
     assert len(kept) == 3  # head dense, head prediction, embedding projection stay fp32
+
+
+@pytest.mark.integration
+def test_dynamic_int8_graph_quantises_the_encoder_only(disc_dir, tmp_path, sentences_file):
+    rc = cli(["export", "--model", str(disc_dir), "--out", str(tmp_path / "d"), "--quantize", "int8",
+              "--int8-method", "dynamic", "--parity-data", str(sentences_file), "--no-calibration"])
+    assert rc == 0 and json.loads((tmp_path / "d" / MANIFEST).read_text())["int8_method"] == "dynamic"
+    nodes = onnx.load(str(tmp_path / "d" / "model.int8.onnx")).graph.node
+    quantised = [n.name for n in nodes if n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul")]
+    assert len(quantised) == 2 * 6 and all("/encoder/" in name for name in quantised)
+    kept = [n.name for n in nodes if n.op_type == "MatMul" and any(k in n.name for k in graph.KEEP_FP32)]
+    assert len(kept) == 3
 
 
 @pytest.mark.integration
@@ -345,7 +367,7 @@ def test_failed_quantisation_leaves_nothing(disc_dir, tmp_path, capsys, monkeypa
     def broken(*a, **k):
         raise RuntimeError("unsupported node")
 
-    monkeypatch.setattr(q, "quantize_dynamic", broken)
+    monkeypatch.setattr(q, "quantize_static", broken)  # the default int8
     rc, err = run_cli(capsys, "--model", disc_dir, "--out", tmp_path / "o", "--quantize", "int8")
     assert rc == 1 and "int8 quantisation" in err and "unsupported node" in err
     assert not (tmp_path / "o").exists() and no_leftovers(tmp_path)

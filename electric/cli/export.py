@@ -1,6 +1,7 @@
 """`electric export`: a transformers ELECTRA checkpoint -> an ONNX directory for the runtime and server.
 
     electric export --model runs/electric-tiny/discriminator --out runs/electric-tiny/onnx --quantize int8
+    electric export ... --quantize int8 --int8-method dynamic   # batch-dependent int8, as before
     electric export --model runs/electric-tiny/generator --out runs/electric-tiny/onnx-cloze   # --method cloze
 """
 
@@ -39,8 +40,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     help="transformers checkpoint directory (ElectraForPreTraining / ElectricForClozeLM / "
                          "ElectraForSequenceClassification / ElectraForTokenClassification, with its tokenizer)")
     ap.add_argument("--out", required=True, metavar="DIR", help="output directory (must not exist)")
-    ap.add_argument("--quantize", choices=("int8",), help="also write a dynamically int8-quantised graph "
-                    "(the CPU runtime's default when present)")
+    ap.add_argument("--quantize", choices=("int8",), help="also write an int8-quantised graph (the CPU runtime's "
+                    "default when present)")
+    ap.add_argument("--int8-method", choices=("static", "dynamic"),
+                    help="how int8 scales activations: static = ranges calibrated at export on the calibration text, "
+                         "a text scores the same in any batch (default); dynamic = by each batch's largest value at "
+                         "run time, so a text's score moves a little with its batch-mates (the default of "
+                         "--int8-graph fused, which is dynamic only)")
     ap.add_argument("--int8-graph", choices=("plain", "fused"), default="plain",
                     help="how the int8 graph is made: plain = the exported graph's MatMuls quantised (default); "
                          "fused = onnxruntime's transformer optimizer first (fused Attention, SkipLayerNorm, BiasGelu), "
@@ -63,8 +69,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="the generator that corrupts the calibration text (default: RUN/generator beside "
                         "RUN/discriminator; without one the export is not calibrated)")
     c.add_argument("--calibration-data", metavar="FILE",
-                   help="held-out sentences, one a line (a .tsv: its `sentence` or first column); default as "
-                        "--parity-data")
+                   help="held-out sentences, one a line (a .tsv: its `sentence` or first column), also what static "
+                        "int8's activation ranges are measured on (any model kind); default as --parity-data")
     c.add_argument("--no-calibration", action="store_true",
                    help="do not calibrate: detect returns the raw sigmoid(s_t)")
     ap.set_defaults(func=run)
@@ -83,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
     hf_logging.disable_progress_bar()  # one line per step is enough on a terminal
     try:
-        options = ExportOptions(quantize=args.quantize, int8_graph=args.int8_graph, fp16=args.fp16, opset=args.opset,
+        options = ExportOptions(quantize=args.quantize, int8_graph=args.int8_graph, int8_method=args.int8_method,
+                                fp16=args.fp16, opset=args.opset,
                                 force=args.force, overwrite=args.overwrite, parity_data=args.parity_data,
                                 default_sentences=default_sentences(), threads=args.threads,
                                 calibrate=not args.no_calibration, generator=args.generator,

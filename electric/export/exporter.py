@@ -9,7 +9,9 @@ absent) holds:
                         output logits (float32; (B, T) | (B, C) | (B, T, C)); B and T dynamic. Electric's cloze
                         model (RUN/generator of an Electric run): inputs input_ids, attention_mask; output
                         token_logprobs (B, T), log q(x_t | x_not_t) of each input token, gathered in the graph
-    model.int8.onnx     with --quantize int8: dynamic int8 quantisation of the encoder's MatMuls (CPU)
+    model.int8.onnx     with --quantize int8: int8 quantisation of the encoder's MatMuls (CPU): static (QDQ, activation
+                        ranges calibrated at export on real text; a text scores the same in any batch), or dynamic
+                        with --int8-method dynamic (batch-dependent); the manifest's `int8_method` says which
     model.fp16.onnx     with --fp16: fp16 weights and activations, fp32 inputs/outputs (CUDA)
     config.json, tokenizer files   copied from the checkpoint
     electric.json       the manifest (see `build_manifest`)
@@ -71,8 +73,9 @@ from electric.export.graph import (
     convert_fp16,
     export_onnx,
     load_for_export,
-    quantize_int8,
+    quantize_int8_dynamic,
     quantize_int8_fused,
+    quantize_int8_static,
 )
 from electric.export.parity import (
     PARITY_MAX_TOKENS,
@@ -104,6 +107,11 @@ VARIANT_PROVIDERS = {"int8": [CPU], "fp16": [CUDA, CPU]}  # where each precision
 # how the int8 graph is made: "plain" = the exported graph's MatMuls quantised; "fused" = onnxruntime's transformer
 # optimizer first (fused Attention, SkipLayerNorm, BiasGelu), then its MatMuls and Attention quantised
 INT8_GRAPHS = ("plain", "fused")
+# how its activations are scaled: "static" = ranges calibrated at export (QDQ; batch-independent, the default);
+# "dynamic" = by each batch's largest value at run time (a text's score moves with its batch-mates; the fused graph's)
+INT8_METHODS = ("static", "dynamic")
+STATIC_INT8_SENTENCES = (16, 256)  # the fewest and the most calibration sentences static int8 ranges are measured on
+STATIC_INT8_BATCH = 32  # sentences per calibration batch
 TOKENIZER_EXTRA = ("tokenizer_config.json", "special_tokens_map.json")
 GENERATOR_HEADS = {"ElectraForMaskedLM"}  # masked LMs: scored with n passes on torch (mlm-pll), not exported
 MODEL_TYPES = {"electra", "electric-cloze"}
@@ -124,8 +132,9 @@ FORMAT_VERSION = 1
 class ExportOptions:
     """How to export: what `electric export`'s flags set. Checked when made (ExportError); never changed after."""
 
-    quantize: str | None = None  # "int8": also write model.int8.onnx, dynamic int8 (the CPU default)
+    quantize: str | None = None  # "int8": also write model.int8.onnx (the CPU default)
     int8_graph: str = INT8_GRAPHS[0]  # how the int8 graph is made (INT8_GRAPHS)
+    int8_method: str | None = None  # INT8_METHODS; None: static, dynamic for the fused graph (set when made)
     fp16: bool = False  # also write model.fp16.onnx (the CUDA default)
     opset: int = DEFAULT_OPSET  # 7..21; the torch.export-based exporter takes 18 at least
     exporter: str | None = None  # "legacy" (TorchScript) or "dynamo" (torch.export); None: legacy, dynamo for cloze
@@ -146,6 +155,13 @@ class ExportOptions:
             raise ExportError(f"--quantize {self.quantize!r}: only int8 is supported")
         if self.int8_graph not in INT8_GRAPHS:
             raise ExportError(f"--int8-graph {self.int8_graph!r}: expected one of {', '.join(INT8_GRAPHS)}")
+        if self.int8_method is None:  # the one place it is implied: the fused graph's Attention has no static form here
+            object.__setattr__(self, "int8_method", "dynamic" if self.int8_graph == "fused" else "static")
+        if self.int8_method not in INT8_METHODS:
+            raise ExportError(f"--int8-method {self.int8_method!r}: expected one of {', '.join(INT8_METHODS)}")
+        if self.int8_method == "static" and self.int8_graph == "fused":
+            raise ExportError("--int8-graph fused is dynamic int8 only (its fused Attention is quantised at run time); "
+                              "pass --int8-method dynamic or --int8-graph plain")
         if not 7 <= self.opset <= 21:
             raise ExportError(f"--opset {self.opset}: expected 7..21 (17 recommended)")
 
@@ -210,6 +226,8 @@ class ExportPlan:
     generator: Path | None  # corrupts the calibration text; None: not calibrated
     sentences: list[str]  # the parity sentences
     parity_source: str  # where they come from
+    int8_batches: list[dict]  # static int8's calibration batches (real text, not the parity sentences); [] otherwise
+    int8_source: str  # where their sentences come from
     batches: list[dict]  # their parity batches, at shapes other than the export shape
     triton_name: str
 
@@ -231,9 +249,33 @@ def plan_export(model_dir: str | Path, out_dir: str | Path, options: ExportOptio
             f"default (electric serve --max-tokens-per-input serves more on purpose)")
     gen_dir = calibration_generator(src, config, kind, options.calibrate, options.generator, log)
     sentences, parity_source = parity_sentences(options.parity_data, default=options.default_sentences)
-    batches = parity_batches(tokenizer, sentences, max_length, pairs=kind in ("classifier", "tagger"))
+    pairs = kind in ("classifier", "tagger")
+    batches = parity_batches(tokenizer, sentences, max_length, pairs)
+    int8_batches, int8_source = ([], "")
+    if options.quantize == "int8" and options.int8_method == "static":
+        int8_batches, int8_source = static_int8_batches(options, tokenizer, sentences, max_length, pairs)
     return ExportPlan(options, src, out, config, kind, arch, exporter, opset, tokenizer, max_length,
-                      (trained, trained_from), gen_dir, sentences, parity_source, batches, tname)
+                      (trained, trained_from), gen_dir, sentences, parity_source, int8_batches, int8_source, batches,
+                      tname)
+
+
+def static_int8_batches(options: ExportOptions, tokenizer, parity: list[str], max_length: int,
+                        pairs: bool) -> tuple[list[dict], str]:
+    """The batches static int8's activation ranges are measured on, and where their text comes from: up to
+    STATIC_INT8_SENTENCES[1] sentences of the calibration text (`calibration_data`, else as for parity), those
+    not among the parity sentences when enough remain. Too few is an ExportError naming --int8-method dynamic."""
+    fewest, most = STATIC_INT8_SENTENCES
+    sents, source = sentences_or_default(options.calibration_data, MAX_SENTENCES, "calibration data",
+                                         options.default_sentences)
+    seen = set(parity)
+    held_out = [t for t in sents if t not in seen]
+    sents = (held_out if len(held_out) >= fewest else sents)[:most]
+    if len(sents) < fewest:
+        raise ExportError(f"calibration text {source!r} holds {len(sents)} sentences, too few for static int8 "
+                          f"activation ranges (at least {fewest}): give more with --calibration-data, or pass "
+                          "--int8-method dynamic")
+    sizes = [STATIC_INT8_BATCH] * -(-len(sents) // STATIC_INT8_BATCH)
+    return parity_batches(tokenizer, sents, max_length, pairs, sizes), f"{source} ({len(sents)} sentences)"
 
 
 def choose_exporter(kind: Kind, options: ExportOptions) -> tuple[str, int]:
@@ -375,13 +417,16 @@ def calibrate_discriminator(plan: ExportPlan, run: Callable, log: Callable[[str]
 
 
 def make_variant(plan: ExportPlan, precision: str, fp32_path: Path, path: Path) -> None:
-    """The int8 graph (plain or fused, `int8_graph`) or the fp16 one, from the fp32 graph."""
+    """The int8 graph (static, or dynamic of the plain or fused graph: `int8_method`, `int8_graph`) or the fp16 one,
+    from the fp32 graph."""
     if precision == "fp16":
         convert_fp16(fp32_path, path)
+    elif plan.options.int8_method == "static":
+        quantize_int8_static(fp32_path, path, plan.int8_batches)
     elif plan.options.int8_graph == "fused":
         quantize_int8_fused(fp32_path, path, plan.config)
     else:
-        quantize_int8(fp32_path, path)
+        quantize_int8_dynamic(fp32_path, path)
 
 
 def add_variant(plan: ExportPlan, precision: str, fp32: Fp32Graph, tmp: Path, log: Callable[[str], None]) -> dict:
@@ -396,7 +441,8 @@ def add_variant(plan: ExportPlan, precision: str, fp32: Fp32Graph, tmp: Path, lo
     st = compare(plan.kind, plan.batches, fp32.outputs, run_batches(runner.run, plan.batches))
     ok, force = st["spearman"] >= MIN_SPEARMAN, plan.options.force
     per_token = f" (per token {st['spearman_per_token']:.4f})" if "spearman_per_token" in st else ""
-    log(f"parity {precision} vs fp32 on {runner.providers[0]}: max |diff| {st['max_abs_diff']:.3g}, "
+    how = f" ({plan.options.int8_method})" if precision == "int8" else ""
+    log(f"parity {precision}{how} vs fp32 on {runner.providers[0]}: max |diff| {st['max_abs_diff']:.3g}, "
         f"Spearman {st['spearman']:.4f}{per_token}" + ("" if ok else f" < {MIN_SPEARMAN}"))
     if not ok and not force:
         raise ParityError(f"{precision} sentence-score Spearman vs fp32 is {st['spearman']:.4f} "
@@ -409,9 +455,17 @@ def add_variant(plan: ExportPlan, precision: str, fp32: Fp32Graph, tmp: Path, lo
         **({"spearman_per_token": st["spearman_per_token"]} if "spearman_per_token" in st else {}),
         "reference": "onnx fp32", "min_spearman": MIN_SPEARMAN, "passed": bool(ok),
         "forced": bool(not ok and force), "provider": runner.providers[0],
-        **({"graph": plan.options.int8_graph} if precision == "int8" else {}),
+        **(int8_record(plan) if precision == "int8" else {}),
         "size_mb": round(path.stat().st_size / 2**20, 2),
     }
+
+
+def int8_record(plan: ExportPlan) -> dict:
+    """What the int8 parity record adds: how the graph was made and, for static int8, what its ranges came from."""
+    method = plan.options.int8_method
+    ranges = {"ranges_from": plan.int8_source, "ranges": "min-max", "weights": "int8 per channel",
+              "activations": "uint8 per tensor"} if method == "static" else {}
+    return {"graph": plan.options.int8_graph, "method": method, **ranges}
 
 
 def copy_model_files(src: Path, tmp: Path) -> None:
@@ -475,6 +529,9 @@ def build_manifest(plan: ExportPlan, files: dict, parity: dict, calibration: dic
         "trained_length_from": trained[1],
         "opset": plan.opset,
         "precision": {"cpu": "int8" if "int8" in files else "fp32", "cuda": "fp16" if "fp16" in files else "fp32"},
+        # how model.int8.onnx scales its activations (INT8_METHODS): "static" = the same score in any batch; "dynamic"
+        # = a text's score moves a little with its batch-mates; null without int8
+        "int8_method": plan.options.int8_method if "int8" in files else None,
         "files": files,
         "inputs": list(CLOZE_INPUT_NAMES if cloze else INPUT_NAMES),
         "output": CLOZE_OUTPUT_NAME if cloze else OUTPUT_NAME,

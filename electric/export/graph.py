@@ -1,15 +1,16 @@
 """Making the graphs: the transformers model traced by torch.onnx (TorchScript exporter, eager attention; Electric's
-cloze model through the torch.export-based exporter), onnxruntime's transformer optimizer, dynamic int8 quantisation
-of the MatMuls, fp16 conversion."""
+cloze model through the torch.export-based exporter), onnxruntime's transformer optimizer, int8 quantisation of the
+encoder's MatMuls (static QDQ, the default, or dynamic), fp16 conversion."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from electric.checkpoint import (
@@ -137,9 +138,62 @@ def module_path(node) -> str:
     return f"{node.name} /" + "/".join(m.replace(".", "/") for m in modules if m) + "/"
 
 
-def quantize_int8(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: Sequence[str] = KEEP_FP32,
+def weight_matmuls(graph, keep_fp32: Sequence[str] = KEEP_FP32) -> list[str]:
+    """The names of the MatMul/Gemm nodes that multiply by a weight (an initializer), less those under `keep_fp32`:
+    what static int8 quantises (the attention's activation x activation MatMuls stay fp32, as in dynamic int8)."""
+    weights = {i.name for i in graph.initializer}
+    return [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm") and any(i in weights for i in n.input)
+            and not any(k in module_path(n) for k in keep_fp32)]
+
+
+def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np.ndarray]], *,
+                         keep_fp32: Sequence[str] = KEEP_FP32) -> None:
+    """Static int8 quantisation of the encoder's weight MatMuls (`weight_matmuls`), the default int8: a QDQ graph
+    with int8 weights per output channel and uint8 activations whose ranges (min-max) are measured here, once, by
+    running `batches` (real text: dicts of (B, T) int64 inputs; extra keys are ignored) through `src`.
+
+    Fixed ranges make each row's output independent of its batch-mates: the same text scores the same alone and in
+    any batch (tests/test_int8_determinism.py). Activations beyond the calibrated range are clipped to it."""
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    graph = onnx.load(str(src), load_external_data=False).graph
+    inputs = [i.name for i in graph.input]
+    nodes = weight_matmuls(graph, keep_fp32)
+    if not nodes:
+        raise ExportError(f"static int8 of {src.name}: no weight MatMul to quantise")
+
+    class Batches(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter([{k: np.asarray(b[k], dtype=np.int64) for k in inputs} for b in batches])
+
+        def get_next(self) -> dict | None:
+            return next(self.feeds, None)
+
+    try:
+        with _without_preprocess_advice():
+            quantize_static(str(src), str(dst), Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            op_types_to_quantize=["MatMul", "Gemm"], nodes_to_quantize=nodes,
+                            calibrate_method=CalibrationMethod.MinMax,
+                            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    except Exception as e:  # noqa: BLE001 - any library failure is one clear error
+        raise ExportError(f"int8 quantisation of {src.name} failed: {type(e).__name__}: {e}") from e
+    if not dst.is_file():
+        raise ExportError(f"int8 quantisation of {src.name} wrote nothing")
+
+
+def quantize_int8_dynamic(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: Sequence[str] = KEEP_FP32,
                   op_types: Sequence[str] = ("MatMul", "Gemm")) -> None:
-    """Dynamic int8 quantisation (int8 weights per tensor, uint8 activations) of the encoder's MatMuls.
+    """Dynamic int8 quantisation (int8 weights per tensor, uint8 activations) of the encoder's MatMuls
+    (`electric export --int8-method dynamic`, and the fused graph). Batch-dependent: each MatMul scales its input
+    by the largest value in the whole batch, so a row's output moves with what is batched beside it.
 
     keep_fp32: MatMul/Gemm nodes whose name contains one of these stay fp32: the output head and the
     embedding projection, <2% of the FLOPs but most of the ranking error (measured on a briefly trained
@@ -185,7 +239,7 @@ def quantize_int8_fused(src: Path, dst: Path, config: dict) -> None:
     except Exception as e:  # noqa: BLE001 - any optimizer failure is one clear error
         raise ExportError(f"the fused int8 graph failed at fusion: {type(e).__name__}: {e}") from e
     try:
-        quantize_int8(fused, dst, op_types=("MatMul", "Gemm", "Attention"))
+        quantize_int8_dynamic(fused, dst, op_types=("MatMul", "Gemm", "Attention"))
     finally:
         fused.unlink(missing_ok=True)
 

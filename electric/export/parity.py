@@ -78,12 +78,14 @@ def parity_sentences(path: str | Path | None = None, n: int = sum(PARITY_BATCHES
     return sents[:n], source
 
 
-def parity_batches(tokenizer, sentences: Sequence[str], max_length: int, pairs: bool) -> list[dict]:
-    """Batches of PARITY_BATCHES sizes, each padded to its own longest row (so T differs between them).
+def parity_batches(tokenizer, sentences: Sequence[str], max_length: int, pairs: bool,
+                   sizes: Sequence[int] = PARITY_BATCHES) -> list[dict]:
+    """Batches of `sizes` sentences (PARITY_BATCHES), each padded to its own longest row (so T differs between them),
+    up to PARITY_MAX_TOKENS tokens a row.
     With `pairs`, every other example is a sentence pair (token_type_ids 1 on the second segment)."""
     out, i = [], 0
     limit = min(max_length, PARITY_MAX_TOKENS)
-    for size in PARITY_BATCHES:
+    for size in sizes:
         chunk = list(sentences[i : i + size])
         i += size
         if not chunk:
