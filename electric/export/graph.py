@@ -149,8 +149,8 @@ def weight_matmuls(graph, keep_fp32: Sequence[str] = KEEP_FP32) -> list[str]:
 def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np.ndarray]], *,
                          keep_fp32: Sequence[str] = KEEP_FP32) -> None:
     """Static int8 quantisation of the encoder's weight MatMuls (`weight_matmuls`), the default int8: a QDQ graph
-    with int8 weights per output channel and uint8 activations whose ranges (min-max) are measured here, once, by
-    running `batches` (real text: dicts of (B, T) int64 inputs; extra keys are ignored) through `src`.
+    with int8 weights per output channel and uint8 inputs (outputs stay fp32) whose ranges (min-max) are measured
+    here, once, by running `batches` (real text: dicts of (B, T) int64 inputs; extra keys are ignored) through `src`.
 
     Fixed ranges make each row's output independent of its batch-mates: the same text scores the same alone and in
     any batch (tests/test_int8_determinism.py). Activations beyond the calibrated range are clipped to it."""
@@ -182,7 +182,11 @@ def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                             op_types_to_quantize=["MatMul", "Gemm"], nodes_to_quantize=nodes,
                             calibrate_method=CalibrationMethod.MinMax,
-                            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+                            # MatMul outputs stay fp32 (no Q after them): onnxruntime then fuses each DQ -> MatMul into
+                            # MatMulIntegerToFloat, the int8 GEMM dynamic int8 uses; requantised outputs (QLinearMatMul)
+                            # measured slower and further from fp32 (BENCHMARKS.md)
+                            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT,
+                                           "OpTypesToExcludeOutputQuantization": ["MatMul", "Gemm"]})
     except Exception as e:  # noqa: BLE001 - any library failure is one clear error
         raise ExportError(f"int8 quantisation of {src.name} failed: {type(e).__name__}: {e}") from e
     if not dst.is_file():
