@@ -160,13 +160,16 @@ def onnx_dir(disc_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def int8_onnx_dir(disc_dir, tmp_path_factory) -> Path:
-    """The same model exported with its int8 graph (what `electric score` runs on a CPU by default). Random
-    weights miss the int8 parity gate; kept anyway (force): only its batch dependence matters here."""
+    """The same model exported with the dynamic int8 graph (`--int8-method dynamic`), whose scores depend on the
+    batch: the case where --ray's shards must be the plain run's chunks (the default static int8 scores a text the
+    same in any batch). Random weights miss the int8 parity gate; kept anyway (force): only its batch dependence
+    matters here."""
     pytest.importorskip("onnx")
     from electric.export.exporter import ExportOptions, export_model
 
     out = tmp_path_factory.mktemp("ray-onnx-int8") / "onnx"
-    export_model(disc_dir, out, ExportOptions(quantize="int8", force=True, calibrate=False), log=lambda _: None)
+    export_model(disc_dir, out, ExportOptions(quantize="int8", int8_method="dynamic", force=True, calibrate=False),
+                 log=lambda _: None)
     return out
 
 
@@ -308,9 +311,9 @@ def test_rerank_on_ray_reranks_as_electric_rerank(capsys, local_ray, onnx_dir, n
 
 @pytest.mark.integration
 def test_rerank_on_ray_gives_the_plain_int8_scores_bit_for_bit(capsys, local_ray, int8_onnx_dir, tmp_path):
-    """An int8 export's scores depend on the batch (one activation scale per batch tensor), so --ray's shards are
-    the plain run's chunks (--chunk-size) and both leave blank texts out of the batches: then the scores are equal,
-    not close."""
+    """A dynamic int8 export's scores depend on the batch (one activation scale per batch tensor), so --ray's shards
+    are the plain run's chunks (--chunk-size) and both leave blank texts out of the batches: then the scores are
+    equal, not close."""
     pytest.importorskip("jiwer")
     texts = [t for t in SENTENCES if t != "\u200b"]  # "" stays: a blank hypothesis, never sent to the model
     lists = [{"id": f"u{i}", "input": [texts[(i + k) % len(texts)] for k in range(4)], "output": texts[i] or "x",
