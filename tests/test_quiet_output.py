@@ -46,7 +46,8 @@ def test_int8_export_does_not_print_the_preprocessing_advice(disc_dir, tmp_path,
     from electric.export.exporter import ExportOptions, export_model
 
     with caplog.at_level(logging.WARNING):
-        export_model(disc_dir, tmp_path / "onnx", ExportOptions(quantize="int8"), log=lambda m: None)
+        # random weights rank at the int8 parity gate's edge: kept anyway, the advice is what is checked
+        export_model(disc_dir, tmp_path / "onnx", ExportOptions(quantize="int8", force=True), log=lambda m: None)
     assert (tmp_path / "onnx" / "model.int8.onnx").is_file()
     assert not [r for r in caplog.records if "pre-processing before quantization" in r.getMessage()]
     assert not logging.getLogger().filters  # the filter is gone afterwards
