@@ -203,3 +203,15 @@ def wait_ready(proc, url: str, timeout_s: float = 120.0) -> None:
             pass
         assert time.monotonic() < deadline, "the server did not get ready"
         time.sleep(0.1)
+
+
+def assert_routes_logged(client, caplog, paths: dict[str, str]) -> None:
+    """GET each of `paths` ({path: the route the access log should name}) and check the access log names it, with
+    404 for the paths holding "nope" and 200 for the rest (caplog at INFO for "electric.access")."""
+    import json
+
+    for path in paths:
+        client.get(path)
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "electric.access"]
+    assert [(x["route"], x["status"]) for x in logged] == [
+        (route, 404 if "nope" in path else 200) for path, route in paths.items()]

@@ -4,11 +4,11 @@ and /openapi.json instead of calling them "unmatched". No model is loaded: the a
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 
 import pytest
+from conftest import assert_routes_logged
 from starlette.testclient import TestClient
 
 from server.app import create_app
@@ -60,11 +60,7 @@ def test_the_access_log_and_the_metrics_name_the_docs_routes(client, caplog):
     paths = {"/docs": "/docs", "/redoc": "/redoc", "/openapi.json": "/openapi.json",
              f"{DOCS_ASSETS}/swagger-ui.css": DOCS_ASSETS, f"{DOCS_ASSETS}/redoc.standalone.js": DOCS_ASSETS,
              f"{DOCS_ASSETS}/nope.js": DOCS_ASSETS, "/nope": "unmatched"}
-    for path in paths:
-        client.get(path)
-    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "electric.access"]
-    assert [(x["route"], x["status"]) for x in logged] == [
-        (route, 404 if "nope" in path else 200) for path, route in paths.items()]
+    assert_routes_logged(client, caplog, paths)
     metrics = client.get("/metrics").text
     assert 'electric_requests_total{route="/docs",transport="http"} 1.0' in metrics
     assert f'electric_requests_total{{route="{DOCS_ASSETS}",transport="http"}} 3.0' in metrics

@@ -11,7 +11,6 @@ absence a failure."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import KEY, save_random_electra
+from conftest import KEY, assert_routes_logged, save_random_electra
 from starlette.testclient import TestClient
 
 from server.app import BackgroundServer, create_app
@@ -81,11 +80,7 @@ def test_the_access_log_and_the_metrics_name_the_page_routes(client, caplog):
     caplog.set_level(logging.INFO, logger="electric.access")
     paths = {"/": "/", "/ui": "/ui", f"{UI_ASSETS}/ui.js": UI_ASSETS, f"{UI_ASSETS}/ui.css": UI_ASSETS,
              f"{UI_ASSETS}/nope.js": UI_ASSETS, "/ui/nope": "unmatched"}
-    for path in paths:
-        client.get(path)
-    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "electric.access"]
-    assert [(x["route"], x["status"]) for x in logged] == [
-        (route, 404 if "nope" in path else 200) for path, route in paths.items()]
+    assert_routes_logged(client, caplog, paths)
     metrics = client.get("/metrics").text
     assert f'electric_requests_total{{route="{UI_ASSETS}",transport="http"}} 3.0' in metrics
     assert "ui.js" not in metrics  # a mount is one route, not a label per file
