@@ -1,6 +1,6 @@
 """How alike are an encoder's last hidden states for unrelated sentences? A collapse check.
 
-    python benchmarks/hidden_state_similarity.py runs/mlm-tiny runs/electra-tiny runs/electric-tiny
+    python research/first_tiny_runs/hidden_state_similarity.py runs/mlm-tiny runs/electra-tiny runs/electric-tiny
 
 For each run (its discriminator/, else its generator/), encodes two unrelated sentences and prints the
 cosine between their [CLS] states and the mean cosine between their first four tokens' states. Values near

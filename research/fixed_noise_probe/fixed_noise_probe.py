@@ -1,7 +1,7 @@
 """Can the `tiny` discriminator learn context at all within a CPU budget? Train it against FIXED unigram noise.
 
-    python benchmarks/fixed_noise_probe.py --lr 1e-4 --minutes 10
-    python benchmarks/fixed_noise_probe.py --lr 5e-4 --minutes 10
+    python research/fixed_noise_probe/fixed_noise_probe.py --lr 1e-4 --minutes 10
+    python research/fixed_noise_probe/fixed_noise_probe.py --lr 5e-4 --minutes 10
 
 No generator: at every step the usual 15% of positions are replaced by draws from the corpus unigram
 distribution, and the discriminator alone is trained (BCE, bf16 autocast where the CPU has native bf16,
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402

@@ -1,6 +1,6 @@
 """The stabilisers' ladder: short ELECTRA (or Electric) runs from one masked LM, the same tokens each, one flag apart.
 
-    python benchmarks/stabiliser_ladder.py --init-from runs/ec4/electra-joint/warm_start --tokenizer runs/ec4/tok \\
+    python research/stabiliser_ladder/stabiliser_ladder.py --init-from runs/ec4/electra-joint/warm_start --tokenizer runs/ec4/tok \\
         --steps 600 --lanes 3 --work runs/ladder
 
 Every row continues from the same MLM (`--init-from`, a warm start) for `--steps` optimizer steps at `tiny`, one
@@ -9,7 +9,7 @@ so the wall time does not enter it). Rows: the base recipe (joint generator at -
 one change each: separate / GDES embeddings, a 1/2-width generator, mask rate 25%, dropout 0.1, a frozen
 generator with a temperature schedule. Reported per row, at the end: the discriminator's AUC against fixed unigram
 noise (context only) and against its own generator, the token cosine, the generator NLL, and BLiMP-12 scored in
-one pass (200 pairs a set, with a paired bootstrap against the base row). Writes benchmarks/results/stabiliser_ladder.md and .json. A benchmark: it asserts
+one pass (200 pairs a set, with a paired bootstrap against the base row). Writes research/stabiliser_ladder/results/stabiliser_ladder.md and .json. A benchmark: it asserts
 nothing.
 
 Pre-LN changes the encoder itself, so a post-LN masked LM cannot start it: its row runs in a second ladder whose
@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from electric.evaluation.blimp import blimp_accuracy, read_blimp  # noqa: E402
@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--data", default=str(shared_data_dir() / "corpus" / "enwiki"))
     ap.add_argument("--blimp", default=str(shared_data_dir() / "blimp"))
     ap.add_argument("--work", default=str(REPO / "runs" / "ladder"))
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "stabiliser_ladder.md"))
+    ap.add_argument("--out", default=str(REPO / "research" / "stabiliser_ladder" / "results" / "stabiliser_ladder.md"))
     return ap.parse_args(argv)
 
 
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         reports[name] = blimp(args, run)
         results[name] = {"flags": ROWS[name], **final_health(run), "blimp12": reports[name]["overall"]["accuracy"]}
     versus_base(results, reports)
-    cmd = "python benchmarks/stabiliser_ladder.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    cmd = "python research/stabiliser_ladder/stabiliser_ladder.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     summary = {"machine": cpu_description(), "command": cmd, "objective": args.objective, "steps": args.steps,
                "init_from": args.init_from, "warm_start": args.warm_start, "seed": args.seed, "rows": results, "wall_minutes": round((time.time() - t0) / 60, 1)}
     out = Path(args.out)

@@ -1,12 +1,12 @@
 """A short learning-rate sweep of the `tiny` preset: ELECTRA and Electric side by side, health at each evaluation.
 
-    python benchmarks/lr_sweep.py --lrs 1e-4 2.5e-4 5e-4 --minutes 20
-    python benchmarks/lr_sweep.py --report-only          # tabulate the runs already in WORK
+    python research/lr_sweep/lr_sweep.py --lrs 1e-4 2.5e-4 5e-4 --minutes 20
+    python research/lr_sweep/lr_sweep.py --report-only          # tabulate the runs already in WORK
 
 Every (objective, lr) run is `python -m training.pretrain --preset tiny --time-budget MINUTES --threads 1`,
 all started together so each gets the same CPU share; the table gives the validation health (AUC, token
 cosine, logit spread, generator NLL) at every evaluation, by tokens seen. Writes
-benchmarks/results/lr_sweep.md. A benchmark, not a test.
+research/lr_sweep/results/lr_sweep.md. A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.equal_compute import read_metrics  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
 from electric.pretraining.health import collapse_reasons_in  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
+from research.equal_compute.equal_compute import read_metrics  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -36,7 +36,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--tokenizer", default=str(REPO / "runs" / "tok8k"), help="tokenizer directory (runs/tok8k)")
     ap.add_argument("--work", default=str(REPO / "runs" / "sweep"), help="runs go to WORK/OBJECTIVE-LR")
     ap.add_argument("--report-only", action="store_true", help="only tabulate the runs already in --work")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "lr_sweep.md"))
+    ap.add_argument("--out", default=str(REPO / "research" / "lr_sweep" / "results" / "lr_sweep.md"))
     return ap.parse_args(argv)
 
 
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         if any(p.wait() for p in procs):
             raise SystemExit(f"a run failed; see the logs in {work}")
     lines = ["# Learning-rate sweep at `tiny` (batch 32)", "",
-             f"Command: `python benchmarks/lr_sweep.py --lrs {' '.join(args.lrs)} --minutes {args.minutes:g}`; "
+             f"Command: `python research/lr_sweep/lr_sweep.py --lrs {' '.join(args.lrs)} --minutes {args.minutes:g}`; "
              f"machine: {cpu_description()}. All runs side by side, one thread each; validation health on the "
              "fixed slice at every evaluation (Electric: AUC of the corrected logit; energy AUC: s alone).", "",
              "| objective | lr | step | tokens | AUC | energy AUC | token cosine | logit spread | gen NLL | collapsed |",

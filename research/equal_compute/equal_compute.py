@@ -1,9 +1,9 @@
 """The equal-compute study: named pretraining recipes at `tiny` size, trained side by side for the same time.
 
-    python benchmarks/equal_compute.py all --minutes 90                       # MLM vs ELECTRA vs Electric
-    python benchmarks/equal_compute.py all --study v3 --work runs/ec4         # issue 22: warm starts, cloze
-    python benchmarks/equal_compute.py all --study v4 --tokenizer runs/tok    # issue 34: the switch, temperature
-    python benchmarks/equal_compute.py all --study v3 --runs mlm electric-joint --smoke --minutes 0.3 --work /tmp/s
+    python research/equal_compute/equal_compute.py all --minutes 90                       # MLM vs ELECTRA vs Electric
+    python research/equal_compute/equal_compute.py all --study v3 --work runs/ec4         # issue 22: warm starts, cloze
+    python research/equal_compute/equal_compute.py all --study v4 --tokenizer runs/tok    # issue 34: the switch, temperature
+    python research/equal_compute/equal_compute.py all --study v3 --runs mlm electric-joint --smoke --minutes 0.3 --work /tmp/s
 
 A study is a list of named recipes (NAME -> objective + extra `training.pretrain` flags, `STUDIES`); `--runs`
 keeps some of them. Stages (sub-commands, several in one call; `all` runs them in this order):
@@ -16,11 +16,11 @@ keeps some of them. Stages (sub-commands, several in one call; `all` runs them i
           model loaded and warmed), per-pair correctness kept for the paired bootstrap. Run it alone, first.
   health  each run's health at the end (its last evaluation in metrics.jsonl; re-evaluated with this checkout
           when that lacks a figure, or with --reevaluate) and the tokens it trained on.
-  atis    the adaptation recipe (scripts/adapt_recipe.py: split, continued pretraining on ATIS references,
+  atis    the adaptation recipe (research/adaptation/adapt_recipe.py: split, continued pretraining on ATIS references,
           weights tuned on the held-out train lists) per run, test WER per method.
   glue    fine-tune each run's encoder (an MLM run's masked LM, the others' discriminators; random init when the
           study says so) on SST-2, CoLA, MRPC, STS-B and RTE, one fixed recipe, several seeds.
-  report  --out (.md and .json) with the health curves (benchmarks/equal_compute_report.py).
+  report  --out (.md and .json) with the health curves (research/equal_compute/equal_compute_report.py).
 
 atis and glue jobs share one pool of --lanes subprocesses (one thread each). GLUE runs seed by seed, so a
 --deadline that stops new jobs leaves whole seeds. Writes everything under WORK; finished jobs are reused.
@@ -44,14 +44,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.equal_compute_report import HEALTH_KEYS, RANDOM, read_metrics, write_report  # noqa: E402
-from benchmarks.glue_compare import TASK_DIRS, finetune_argv  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
+from research.equal_compute.equal_compute_report import HEALTH_KEYS, RANDOM, read_metrics, write_report  # noqa: E402
+from research.first_tiny_runs.glue_compare import TASK_DIRS, finetune_argv  # noqa: E402
 
-ADAPT_RECIPE = REPO / "scripts" / "adapt_recipe.py"
+ADAPT_RECIPE = REPO / "research" / "adaptation" / "adapt_recipe.py"
 _spec = importlib.util.spec_from_file_location("adapt_recipe", ADAPT_RECIPE)
 adapt_recipe = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(adapt_recipe)
@@ -116,7 +116,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="tiny everything (debug-sized data slices, 1 seed, 2 tasks, 20 BLiMP pairs a set, 30 ATIS "
                          "lists): checks the pipeline, not the method")
     ap.add_argument("--fresh", action="store_true", help="redo pretraining runs that already finished")
-    ap.add_argument("--out", help="report (default benchmarks/results/equal_compute[_STUDY].md)")
+    ap.add_argument("--out", help="report (default research/equal_compute/results/equal_compute[_STUDY].md)")
     args = ap.parse_args(argv)
     study = STUDIES[args.study]
     unknown = sorted(set(args.runs or ()) - set(study))
@@ -125,7 +125,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.recipes = {n: r for n, r in study.items() if not args.runs or n in args.runs}
     suffix = "" if args.study == "defaults" else f"_{args.study}"
     args.work = str(Path(args.work or REPO / "runs" / f"equal-compute{suffix.replace('_', '-')}").resolve())
-    args.out = args.out or str(REPO / "benchmarks" / "results" / f"equal_compute{suffix}.md")
+    args.out = args.out or str(REPO / "research" / "equal_compute" / "results" / f"equal_compute{suffix}.md")
     if args.glue_models is None:
         args.glue_models = [*args.recipes, *([RANDOM] if RANDOM_INIT_GLUE[args.study] else [])]
     if args.smoke:
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     with (work / "stages.jsonl").open("a") as f:  # the exact harness commands, for the report
-        f.write(json.dumps({"argv": ["python", "benchmarks/equal_compute.py", *(sys.argv[1:] if argv is None else argv)],
+        f.write(json.dumps({"argv": ["python", "research/equal_compute/equal_compute.py", *(sys.argv[1:] if argv is None else argv)],
                             "stages": args.stages, "utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
                 + "\n")
     fns = {"train": stage_train, "blimp": stage_blimp, "health": stage_health,

@@ -25,14 +25,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
 ATIS_TRAIN = DATA / "nbest" / "atis_train.whisper5best.json"
 ATIS_TEST = DATA / "nbest" / "atis_test.whisper5best.json"
 WSJ_EVAL = DATA / "nbest" / "wsj_eval.whisper5best.json"
 CONLL_TRAIN = DATA / "tagging" / "conll2000" / "train.txt"
 ADAPT_LR = 1e-3  # peak lr of continued pretraining (pretrain's default for --init-from would be 2e-4 at tiny)
-if str(ROOT) not in sys.path:  # run as `python scripts/adapt_recipe.py` from anywhere
+if str(ROOT) not in sys.path:  # run as `python research/adaptation/adapt_recipe.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
 
@@ -387,7 +387,7 @@ def cmd_speed(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """Merge `evaluate` results (DOMAIN=FILE ...) into the markdown table of benchmarks/results/adaptation.md."""
+    """Merge `evaluate` results (DOMAIN=FILE ...) into the markdown table of research/adaptation/results/adaptation.md."""
     lines = ["| domain (test) | model | LM score | first hyp | best first-pass | first-pass + word bonus, no LM | "
              "reranked, no adaptation | reranked, adapted | oracle | test scoring time (s), base / adapted | "
              "weights (adapted: lm, length) |",
@@ -538,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--electric", default="runs/electric-tiny", help="pretrained Electric run to adapt")
     p.add_argument("--mlm", default="runs/mlm-tiny", help="pretrained MLM run to adapt")
     p.add_argument("--epochs", type=float, default=64, help="ATIS adaptation epochs (64: the text is only "
-                   "2,617 short sentences; benchmarks/results/adaptation.md compares 4 to 64)")
+                   "2,617 short sentences; research/adaptation/results/adaptation.md compares 4 to 64)")
     p.add_argument("--wsj-epochs", type=float, default=4, help="CoNLL-2000 epochs (4)")
     p.add_argument("--lr", type=float, default=ADAPT_LR, help="peak lr of continued pretraining (1e-3; the "
                    "pretrain default for --init-from would be 1/5 of the preset's, 2e-4 for tiny)")

@@ -1,6 +1,6 @@
 """Electric's energy plus its cloze model's log q: does one pass of each, summed, measure better than either?
 
-    python benchmarks/electric_plus_cloze.py --adapted runs/ec4/atis-models/electric-joint \\
+    python research/electric_plus_cloze/electric_plus_cloze.py --adapted runs/ec4/atis-models/electric-joint \\
         --dev runs/ec4/atis/tune.json --run runs/ec4/electric-joint --mlm-pll-blimp runs/ec4/blimp/mlm.mlm-pll.json
 
 An Electric run holds two one-pass scorers: the energy model (`--method electric`, the discriminator) and the
@@ -11,7 +11,7 @@ lists by the reranked WER of the guarded tuning (`rerank_scored`, the same searc
 lambda (energy alone is lambda 0, the cloze model alone its own row), and BLiMP-12 with the pretrained run
 (`--run`) for every lambda, its accuracy at the ATIS-chosen lambda, and a paired bootstrap against MLM PLL's per-pair
 results (`--mlm-pll-blimp`, an `electric eval blimp --report` of the v3 study). BLiMP never chooses lambda. Writes
-benchmarks/results/electric_plus_cloze.md and .json. A benchmark: it asserts nothing.
+research/electric_plus_cloze/results/electric_plus_cloze.md and .json. A benchmark: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from electric.evaluation.blimp import read_blimp  # noqa: E402
@@ -47,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--blimp", default=str(shared_data_dir() / "blimp"))
     ap.add_argument("--limit", type=int, default=200, help="BLiMP pairs a set (default 200, as in the v3 study)")
     ap.add_argument("--mlm-pll-blimp", help="MLM PLL's `electric eval blimp --report` with per-pair results")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "electric_plus_cloze.md"))
+    ap.add_argument("--out", default=str(REPO / "research" / "electric_plus_cloze" / "results" / "electric_plus_cloze.md"))
     return ap.parse_args(argv)
 
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     lam_rows = {k: v for k, v in at.items() if k != "cloze"}
     chosen = min(lam_rows, key=lambda k: (lam_rows[k]["dev_wer"], float(k)))
     bl = blimp(args, chosen, reference)
-    cmd = "python benchmarks/electric_plus_cloze.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = "python research/electric_plus_cloze/electric_plus_cloze.py " + " ".join(sys.argv[1:] if argv is None else argv)
     summary = {"machine": cpu_description(), "command": cmd, "atis": at, "atis_chosen_lambda": chosen, "blimp12": bl}
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -1,7 +1,7 @@
 """Quality of each scoring method on pretrained runs: BLiMP accuracy and LibriSpeech 5-best WER.
 
-    python benchmarks/quality_scoring.py --runs runs/mlm-tiny runs/electra-tiny runs/electric-tiny
-    python benchmarks/quality_scoring.py --runs runs/electric-tiny --limit 50 --out /tmp/q.md   # quick look
+    python research/first_tiny_runs/quality_scoring.py --runs runs/mlm-tiny runs/electra-tiny runs/electric-tiny
+    python research/first_tiny_runs/quality_scoring.py --runs runs/electric-tiny --limit 50 --out /tmp/q.md   # quick look
 
 For every run directory (or model directory) and every scoring method it supports:
 - `electric` (Electric PLL, sum of -s_t) and `electra` (sum of log(1 - sigma(s_t))) on RUN/discriminator;
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 from electric.shared_data import shared_data_dir  # noqa: E402
 
 SHARED = shared_data_dir()
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--max-batch-tokens", type=int, default=8192)
-    ap.add_argument("--out", default=str(REPO / "benchmarks/results/scoring_quality.md"))
+    ap.add_argument("--out", default=str(REPO / "research/first_tiny_runs/results/scoring_quality.md"))
     ap.add_argument("--json", help="also write all figures as JSON here")
     ap.add_argument("--progress", action="store_true", help="progress bars on stderr")
     args = ap.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The report of benchmarks/from_checkpoint.py: Markdown and JSON from its work dir, the health curves beside them,
+"""The report of research/from_checkpoint/from_checkpoint.py: Markdown and JSON from its work dir, the health curves beside them,
 and the study's targets (a)-(e) stated as met or missed with their figures.
 
 JSON: {"runs": {NAME: {"objective", "recipe", "tokens", "unigram_noise_auc", "token_cosine", "disc_auc",
@@ -14,7 +14,8 @@ import math
 import shlex
 from pathlib import Path
 
-from benchmarks.equal_compute_report import (
+from electric.hardware import cpu_description
+from research.equal_compute.equal_compute_report import (
     blimp_results,
     bootstrap,
     display,
@@ -26,8 +27,7 @@ from benchmarks.equal_compute_report import (
     read_json,
     read_metrics,
 )
-from benchmarks.glue_compare import AVERAGE
-from electric.hardware import cpu_description
+from research.first_tiny_runs.glue_compare import AVERAGE
 
 NBEST_SETS = {  # name -> its file under nbest/, the JSON key of its WERs, its title
     "ls_clean": {"file": "librispeech_test_clean.whisper5best.json", "key": "ls_clean_wer",
@@ -278,7 +278,7 @@ def target_e(args, runs: dict) -> str:
 def not_measured(args, runs: dict, failures: list[str]) -> list[str]:
     lines = ["", "## Not measured, and why", "",
              f"- checkpoint: BLiMP, n-best reranking, FCE: {CKPT_NOTE}.",
-             "- ATIS: reranked unadapted only (the adaptation recipe of scripts/adapt_recipe.py is too slow at this "
+             "- ATIS: reranked unadapted only (the adaptation recipe of research/adaptation/adapt_recipe.py is too slow at this "
              "model size on this CPU), hence `atis_wer_unadapted`."]
     why = (read_json(args.work / "glue" / "checkpoint.unsupported.json") or {}).get("reason")
     expected = {"health": list(runs), "fce": ["electric", "electra"], "glue": ["electra"] + ([] if why else ["checkpoint"])}

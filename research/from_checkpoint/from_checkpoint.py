@@ -1,10 +1,10 @@
 """Electric / ELECTRA / MLM continued from a real checkpoint (all-MiniLM-L6-v2): the evaluation half.
 
-    python benchmarks/from_checkpoint.py health blimp fce nbest      # every stage but glue, resumable
-    python benchmarks/from_checkpoint.py nbest --pll-limit 300       # MLM PLL on the first 300 lists only
-    python benchmarks/from_checkpoint.py glue --glue-tasks sst2 --glue-seeds 0 --glue-max-train 2000
-    python benchmarks/from_checkpoint.py report                      # benchmarks/results/from_checkpoint.{md,json}
-    python benchmarks/from_checkpoint.py all --run electric=runs/smoke_ckpt --only electric checkpoint \\
+    python research/from_checkpoint/from_checkpoint.py health blimp fce nbest      # every stage but glue, resumable
+    python research/from_checkpoint/from_checkpoint.py nbest --pll-limit 300       # MLM PLL on the first 300 lists only
+    python research/from_checkpoint/from_checkpoint.py glue --glue-tasks sst2 --glue-seeds 0 --glue-max-train 2000
+    python research/from_checkpoint/from_checkpoint.py report                      # research/from_checkpoint/results/from_checkpoint.{md,json}
+    python research/from_checkpoint/from_checkpoint.py all --run electric=runs/smoke_ckpt --only electric checkpoint \\
         --blimp-pairs 5 --nbest-limit 20 --fce-max-sentences 50 --probe-minutes 0.3 --work /tmp/fc-work \\
         --out /tmp/fc-work/report.md                                 # a smoke test
 
@@ -14,7 +14,7 @@ generator), RUNS_DIR/mlm (generator/ = the full-size masked LM), all continued f
 elsewhere. Stages (sub-commands, several in one call, in this order; `all` = every one):
 
   health  a trained run's last validation row of metrics.jsonl (tokens, unigram-noise AUC, token cosine, AUC vs its
-          own generator); the checkpoint's: benchmarks/fixed_noise_probe.py on its frozen encoder (a fresh head,
+          own generator); the checkpoint's: research/fixed_noise_probe/fixed_noise_probe.py on its frozen encoder (a fresh head,
           --probe-minutes) and the token cosine of its unchanged encoder on the runs' validation slice.
   blimp   BLiMP-12, first --blimp-pairs pairs a set (equal_compute.stage_blimp: 2 threads, scoring time alone,
           per-pair correctness): electric -> electric, cloze; electra -> electra, electric; mlm -> mlm-pll.
@@ -23,7 +23,7 @@ elsewhere. Stages (sub-commands, several in one call, in this order; `all` = eve
   fce     `electric eval detect` (zero-shot FCE error detection) with the electric and electra discriminators.
   glue    `python -m training.finetune` (lr 1e-4) of the checkpoint and of the electra run's discriminator (a model
           training.finetune refuses, e.g. a BertModel directory, is recorded as such, not worked around).
-  report  --out (.md), its .json twin and the health curves (benchmarks/_from_checkpoint_eval.py).
+  report  --out (.md), its .json twin and the health curves (research/from_checkpoint/from_checkpoint_report.py).
 
 Everything is written under --work (default runs/fc/work); work already written (with the same command) is skipped.
 Subprocesses and in-process evaluation use --threads torch threads (default 1); BLiMP uses 2 (as stage_blimp does).
@@ -44,14 +44,14 @@ import time
 from pathlib import Path
 from unittest import mock
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import equal_compute as ec  # noqa: E402
-from benchmarks._from_checkpoint_eval import NBEST_SETS, write_report  # noqa: E402
-from benchmarks.equal_compute_report import read_json, read_metrics  # noqa: E402
-from benchmarks.glue_compare import TASK_DIRS, finetune_argv  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
+from research.equal_compute import equal_compute as ec  # noqa: E402
+from research.equal_compute.equal_compute_report import read_json, read_metrics  # noqa: E402
+from research.first_tiny_runs.glue_compare import TASK_DIRS, finetune_argv  # noqa: E402
+from research.from_checkpoint.from_checkpoint_report import NBEST_SETS, write_report  # noqa: E402
 
 # NAME -> (objective, one-pass and n-pass scoring methods); "checkpoint" is the checkpoint unchanged
 RUNS = {"electric": ("electric", ("electric", "cloze")), "electra": ("electra", ("electra", "electric")),
@@ -91,8 +91,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--glue-max-eval", type=int, help="first N dev examples per task (default all)")
     ap.add_argument("--allow-unfinished", action="store_true",
                     help="evaluate runs still training (their latest saved checkpoint); default: refuse")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "from_checkpoint.md"),
-                    help="the report (default benchmarks/results/from_checkpoint.md; .json and _curves.png beside it)")
+    ap.add_argument("--out", default=str(REPO / "research" / "from_checkpoint" / "results" / "from_checkpoint.md"),
+                    help="the report (default research/from_checkpoint/results/from_checkpoint.md; .json and _curves.png beside it)")
     args = ap.parse_args(argv)
     args.stages = list(STAGES) if "all" in args.stages else [s for s in STAGES if s in args.stages]
     dirs = {n: Path(args.runs_dir) / n for n in RUNS if n != "checkpoint"} | {"checkpoint": Path(args.checkpoint)}
@@ -201,7 +201,7 @@ def checkpoint_health(args) -> None:
     out = args.work / "health" / "checkpoint.json"
     h = read_json(out) or {"source": "the checkpoint unchanged", "tokens": 0}
     ckpt, data = ec.rel(args.dirs["checkpoint"]), health_data(args)
-    cmd = [sys.executable, "benchmarks/fixed_noise_probe.py", "--init-from", ckpt, "--freeze-encoder", "--tokenizer",
+    cmd = [sys.executable, "research/fixed_noise_probe/fixed_noise_probe.py", "--init-from", ckpt, "--freeze-encoder", "--tokenizer",
            ckpt, "--data", *data, "--minutes", f"{args.probe_minutes:g}", "--threads", str(args.threads)]
     if (h.get("probe") or {}).get("argv") != cmd:
         log = args.work / "health" / "checkpoint.probe.log"
@@ -268,7 +268,7 @@ def stage_blimp(args) -> None:
                 ec.stage_blimp(ns)
             rep = json.loads(out.read_text())
             rep.update(run_dir=str(args.dirs[name]),
-                       command=f"python benchmarks/from_checkpoint.py blimp --blimp-pairs {args.blimp_pairs}")
+                       command=f"python research/from_checkpoint/from_checkpoint.py blimp --blimp-pairs {args.blimp_pairs}")
             out.write_text(json.dumps(rep) + "\n")
 
 
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"still training (budget not used up): {', '.join(ec.rel(args.dirs[n]) for n in waiting)}; "
                          "wait for them, or pass --allow-unfinished to score their latest saved checkpoint")
     with (args.work / "stages.jsonl").open("a") as f:  # the harness commands, for the report
-        f.write(json.dumps({"argv": ["python", "benchmarks/from_checkpoint.py", *(sys.argv[1:] if argv is None else argv)],
+        f.write(json.dumps({"argv": ["python", "research/from_checkpoint/from_checkpoint.py", *(sys.argv[1:] if argv is None else argv)],
                             "stages": args.stages, "utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
                 + "\n")
     fns = {"health": stage_health, "blimp": stage_blimp, "nbest": stage_nbest, "fce": stage_fce, "glue": stage_glue,

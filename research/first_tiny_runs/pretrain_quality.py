@@ -1,12 +1,12 @@
 """Summarise pretraining runs: curves (PNG), final validation figures, and the unigram baseline.
 
-    python benchmarks/pretrain_quality.py runs/mlm-tiny runs/electra-tiny runs/electric-tiny \\
+    python research/first_tiny_runs/pretrain_quality.py runs/mlm-tiny runs/electra-tiny runs/electric-tiny \\
         --data ../shared/data/corpus/enwiki
 
 For each run: tokens seen, wall time, first and last validation losses, the discriminator's accuracy
 beside always answering "original", and (generator/cloze) perplexity exp(val_gen_loss) beside the
 unigram perplexity of the same validation slice (token frequencies counted on the training split).
-Writes benchmarks/results/pretrain_quality.md and benchmarks/results/pretrain_curves.png.
+Writes research/first_tiny_runs/results/pretrain_quality.md and research/first_tiny_runs/results/pretrain_curves.png.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from electric.pretraining.config import PretrainConfig  # noqa: E402
 from electric.pretraining.data import build_datasets  # noqa: E402
@@ -55,8 +55,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--data", nargs="+", required=True, help="the runs' training data (for the unigram baseline)")
-    ap.add_argument("--out", default="benchmarks/results/pretrain_quality.md")
-    ap.add_argument("--plot", default="benchmarks/results/pretrain_curves.png")
+    ap.add_argument("--out", default="research/first_tiny_runs/results/pretrain_quality.md")
+    ap.add_argument("--plot", default="research/first_tiny_runs/results/pretrain_curves.png")
     args = ap.parse_args()
 
     import matplotlib
@@ -66,7 +66,7 @@ def main() -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     lines = ["# Pretraining quality at `tiny` size", "",
-             f"Command: `python benchmarks/pretrain_quality.py {' '.join(map(str, sys.argv[1:]))}`", "",
+             f"Command: `python research/first_tiny_runs/pretrain_quality.py {' '.join(map(str, sys.argv[1:]))}`", "",
              "| run | objective | steps | tokens | minutes | val gen loss first → last | gen/cloze ppl | unigram ppl "
              "| val disc loss first → last | disc acc | always-original acc |",
              "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|"]

@@ -2,7 +2,7 @@
 randomly initialised one of the same shape) on SST-2, CoLA, MRPC, STS-B and RTE with several seeds and
 write the median dev scores as a Markdown table.
 
-    python benchmarks/glue_compare.py --runs runs/mlm-tiny runs/electra-tiny runs/electric-tiny \\
+    python research/first_tiny_runs/glue_compare.py --runs runs/mlm-tiny runs/electra-tiny runs/electric-tiny \\
         --max-train-examples 2000 --epochs 2 --threads 1
 
 Each fine-tuning run is `python -m training.finetune` (called in-process); its output goes to
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from electric.shared_data import shared_data_dir  # noqa: E402
@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--keep-models", action="store_true",
                     help="keep the fine-tuned weights (default: only eval.json and configs are kept)")
     ap.add_argument("--fresh", action="store_true", help="redo runs whose results are already in --work")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "glue.md"))
+    ap.add_argument("--out", default=str(REPO / "research" / "first_tiny_runs" / "results" / "glue.md"))
     return ap.parse_args(argv)
 
 
@@ -178,7 +178,7 @@ def write_report(args: argparse.Namespace, models: dict[str, tuple[str, bool]], 
         "## Commands",
         "",
         "```",
-        f"python benchmarks/glue_compare.py {shlex.join(argv)}",
+        f"python research/first_tiny_runs/glue_compare.py {shlex.join(argv)}",
         "# each run is, e.g.:",
         f"python -m training.finetune {shlex.join(example)}",
         "```",

@@ -1,6 +1,6 @@
 """Does the rerank guard keep the first pass when the LM is pure noise? The shared n-best sets with random LM scores.
 
-    python benchmarks/rerank_guard.py --seeds 20
+    python research/rerank_guard/rerank_guard.py --seeds 20
 
 For each set and seed: LM scores drawn from N(0, 1) per hypothesis (no signal at all), the utterances split
 in halves (seeded), weights tuned on the dev half with `electric.evaluation.nbest.rerank_report` (which applies the
@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402

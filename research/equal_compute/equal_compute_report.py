@@ -1,4 +1,4 @@
-"""The equal-compute study's report (benchmarks/equal_compute.py `report`): Markdown and JSON from WORK, the
+"""The equal-compute study's report (research/equal_compute/equal_compute.py `report`): Markdown and JSON from WORK, the
 health curves beside them, and issue 22's targets stated as met or missed with their figures.
 
 JSON: {"runs": {NAME: {"objective", "recipe", "tokens", "unigram_noise_auc", "own_generator_auc", "token_cosine",
@@ -14,14 +14,14 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from benchmarks.glue_compare import AVERAGE
 from electric.evaluation.metrics import paired_bootstrap_mean_diff
 from electric.hardware import cpu_description
 from electric.pretraining.health import collapse_reasons_in
+from research.first_tiny_runs.glue_compare import AVERAGE
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RANDOM = "random-init"
-PREVIOUS = REPO / "benchmarks" / "results" / "equal_compute_defaults.json"  # v3 reuses its random-init GLUE row
+PREVIOUS = REPO / "research" / "equal_compute" / "results" / "equal_compute_defaults.json"  # v3 reuses its random-init GLUE row
 HEALTH_KEYS = ("val_disc_auc", "val_energy_auc", "val_unigram_noise_auc", "val_disc_acc_gain", "val_logit_spread",
                "val_token_cosine", "val_gen_nll", "val_unigram_nll")
 REFERENCE = "mlm-pll"  # the n-pass method every one-pass method is compared with
