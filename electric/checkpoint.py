@@ -233,18 +233,15 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[IO[str]]:
-    """Yield a text file to write `path` whole or not at all: a temporary file beside it, flushed to disk on success
-    and renamed over it (os.replace), so a reader - or a run resumed after a kill - finds the old content or the
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path` for any writer (a text file, Parquet, a copy) to fill; on success it is
+    renamed over `path` (os.replace), so a reader - or a run resumed after a kill - finds the old content or the
     new, never a cut. An error removes the temporary file; a kill can leave a `.name.tmp-*`, removed by the next
-    write (one writer per file)."""
+    write (one writer per file). The one atomic file write: `atomic_file` and `atomic_write_text` use it."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        with open(tmp, "x", encoding="utf-8") as f:  # mode 0o666 less the umask, as a plain write makes it
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -257,6 +254,15 @@ def atomic_file(path: str | os.PathLike) -> Iterator[IO[str]]:
             os.close(fd)
     for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
         stale.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[IO[str]]:
+    """Yield a text file to write `path` whole or not at all (`atomic_path`), flushed to disk before the rename."""
+    with atomic_path(path) as tmp, open(tmp, "x", encoding="utf-8") as f:  # mode 0o666 less the umask
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

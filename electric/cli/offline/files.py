@@ -21,6 +21,8 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
+from electric.checkpoint import atomic_path
+
 OUT_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl"}
 INPUT_KINDS = ("text", "jsonl", "parquet", "nbest", "nbest-jsonl")
 PLAN = "plan.json"
@@ -226,15 +228,14 @@ def part_path(parts: Path, shard: int, fmt: str) -> Path:
 def write_part(parts: Path, shard: int, records: list[dict], fmt: str, schema=None) -> Path:
     """The records of one shard, written aside and renamed into place: a part on disk is a finished part."""
     final = part_path(parts, shard, fmt)
-    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-    if fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    with atomic_path(final) as tmp:
+        if fmt == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
 
-        pq.write_table(pa.Table.from_pylist(records, schema=schema), tmp)
-    else:
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    os.replace(tmp, final)
+            pq.write_table(pa.Table.from_pylist(records, schema=schema), tmp)
+        else:
+            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     return final
 
 
@@ -286,26 +287,26 @@ def read_parts(parts: Path, shards: list[dict], fmt: str) -> list[dict]:
 
 
 def assemble(parts: Path, shards: list[dict], out: Path, fmt: str, keep_parts: bool = False) -> None:
-    """The parts, in input order, into `out` (written aside and renamed); then the parts go, unless kept."""
-    tmp = out.with_name(f".{out.name}.tmp")
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
+    """The parts, in input order, into `out` (whole or not at all: `atomic_path`); then the parts go, unless
+    kept."""
+    with atomic_path(out) as tmp:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
 
-        writer = None
-        try:
-            for s in shards:
-                table = pq.read_table(part_path(parts, s["shard"], fmt))
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema)
-                writer.write_table(table)
-        finally:
-            if writer is not None:
-                writer.close()
-    else:
-        with open(tmp, "wb") as fout:
-            for s in shards:
-                with open(part_path(parts, s["shard"], fmt), "rb") as fin:
-                    shutil.copyfileobj(fin, fout)
-    os.replace(tmp, out)
+            writer = None
+            try:
+                for s in shards:
+                    table = pq.read_table(part_path(parts, s["shard"], fmt))
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, table.schema)
+                    writer.write_table(table)
+            finally:
+                if writer is not None:
+                    writer.close()
+        else:
+            with open(tmp, "wb") as fout:
+                for s in shards:
+                    with open(part_path(parts, s["shard"], fmt), "rb") as fin:
+                        shutil.copyfileobj(fin, fout)
     if not keep_parts:
         shutil.rmtree(parts)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from electric.checkpoint import atomic_write_text
 from electric.evaluation.nbest.lists import FORMATS, NBestError, NBestList
 
 
@@ -61,7 +62,7 @@ def to_text(lists: Sequence[NBestList]) -> str:
 
 
 def write_nbest(lists: Sequence[NBestList], path: str | Path, format: str) -> None:
-    """Write `lists` in `format` (text goes to a temporary file renamed into place)."""
+    """Write `lists` in `format`, whole or not at all (`atomic_write_text`)."""
     if format == "hyporadise":
         text = json.dumps(to_hyporadise(lists), ensure_ascii=False, indent=1) + "\n"
     elif format == "espnet":
@@ -72,6 +73,4 @@ def write_nbest(lists: Sequence[NBestList], path: str | Path, format: str) -> No
         raise ValueError(f"unknown n-best format {format!r} ({', '.join(FORMATS)})")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, text)
