@@ -117,8 +117,8 @@ def test_the_manifest_records_the_training_length(short_export, short_run, old_e
     assert m["trained_length_from"] == f"max_seq_length of {(short_run / 'config.json').resolve()}"
     backend = load_backend(short_export)
     assert (backend.max_length, backend.max_positions) == (TRAINED, TABLE)
-    old = load_backend(old_export)
-    assert (old.max_length, old.max_positions) == (TABLE, TABLE) and "predates trained_length" in old.max_length_from
+    with pytest.raises(CheckpointError, match="lacks 'trained_length': re-export"):
+        load_backend(old_export)
 
 
 def serve(model, **settings) -> BackgroundServer:
@@ -160,11 +160,3 @@ def test_max_tokens_per_input_serves_untrained_positions_on_purpose(short_export
                "never trained" in m for m in caplog.messages)
 
 
-def test_an_export_without_the_training_length_keeps_its_table_and_says_so(old_export, caplog):
-    caplog.set_level(logging.INFO, logger="electric.server")
-    with serve(old_export) as srv:
-        assert limits(srv) == (TABLE, TABLE, TABLE, TABLE)
-        r = httpx.post(f"{srv.url}/v1/score", json={"texts": [LONG]}, headers=AUTH)
-        assert r.status_code == 200 and not r.json()["results"][0].get("truncated")
-    assert any(f"serving up to {TABLE} tokens an input" in m and "predates trained_length (re-export" in m
-               for m in caplog.messages)

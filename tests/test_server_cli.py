@@ -77,9 +77,9 @@ def test_rerank_weights_come_from_a_report_as_is_and_flags_win(tmp_path, monkeyp
     assert s.rerank_defaults().to_dict() == {"lm": 0.0, "length": 0.5, "beta": 1.0, "prior": "none", "piece": -1.25,
                                              "lm_score": "mean"}
     assert parse(["--rerank-weights", str(report), "--lm-weight", "2"]).rerank_defaults().lm == 2.0
-    older = tmp_path / "older.json"  # a report from before the weights carried their LM score
-    older.write_text(json.dumps({"lm_score": "mean", "weights": {"lm": 3.0, "length": 0.0}}))
-    assert (parse(["--rerank-weights", str(older)]).rerank_defaults().lm_score, parse([]).lm_score) == ("mean", "sum")
+    partial = tmp_path / "partial.json"  # the report's top-level "lm_score" is not the weights': they keep theirs
+    partial.write_text(json.dumps({"lm_score": "mean", "weights": {"lm": 3.0, "length": 0.0}}))
+    assert (parse(["--rerank-weights", str(partial)]).rerank_defaults().lm_score, parse([]).lm_score) == ("sum", "sum")
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps({"lm": 0.25, "pieces": 1.0}))
     assert main(["--rerank-weights", str(bare)]) == 2

@@ -39,7 +39,7 @@ __all__ = ["Backend", "TorchBackend", "load_backend", "resolve_backend"]  # Kind
 class Backend(Protocol):
     kind: Kind
     # longest input in tokens, [CLS]/[SEP] included, taken by default: the length the model was trained on
-    # (electric.checkpoint.trained_length; an export made before its manifest recorded it: the position table)
+    # (electric.checkpoint.trained_length; an export reads it from its manifest)
     max_length: int
     max_length_from: str  # where max_length comes from, in words (the server logs it at start-up)
     max_positions: int  # the position table: the most it can take; past max_length, positions it never trained
@@ -52,6 +52,9 @@ class Backend(Protocol):
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray: ...
+
+    def release_memory(self) -> None:
+        """Give back memory that larger batches left with the runtime (a server calls it once idle)."""
 
 
 class TorchBackend:
@@ -101,6 +104,13 @@ class TorchBackend:
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, **kw)
         return out.logits.float().cpu().numpy()
+
+    def release_memory(self) -> None:
+        """torch frees CPU tensors to malloc (the caller trims the heap); on CUDA, empty the caching allocator."""
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
 def resolve_backend(model_dir: str | Path, backend: str = "auto") -> Literal["onnx", "torch"]:

@@ -52,20 +52,17 @@ class Weights:
 
 
 def weights_in_report(data: object) -> dict:
-    """The weights a rerank report (`electric rerank --report`: its "weights", what the guarded tuning applied;
-    a report written before the weights carried "lm_score" has it at the top level) or a bare weights object
-    gives, only the keys it gives, checked by `Weights.from_dict`. A ValueError says what is wrong."""
+    """The weights a rerank report (`electric rerank --report`: its "weights", what the guarded tuning applied) or
+    a bare weights object gives, only the keys it gives, checked by `Weights.from_dict`. A ValueError says what
+    is wrong."""
     weights = data.get("weights", data) if isinstance(data, dict) else None
     if not isinstance(weights, dict):
         raise ValueError("expected a JSON object of weights or a rerank report")
-    weights = dict(weights)
-    if "weights" in data and "lm_score" not in weights and "lm_score" in data:
-        weights["lm_score"] = data["lm_score"]
     try:
         Weights.from_dict(weights)
     except TypeError as e:
         raise ValueError(str(e)) from None
-    return weights
+    return dict(weights)
 
 
 def num_words(text: str) -> int:
