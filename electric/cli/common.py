@@ -51,7 +51,9 @@ def progress_disable(args) -> bool | None:
     return True if args.quiet else None
 
 
-def load_scorer(args):
+def scorer_from_args(args):
+    """The scorer of the model options (`model_options`): `electric.inference.scoring.load_scorer` after the
+    cheap checks, with progress bars quiet as asked."""
     model_dir = check_model(args)  # before the slow imports
     from electric.cli import quiet_progress_bars
     from electric.inference.backend import resolve_backend
@@ -102,11 +104,11 @@ def chunks(it: Iterable, size: int) -> Iterator[list]:
 
 
 def write_json(path: str, obj) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(p)
+    """`obj` as indented JSON at `path` (its folder made), whole or not at all (`atomic_write_text`)."""
+    from electric.checkpoint import atomic_write_text
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
 
 
 def scorer_dir(args) -> str:

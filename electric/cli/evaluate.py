@@ -10,7 +10,7 @@ import importlib
 import json
 import sys
 
-from electric.cli.common import EXIT_USAGE, load_scorer, model_options, positive, run_command, write_json
+from electric.cli.common import EXIT_USAGE, model_options, positive, run_command, scorer_from_args, write_json
 
 # modules that add a task to `electric eval` with add_eval_parser(eval_subparsers)
 EVAL_TASKS = ("electric.cli.rerank", "electric.cli.eval_detect")
@@ -23,7 +23,7 @@ def cmd_eval_blimp(args) -> int:
     if args.limit is not None:
         positive("--limit", args.limit)
     sets = read_blimp(args.data, args.limit)
-    scorer = load_scorer(args)
+    scorer = scorer_from_args(args)
 
     def score_fn(texts):
         return [s.score for s in scorer.score(texts, method=args.method)]

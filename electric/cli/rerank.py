@@ -15,10 +15,10 @@ import sys
 from electric.cli.common import (
     InputError,
     check_output,
-    load_scorer,
     model_options,
     positive,
     run_command,
+    scorer_from_args,
     write_json,
 )
 
@@ -90,7 +90,7 @@ def _nbest_job(args, *, write: bool) -> int:
     else:
         from electric.inference.records import text_scores
 
-        scorer = load_scorer(args)
+        scorer = scorer_from_args(args)
 
         def score_texts(texts):  # as the Ray actors score a shard: the same batches, so the same scores
             return text_scores(scorer, texts, args.method)

@@ -22,12 +22,12 @@ from electric.cli.common import (
     InputError,
     check_output,
     chunks,
-    load_scorer,
     model_options,
     positive,
     progress_disable,
     run_command,
     scorer_dir,
+    scorer_from_args,
 )
 
 
@@ -50,7 +50,7 @@ def cmd_score(args) -> int:
         return cmd_score_ray(args)
     from electric.textio import check_text_file, iter_lines
 
-    # arguments and files first, then the model (load_scorer checks its directory first): a typo costs well
+    # arguments and files first, then the model (scorer_from_args checks its directory first): a typo costs well
     # under a second
     positive("--chunk-size", args.chunk_size)
     check_output(args.out, "--out")
@@ -64,7 +64,7 @@ def cmd_score(args) -> int:
     from electric.inference.records import score_records
     from electric.inference.scoring import MaskedLMScorer
 
-    scorer = load_scorer(args)
+    scorer = scorer_from_args(args)
     where = "stdin" if src == "-" else src
     fin = getattr(sys.stdin, "buffer", sys.stdin) if src == "-" else open(src, "rb")  # noqa: SIM115 - closed below
     bar = tqdm(total=total, unit="line", desc="scoring", disable=progress_disable(args), dynamic_ncols=True,
