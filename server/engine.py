@@ -65,6 +65,19 @@ class Answer:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _release_memory(slots) -> None:
+    """Each model's runtime arena (backends without one, such as the tests' stand-ins, have no release_memory),
+    then glibc's free heap."""
+    for slot in slots:
+        release = getattr(slot.backend, "release_memory", None)
+        if release is not None:
+            try:
+                release()
+            except Exception:  # noqa: BLE001 - memory not given back is no reason to fail the server
+                log.warning("could not release the memory of %s", slot.name, exc_info=True)
+    release_free_memory()
+
+
 class Engine:
     def __init__(self, settings: Settings, metrics: Metrics | None = None,
                  loader: Callable[[Path, str], Any] | None = None):
@@ -217,10 +230,11 @@ class Engine:
                     self._trim = self._loop.call_later(IDLE_TRIM_S, self._release_memory)
 
     def _release_memory(self) -> None:
-        """Idle for IDLE_TRIM_S: give the memory a burst freed back to the kernel, in the tokeniser thread."""
+        """Idle for IDLE_TRIM_S: give the memory a burst left behind back to the kernel - each runtime's arena, then
+        the heap - in the inference thread, so no batch runs beside it."""
         self._trim = None
         with contextlib.suppress(RuntimeError):  # the thread pool is already shut down
-            self._loop.run_in_executor(self.batcher.tokenizer_pool, release_free_memory)
+            self._loop.run_in_executor(self.batcher.worker, _release_memory, list(self.models.values()))
 
     def refuse_big_body(self, path: str, length: int) -> Overloaded | None:
         """Overloaded for a body of `length` bytes (over admission.BIG_BODY_BYTES) to a scorer route (`path`) while the

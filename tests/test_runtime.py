@@ -233,3 +233,25 @@ def test_warmup_runs_a_batch_of_each_length_capped_at_max_length(onnx_dirs, monk
         be.warmup(lengths=(8, 300), batch_size=3)  # 300 is capped at max_length
     assert be.max_length == 128
     assert ran == [((3, 8), (3, 8)), ((3, 128), (3, 128))]
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the resident set from /proc")
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_release_memory_gives_the_arena_back_and_changes_no_output(onnx_dirs, precision):
+    be = rt.OnnxBackend(onnx_dirs["int8"], precision=precision, threads=1)
+    small = np.full((2, 16), 1000, dtype=np.int64)
+    before = be.run(small, np.ones_like(small))
+    rest = _rss_mb()
+    big = np.full((512, 128), 1000, dtype=np.int64)  # ~130 MB of attention probabilities in the arena
+    be.run(big, np.ones_like(big))
+    grown = _rss_mb() - rest
+    be.release_memory()
+    kept = _rss_mb() - rest
+    assert grown > 100, f"the big batch grew the process by only {grown:.0f} MB: the test measures nothing"
+    assert kept < 0.25 * grown, f"{kept:.0f} of {grown:.0f} MB still held after release_memory"
+    np.testing.assert_array_equal(be.run(small, np.ones_like(small)), before)
