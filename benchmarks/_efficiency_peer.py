@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import peer_infinity
+from _load_generators import parse_wrk
 from _server_harness import ServerProcess, cpu_seconds, free_port
 
 ENGINES = ("optimum", "torch")
@@ -76,8 +77,6 @@ def optimum_model_dir(checkpoint: Path, work: Path) -> Path:
 
 def wrk(url: str, c: int, seconds: float, bodies: Path, script: Path) -> dict:
     """One wrk run POSTing `bodies` to /embeddings: its WRK_JSON figures."""
-    from bench_efficiency import parse_wrk
-
     out = subprocess.run(["wrk", "-t1", f"-c{c}", f"-d{seconds:g}s", "--timeout", "120s", "-s", str(script), url,
                           "--", str(bodies), "/embeddings"], capture_output=True, text=True, check=True)
     return parse_wrk(out.stdout)
@@ -126,26 +125,3 @@ def peer_rows(checkpoint: Path, engines: list[str], concurrency: list[int], text
         finally:
             server.stop()
     return rows
-
-
-def peer_md(rep: dict) -> list[str]:
-    """The peer's table and the throughput target: our best precision's /v1/score req/s against its best engine's."""
-    from bench_efficiency import _ms as ms
-
-    peer = [r for r in rep.get("peer", []) if "req_s" in r]
-    if not rep.get("peer"):
-        return []
-    out = ["", "## The peer: infinity-emb 0.0.78 serving the same checkpoint (POST /embeddings, one text a request)", "",
-           "| engine | concurrency | req/s | p99 (ms) | server CPU ms/req | errors |", "|---|---|---|---|---|---|"]
-    out += [f"| {r['engine']} | {r['concurrency']} | {r['req_s']:.1f} | {ms(r['p99_ms'])} | "
-            f"{ms(r['server_cpu_ms_per_req'])} | {sum(r['errors'].values())} |" for r in peer]
-    out += [f"| {r['engine']} | - | did not start: {r['error']} | | | |" for r in rep["peer"] if "error" in r]
-    for c in sorted({r["concurrency"] for r in peer} & {8, 64}):
-        ours = max((r for r in rep["rows"] if r["route"] == "/v1/score" and r["concurrency"] == c),
-                   key=lambda r: r["req_s"], default=None)
-        theirs = max((r for r in peer if r["concurrency"] == c), key=lambda r: r["req_s"])
-        if ours is not None:
-            ratio = ours["req_s"] / theirs["req_s"] if theirs["req_s"] else float("inf")
-            out.append(f"\nAt c={c}: ours ({ours['precision']}) {ours['req_s']:.1f} req/s against {theirs['engine']} "
-                       f"{theirs['req_s']:.1f}: {ratio:.2f}x (target ≥ 2x: {'met' if ratio >= 2 else 'missed'}).")
-    return out

@@ -40,7 +40,7 @@ def build_classifier(work: Path) -> tuple[Path, Path]:
 def run_peer(args, work: Path, texts: list[str]) -> str:
     """Electric's /v1/classify (HTTP and gRPC) and the peer's /classify on the same classifier and sentences, each
     concurrency level in turn for every server (interleaved), beside both raw runtimes measured in this run."""
-    from benchmarks import peer_infinity as peer
+    import peer_infinity as peer
 
     exe = peer.install(work / f"peer-{peer.NAME}")
     ckpt, onnx = build_classifier(work)

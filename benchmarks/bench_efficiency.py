@@ -52,9 +52,11 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
 from _bench_models import nbest_lists, wiki_sentences  # noqa: E402
+from _load_generators import h2load_p99_ms, parse_h2load, parse_wrk  # noqa: E402
 from _server_harness import Server, cpu_seconds  # noqa: E402
 
 WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_post_bodies.lua"
@@ -157,29 +159,6 @@ def raw_ms_per_request(shapes: Counter, cpu_per_pass: dict[tuple[int, int], floa
     return 1e3 * sum(c * cpu_per_pass[k] for k, c in shapes.items()) / inputs * inputs_per_request
 
 
-def parse_wrk(stdout: str) -> dict:
-    """wrk_post_bodies.lua's closing line: requests, duration, latency percentiles (µs) and socket/status errors."""
-    for line in stdout.splitlines():
-        if line.startswith("WRK_JSON "):
-            return json.loads(line[len("WRK_JSON "):])
-    raise ValueError(f"no WRK_JSON line in wrk's output: {stdout[-500:]!r}")
-
-
-def h2load_p99_ms(log: str) -> float:
-    """p99 latency (ms) from h2load's --log-file: one line per request, tab-separated start time (µs since the
-    epoch), status, microseconds until the end of the response."""
-    us = [float(line.split("\t")[2]) for line in log.splitlines() if line.count("\t") >= 2]
-    return float(np.percentile(us, 99)) / 1e3 if us else float("nan")
-
-
-def parse_h2load(stdout: str) -> dict:
-    """h2load's req/s over its run (`finished in ...`) and the failed / errored / timeout counts of `requests:`."""
-    rate = re.search(r"finished in [\d.]+\w*, ([\d.]+) req/s", stdout)
-    m = re.search(r"requests: .*?(\d+) failed, (\d+) errored, (\d+) timeout", stdout)
-    return {"req_s": float(rate.group(1)) if rate else float("nan"),
-            "errors": dict(zip(("failed", "errored", "timeout"), map(int, m.groups()), strict=True)) if m else {}}
-
-
 def grpc_frame(message: bytes) -> bytes:
     """A gRPC length-prefixed message: 0 (not compressed), 4-byte big-endian length, the protobuf bytes."""
     return b"\x00" + len(message).to_bytes(4, "big") + message
@@ -258,13 +237,32 @@ def render_md(rep: dict) -> str:
         if r["concurrency"] == 64:
             out.append(f"| load client < 0.1 core at c=64 | {r['route']} {r['precision']} | {r['client_cores']:.3f} "
                        f"cores | {'yes' if r['client_cores'] < 0.1 else 'no'} |")
-    from _efficiency_peer import peer_md
-
     out += peer_md(rep)
     out += ["", "Notes:", "- Raw at c=1 is one text a pass, so with one runtime thread its CPU is its latency (the p99 "
             "bound's raw).", "- /proc counts CPU in clock ticks (10 ms): a 20 s window resolves 0.0005 cores.",
             *[f"- {n}" for n in c.get("notes", [])], ""]
     return "\n".join(out)
+
+
+def peer_md(rep: dict) -> list[str]:
+    """The peer's table and the throughput target: our best precision's /v1/score req/s against its best engine's."""
+    peer = [r for r in rep.get("peer", []) if "req_s" in r]
+    if not rep.get("peer"):
+        return []
+    out = ["", "## The peer: infinity-emb 0.0.78 serving the same checkpoint (POST /embeddings, one text a request)", "",
+           "| engine | concurrency | req/s | p99 (ms) | server CPU ms/req | errors |", "|---|---|---|---|---|---|"]
+    out += [f"| {r['engine']} | {r['concurrency']} | {r['req_s']:.1f} | {_ms(r['p99_ms'])} | "
+            f"{_ms(r['server_cpu_ms_per_req'])} | {sum(r['errors'].values())} |" for r in peer]
+    out += [f"| {r['engine']} | - | did not start: {r['error']} | | | |" for r in rep["peer"] if "error" in r]
+    for c in sorted({r["concurrency"] for r in peer} & {8, 64}):
+        ours = max((r for r in rep["rows"] if r["route"] == "/v1/score" and r["concurrency"] == c),
+                   key=lambda r: r["req_s"], default=None)
+        theirs = max((r for r in peer if r["concurrency"] == c), key=lambda r: r["req_s"])
+        if ours is not None:
+            ratio = ours["req_s"] / theirs["req_s"] if theirs["req_s"] else float("inf")
+            out.append(f"\nAt c={c}: ours ({ours['precision']}) {ours['req_s']:.1f} req/s against {theirs['engine']} "
+                       f"{theirs['req_s']:.1f}: {ratio:.2f}x (target ≥ 2x: {'met' if ratio >= 2 else 'missed'}).")
+    return out
 
 
 # ---- running it ---------------------------------------------------------------------------------------------------

@@ -1,15 +1,11 @@
-"""Fast tests of scripts/adapt_recipe.py: the splits and the CoNLL -> WSJ-style text conversion."""
+"""Fast tests of research/adaptation/adapt_recipe.py: the splits and the CoNLL -> WSJ-style text conversion."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("adapt_recipe", ROOT / "scripts" / "adapt_recipe.py")
-recipe = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(recipe)
+recipe = load_script("research/adaptation/adapt_recipe.py")
 
 
 def test_split_ids_disjoint_covering_reproducible():

@@ -4,27 +4,26 @@ line it stops with when a load generator is missing. Nothing here times anything
 
 import json
 import os
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import bench_efficiency as be  # noqa: E402
-from _server_harness import cpu_seconds, stat_cpu_seconds  # noqa: E402
+be = load_script("benchmarks/bench_efficiency.py")
+generators = load_script("benchmarks/_load_generators.py")
+harness = load_script("benchmarks/_server_harness.py")
 
 
 def test_stat_cpu_seconds_reads_utime_and_stime_after_the_command_name():
     # fields 14 (utime) and 15 (stime) in ticks; the command name holds a space and a ')'
     stat = "4242 (py thon) x) S 1 4242 4242 0 -1 4194560 1500 0 0 0 250 50 7 9 20 0 5 0 100 1000 2000"
-    assert stat_cpu_seconds(stat, 100) == pytest.approx(3.0)
-    assert stat_cpu_seconds(stat, 250) == pytest.approx(1.2)
+    assert harness.stat_cpu_seconds(stat, 100) == pytest.approx(3.0)
+    assert harness.stat_cpu_seconds(stat, 250) == pytest.approx(1.2)
 
 
 def test_cpu_seconds_of_this_process_agrees_with_its_cpu_clock():
-    assert abs(cpu_seconds(os.getpid()) - time.process_time()) < 0.05  # clock ticks against the precise clock
+    assert abs(harness.cpu_seconds(os.getpid()) - time.process_time()) < 0.05  # clock ticks against the precise clock
 
 
 METRICS = """# HELP electric_requests_total Requests answered, by route and transport
@@ -78,15 +77,15 @@ def test_generator_outputs_are_read():
     wrk = ("Running 20s test @ http://127.0.0.1:8000\n  1 threads and 8 connections\n"
            'WRK_JSON {"requests": 4000, "duration_us": 20000000, "p50_us": 1800.0, "p99_us": 5250.5, '
            '"mean_us": 2000.0, "errors": {"connect": 0, "read": 0, "write": 0, "status": 2, "timeout": 0}}\n')
-    res = be.parse_wrk(wrk)
+    res = generators.parse_wrk(wrk)
     assert res["p99_us"] == 5250.5 and res["errors"]["status"] == 2
     with pytest.raises(ValueError, match="WRK_JSON"):
-        be.parse_wrk("Running 20s test\n")
+        generators.parse_wrk("Running 20s test\n")
     log = "".join(f"1795710146{i:06d}\t200\t{1000 * (i + 1)}\n" for i in range(100))  # 1..100 ms
-    assert be.h2load_p99_ms(log) == pytest.approx(99.01)
+    assert generators.h2load_p99_ms(log) == pytest.approx(99.01)
     out = ("finished in 4.01s, 172.75 req/s, 60.19KB/s\n"
            "requests: 691 total, 699 started, 691 done, 680 succeeded, 11 failed, 3 errored, 1 timeout\n")
-    assert be.parse_h2load(out) == {"req_s": 172.75, "errors": {"failed": 11, "errored": 3, "timeout": 1}}
+    assert generators.parse_h2load(out) == {"req_s": 172.75, "errors": {"failed": 11, "errored": 3, "timeout": 1}}
 
 
 def test_grpc_frame_is_a_length_prefixed_score_request():

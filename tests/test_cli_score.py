@@ -391,14 +391,11 @@ def test_eval_blimp_reports_every_set(capsys, disc_dir, tmp_path):
 
 @pytest.mark.integration
 def test_quality_script_on_a_trained_run(trained_run, mlm_dir, tmp_path):
-    """benchmarks/quality_scoring.py end to end on the 30-step Electric run (+ a masked LM), a few items."""
-    import importlib.util
+    """research/first_tiny_runs/quality_scoring.py end to end on the 30-step Electric run (+ a masked LM), a few
+    items."""
+    from script_loader import load_script
 
-    from conftest import REPO
-
-    spec = importlib.util.spec_from_file_location("quality_scoring", REPO / "benchmarks" / "quality_scoring.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("research/first_tiny_runs/quality_scoring.py")
     out, js = tmp_path / "q.md", tmp_path / "q.json"
     rc = mod.main(["--runs", str(trained_run), str(mlm_dir), str(tmp_path / "missing"), "--limit", "6",
                    "--out", str(out), "--json", str(js)])

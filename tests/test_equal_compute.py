@@ -3,14 +3,14 @@ benchmark)."""
 
 import json
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import equal_compute as ec  # noqa: E402
-from electric.shared_data import shared_data_dir  # noqa: E402
+from electric.shared_data import shared_data_dir
+
+ec = load_script("research/equal_compute/equal_compute.py")
 
 # the four commands the v3 study was launched with (runs/ec4/COMMANDS, 2026-11-25)
 V3_COMMANDS = [
@@ -27,7 +27,7 @@ def test_v3_study_launches_exactly_its_four_commands():
                        "--shared", str(shared_data_dir())])
     assert [shlex.join(ec.pretrain_command(a, n, r)) for n, r in a.recipes.items()] == V3_COMMANDS
     assert a.glue_models == list(a.recipes)  # no random init: v3 reuses the defaults study's row
-    assert a.out.endswith("benchmarks/results/equal_compute_v3.md")
+    assert a.out.endswith("research/equal_compute/results/equal_compute_v3.md")
 
 
 def test_commands_keep_a_linked_shared_folder_as_given(tmp_path, monkeypatch):

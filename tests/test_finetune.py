@@ -393,17 +393,13 @@ def test_detect_word_scores_take_the_max_over_pieces(trained_run):
         assert scores[k] == pytest.approx(prob[pieces].max(), abs=1e-5)
 
 
-# ---- the GLUE comparison benchmark runs ----------------------------------------------------------
+# ---- the GLUE comparison study's script runs ----------------------------------------------------------
 
 @pytest.mark.integration
 def test_glue_compare_benchmark_smoke(disc_dir, tmp_path):
-    import importlib.util
+    from script_loader import load_script
 
-    from tests.conftest import REPO
-
-    spec = importlib.util.spec_from_file_location("glue_compare", REPO / "benchmarks" / "glue_compare.py")
-    glue_compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(glue_compare)
+    glue_compare = load_script("research/first_tiny_runs/glue_compare.py")
     run_dir = tmp_path / "tiny-run"
     shutil.copytree(disc_dir, run_dir / "discriminator")
     out = tmp_path / "glue.md"
