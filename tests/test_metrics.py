@@ -160,25 +160,6 @@ def test_importing_the_task_registry_loads_no_metric_library():
     assert out.strip() == "[]"
 
 
-def test_paired_bootstrap_mean_diff_by_hand():
-    better = M.paired_bootstrap_mean_diff([1] * 50, [0] * 50, resamples=200)
-    assert better["diff"] == 1.0 and better["ci"] == [1.0, 1.0] and better["significant"]
-    same = M.paired_bootstrap_mean_diff([1, 0, 1, 0], [1, 0, 1, 0], resamples=200)
-    assert same["diff"] == 0.0 and same["ci"] == [0.0, 0.0] and not same["significant"]
-    # one pair of 4 differs in a's favour: diff 1/4; every resample's mean lies in {0, 1/4, ..., 1}
-    r = M.paired_bootstrap_mean_diff([1, 1, 0, 0], [0, 1, 0, 0], resamples=2000, seed=3)
-    assert r["diff"] == 0.25 and r["ci"][0] == 0.0 and 0.5 <= r["ci"][1] <= 0.75 and not r["significant"]
-    assert r == M.paired_bootstrap_mean_diff([1, 1, 0, 0], [0, 1, 0, 0], resamples=2000, seed=3)  # seeded
-    assert r["items"] == 4 and r["resamples"] == 2000
-
-
-def test_paired_bootstrap_mean_diff_rejects_bad_input():
-    with pytest.raises(ValueError, match="shape"):
-        M.paired_bootstrap_mean_diff([1, 0], [1])
-    with pytest.raises(ValueError, match="confidence"):
-        M.paired_bootstrap_mean_diff([1], [0], confidence=1.0)
-
-
 def test_undefined_rank_metrics_have_one_rule():
     """One Spearman and one ROC-AUC in the project, each with one rule for degenerate input: Spearman 0.0,
     ROC-AUC NaN (one class absent)."""
