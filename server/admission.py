@@ -2,12 +2,14 @@
 
 A request's work is the sum over its inputs of `cost(L) = L * (1 + L / (6 * H))` for an input of L tokens on a
 model of hidden size H: a layer's dense parts take ~12·L·H² multiply-adds, its attention ~2·L²·H, so a 512-token
-input costs ~50 times a 16-token one on `tiny` (H = 128), not 32 (tokens) or 1,024 (tokens × positions). Each
-model slot measures the rate it gets through that work (`WorkRate`: units a second over its recent batches), and
-the batcher serves requests round robin (server/batcher.py), so a new request of work w shares the model with
-every admitted request j until the smaller of the two is done: it should finish after
+input costs ~50 times a 16-token one on `tiny` (H = 128), not 32 (tokens) or 1,024 (tokens × positions). The
+formula is a shape; the clock is measured: each model slot keeps the seconds a unit takes at each length bucket
+(`Pace`, over its recent batches there; the start-up warm-up runs a batch at every bucket up to the served length,
+so a 512-token request is never judged by the pace of 20-token ones). The batcher serves requests round robin
+(server/batcher.py), so a new request of t seconds shares the model with every admitted request j until the smaller
+of the two is done: it should finish after
 
-    (w + sum_j min(w_j, w)) / rate     seconds,  w_j = what remains of request j.
+    t + sum_j min(t_j, t)     seconds,  t_j = the time of what remains of request j.
 
 A request predicted to finish after its deadline (`DEADLINE_SHARE` of request_timeout_s) is refused at once with
 `Overloaded` (429 / RESOURCE_EXHAUSTED, with Retry-After: when what is ahead of it should have drained) instead of
@@ -19,19 +21,22 @@ Over HTTP a body over BIG_BODY_BYTES is refused the same way before it is even r
 alone would take the model past the deadline (`check_backlog`): a client that resends refused megabytes at once then
 costs the server what its headers cost, not a parse of each body.
 
-Before tokenisation a request's work is estimated from its characters (`Estimator`: the slot's running characters
-per token, tokens capped at the served length); once tokenised, its work is counted exactly.
+Before tokenisation a request's input lengths are estimated from its characters (`Estimator`: the slot's running
+characters per token, tokens capped at the served length); once tokenised, its work is counted exactly.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import numpy as np
+
+from electric.batching import length_bucket
 from server.errors import Overloaded
 
 DEADLINE_SHARE = 0.8  # of request_timeout_s: the rest is left for tokenisation, post-processing and the network
-RATE_DECAY = 0.8  # weight of the previous batches in the measured rate, a batch at a time
+RATE_DECAY = 0.8  # weight of a length's previous batches in its measured pace, a batch at a time
 CHARS_PER_TOKEN = 4.0  # the first estimate, before any text was tokenised (English WordPiece: 4-5)
 
 
@@ -40,37 +45,64 @@ def cost(length: int, hidden_size: int) -> float:
     return length * (1.0 + length / (6.0 * hidden_size))
 
 
-class WorkRate:
-    """Work units a second that one model gets through, over its recent batches (weighted by their duration)."""
+class Pace:
+    """Seconds a unit of work takes on one model, measured per length bucket (electric.batching.length_bucket: up to
+    16, 32, 64, ... tokens) over its recent batches: the cost formula is a shape, not a clock, and a model's time at
+    512 tokens is not what its time at 20 says (memory traffic, softmax, padding). A request's work is a vector of
+    units per bucket (`work`); its time is that vector against each bucket's pace (`seconds`), a bucket never measured
+    taking the pace of the nearest longer one that was, else of the longest measured."""
 
-    def __init__(self):
-        self.units = 0.0
-        self.seconds = 0.0
+    def __init__(self, hidden_size: int, max_tokens: int):
+        self.hidden_size = hidden_size
+        self.first = length_bucket(1)
+        self.size = length_bucket(max_tokens) - self.first + 1
+        self.units = np.zeros(self.size)  # decayed sums over each bucket's batches
+        self.seconds_spent = np.zeros(self.size)
 
-    def add(self, units: float, seconds: float) -> None:
-        self.units = RATE_DECAY * self.units + units
-        self.seconds = RATE_DECAY * self.seconds + seconds
+    def index(self, length: int) -> int:
+        return min(length_bucket(length) - self.first, self.size - 1)
 
-    @property
-    def per_second(self) -> float | None:
-        """None until a batch was measured."""
-        return self.units / self.seconds if self.seconds > 0 else None
+    def lengths(self) -> list[int]:
+        """The longest length of each bucket (the last one's is above max_tokens: callers cap it)."""
+        return [2 ** (self.first + i) for i in range(self.size)]
+
+    def work(self, lengths: Iterable[int]) -> np.ndarray:
+        """Units per bucket of inputs of `lengths` tokens."""
+        w = np.zeros(self.size)
+        for n in lengths:
+            w[self.index(n)] += cost(n, self.hidden_size)
+        return w
+
+    def add(self, lengths: Sequence[int], padded_length: int, seconds: float) -> None:
+        """A batch of inputs of `lengths`, padded to `padded_length`, ran in `seconds`: its bucket's pace."""
+        i = self.index(padded_length)
+        self.units[i] = RATE_DECAY * self.units[i] + sum(cost(n, self.hidden_size) for n in lengths)
+        self.seconds_spent[i] = RATE_DECAY * self.seconds_spent[i] + seconds
+
+    def seconds_per_unit(self) -> np.ndarray | None:
+        """Per bucket; None until a batch was measured."""
+        measured = np.flatnonzero(self.units > 0)
+        if measured.size == 0:
+            return None
+        pace = self.seconds_spent[measured] / self.units[measured]
+        longer = np.searchsorted(measured, np.arange(self.size))  # the nearest measured bucket at or above each
+        return pace[np.minimum(longer, measured.size - 1)]
+
+    @staticmethod
+    def seconds(work: np.ndarray, per_unit: np.ndarray) -> float:
+        return float(work @ per_unit)
 
 
 class Estimator:
-    """A request's work before it is tokenised: characters / (the slot's running characters per token), + 2 for
-    [CLS] and [SEP], at most the served length, per input."""
+    """A request's input lengths before it is tokenised: characters / (the slot's running characters per token),
+    + 2 for [CLS] and [SEP], at most the served length, per input."""
 
-    def __init__(self, hidden_size: int, max_tokens: int):
-        self.hidden_size, self.max_tokens = hidden_size, max_tokens
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
         self.chars_per_token = CHARS_PER_TOKEN
 
-    def estimate(self, char_counts: Iterable[int]) -> float:
-        return sum(cost(min(self.max_tokens, math.ceil(n / self.chars_per_token) + 2), self.hidden_size)
-                   for n in char_counts)
-
-    def exact(self, lengths: Iterable[int]) -> float:
-        return sum(cost(n, self.hidden_size) for n in lengths)
+    def lengths(self, char_counts: Iterable[int]) -> list[int]:
+        return [min(self.max_tokens, math.ceil(n / self.chars_per_token) + 2) for n in char_counts]
 
     def observe(self, chars: int, tokens: int) -> None:
         """A tokenisation round of `chars` characters gave `tokens` tokens (special tokens left out)."""
@@ -93,26 +125,30 @@ def _refuse_past(seconds: float, deadline_s: float, why: str, hint: str = "") ->
                          f"(request_timeout_s); retry in ~{wait} s{hint}", retry_after=wait)
 
 
-def check_deadline(work: float, others: Iterable[float], rate: WorkRate, deadline_s: float) -> None:
-    """Overloaded when a request of `work` units, sharing the model round robin with requests that have `others`
-    units left, is predicted to finish after `deadline_s` (the transports answer 429 with Retry-After, or
+def check_deadline(work: np.ndarray, others: Iterable[np.ndarray], pace: Pace, deadline_s: float) -> None:
+    """Overloaded when a request of `work` (units per bucket), sharing the model round robin with requests that have
+    `others` left, is predicted to finish after `deadline_s` (the transports answer 429 with Retry-After, or
     RESOURCE_EXHAUSTED)."""
-    per_second = rate.per_second
-    others = [w for w in others if w > 0]
-    if per_second is None or not others:
+    per_unit = pace.seconds_per_unit()
+    if per_unit is None:
         return
-    finish = (work + sum(min(w, work) for w in others)) / per_second
-    _refuse_past(finish, deadline_s, f"behind {len(others)} others this request would finish in ~{{seconds:.0f}} s",
+    ahead = [t for t in (pace.seconds(w, per_unit) for w in others) if t > 0]
+    if not ahead:
+        return
+    mine = pace.seconds(work, per_unit)
+    finish = mine + sum(min(t, mine) for t in ahead)
+    _refuse_past(finish, deadline_s, f"behind {len(ahead)} others this request would finish in ~{{seconds:.0f}} s",
                  ", or send fewer or shorter inputs")
 
 
 BIG_BODY_BYTES = 64 << 10  # a body this large carries tens of thousands of characters: likely big work
 
 
-def check_backlog(others: Iterable[float], rate: WorkRate, deadline_s: float) -> None:
-    """Overloaded when the work already admitted (`others`, units left) alone takes the model past `deadline_s`:
-    then a big request would not finish in time whatever it holds, and is refused before its body is read."""
-    per_second = rate.per_second
-    if per_second is not None:
-        _refuse_past(sum(w for w in others if w > 0) / per_second, deadline_s,
+def check_backlog(others: Iterable[np.ndarray], pace: Pace, deadline_s: float) -> None:
+    """Overloaded when the work already admitted (`others`, units per bucket left) alone takes the model past
+    `deadline_s`: then a big request would not finish in time whatever it holds, and is refused before its body is
+    read."""
+    per_unit = pace.seconds_per_unit()
+    if per_unit is not None:
+        _refuse_past(sum(pace.seconds(w, per_unit) for w in others), deadline_s,
                      "~{seconds:.0f} s of admitted work is ahead of a large request")

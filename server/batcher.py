@@ -40,7 +40,7 @@ from electric.checkpoint import training_health
 from electric.inference import classify
 from electric.inference.encoding import Encoded, InputTooLongError, PairEncoded, encode_requests
 from electric.inference.scoring import METHODS_OF_KIND
-from server.admission import Estimator, WorkRate, cost, input_chars
+from server.admission import Estimator, Pace, cost, input_chars
 from server.errors import BackendError, ServerError, Timeout, ValidationError
 from server.prometheus import Metrics
 from server.settings import Settings
@@ -80,7 +80,8 @@ class _Request:
         self.last_batch = -1
         self.started = False
         self.warmup = False  # the start-up warm-up's: kept out of the request metrics
-        self.work = 0.0  # model work left (server/admission.py): estimated, exact once tokenised
+        self.work: np.ndarray | None = None  # model work left per length bucket (server/admission.Pace): estimated,
+        # exact once tokenised
 
 
 class _Item:
@@ -115,8 +116,8 @@ class ModelSlot:
         self.training_warnings: list[str] = list((training_health(path) or {}).get("warnings") or [])
         self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.inference.calibration)
         # admission by work (server/admission.py): the requests sharing this model and the rate it works at
-        self.estimator = Estimator(int(backend.config.get("hidden_size") or 256), self.max_tokens)
-        self.rate = WorkRate()
+        self.estimator = Estimator(self.max_tokens)
+        self.pace = Pace(int(backend.config.get("hidden_size") or 256), self.max_tokens)
         self.active: set[_Request] = set()  # submitted, not yet answered
         self.arrivals: list[_Request] = []  # submitted, not yet tokenised
         self.arrived = asyncio.Event()
@@ -205,10 +206,10 @@ class Batcher:
         self.tokenizer_pool.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, slot: ModelSlot, inputs: list, truncate: bool, names: Callable[[int], str],
-                     post: Callable[[Any, np.ndarray], Any], timing: Timing, work: float = 0.0) -> list[Any]:
+                     post: Callable[[Any, np.ndarray], Any], timing: Timing, work: np.ndarray | None = None) -> list[Any]:
         """Queue one request's inputs (validated texts or pairs) for tokenisation and batches; wait for all their
         results (or the client going away). `post(encoded, row)` makes one input's result; `work` is its estimated
-        model work (server/admission.py)."""
+        model work per length bucket (server/admission.Pace.work)."""
         loop = asyncio.get_running_loop()
         req = _Request(inputs, truncate, names, post, loop, timing)
         req.warmup = self.warming
@@ -292,7 +293,7 @@ class Batcher:
                                                          f"the tokenizer drops (zero-width, control or lone "
                                                          f"combining characters)"))
                 continue
-            req.work = slot.estimator.exact(e.length for e in enc)
+            req.work = slot.pace.work(e.length for e in enc)
             whole = [(x, e) for x, e in zip(req.inputs, enc, strict=True) if e.length < slot.max_tokens]  # untruncated
             chars += sum(input_chars(x) for x, _ in whole)
             tokens += sum(e.length - 2 for _, e in whole)
@@ -385,10 +386,13 @@ class Batcher:
         finally:
             slot.running = False
         dt = time.perf_counter() - t0
-        units = [cost(it.length, slot.estimator.hidden_size) for it in batch]
-        slot.rate.add(sum(units), dt)
-        for it, u in zip(batch, units, strict=True):
-            it.request.work = max(0.0, it.request.work - u)
+        pace = slot.pace
+        pace.add([it.length for it in batch], _padded_length(slot, max(it.length for it in batch)), dt)
+        for it in batch:
+            work = it.request.work
+            if work is not None:
+                i = pace.index(it.length)
+                work[i] = max(0.0, work[i] - cost(it.length, pace.hidden_size))
         m = slot.metrics
         if all(it.request.warmup for it in batch):
             m.warmup_batches.inc()

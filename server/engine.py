@@ -54,6 +54,7 @@ log = logging.getLogger("electric.server")
 SCORER = "scorer"  # name of the --model in /info and in responses
 SCORER_KINDS = tuple(METHODS_OF_KIND)  # what --model may hold: a discriminator (electric) or a cloze model (cloze)
 WARMUP_TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
+WARMUP_PACE_TOKENS = 2048  # tokens in each warm-up batch that measures the pace at one length (a row at least)
 IDLE_TRIM_S = 1.0  # idle this long after a request, the process gives its freed heap back (electric.allocator)
 
 
@@ -154,16 +155,26 @@ class Engine:
         log.info("warmed up in %.2f s", time.perf_counter() - t0)
 
     async def _warm_every_model(self) -> None:
+        """Every route's first batches, then a batch at each length bucket up to the served length, so admission
+        knows the model's pace at every length (server/admission.Pace) before the first request; then the memory
+        those batches took goes back."""
+        s = self.settings
         for slot in self.models.values():
-            s = self.settings
             n = max(1, min(s.max_batch_size, s.max_inputs_per_request, s.max_batch_tokens // 64, 32))
-            for batch in ([WARMUP_TEXT[:20]], [WARMUP_TEXT] * n):
+            batches = [[WARMUP_TEXT[:20]], [WARMUP_TEXT] * n]
+            lengths = [b for b in slot.pace.lengths() if b < slot.max_tokens] + [slot.max_tokens]
+            for length in lengths:  # length - 2 words of one piece each, + [CLS] and [SEP]
+                rows = max(1, min(s.max_batch_size, s.max_inputs_per_request, s.max_batch_tokens // length,
+                                  WARMUP_PACE_TOKENS // length))
+                batches.append([" ".join((WARMUP_TEXT.split() * length)[:max(1, length - 2)])] * rows)
+            for i, batch in enumerate(batches):
                 if slot.kind in SCORER_KINDS:
                     await self.score(batch, truncate=True, _internal=True)
-                    if slot.kind == "discriminator":
+                    if slot.kind == "discriminator" and i < 2:
                         await self.detect(batch, truncate=True, _internal=True)
                 else:
                     await self.classify(slot.name, texts=batch, truncate=True, _internal=True)
+        await self._loop.run_in_executor(self.batcher.worker, _release_memory, list(self.models.values()))
 
     def begin_shutdown(self) -> None:
         """Refuse new requests (503); admitted ones may finish within shutdown_grace_s, then they fail with
@@ -244,7 +255,8 @@ class Engine:
         if length < BIG_BODY_BYTES or path == "/v1/classify" or slot is None or not self.ready:
             return None
         try:
-            check_backlog((r.work for r in slot.active), slot.rate, self.settings.request_timeout_s)
+            check_backlog((r.work for r in slot.active if r.work is not None), slot.pace,
+                          self.settings.request_timeout_s)
         except Overloaded as e:
             return e
         return None
@@ -400,9 +412,10 @@ class Engine:
         """Hand one admitted request's validated inputs to the batcher and wait for their results."""
         if self.grace_over:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
-        work = slot.estimator.estimate(map(input_chars, inputs))
+        work = slot.pace.work(slot.estimator.lengths(map(input_chars, inputs)))
         if not self.batcher.warming:
-            check_deadline(work, (r.work for r in slot.active), slot.rate, self.settings.request_timeout_s)
+            check_deadline(work, (r.work for r in slot.active if r.work is not None), slot.pace,
+                           self.settings.request_timeout_s)
         return await self.batcher.submit(slot, inputs, truncate, names, post, timing, work)
 
     def info(self) -> dict:

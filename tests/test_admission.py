@@ -1,15 +1,28 @@
-"""Admission by work (server/admission.py): what a request costs, when it is refused, and what a client is told."""
+"""Admission by work (server/admission.py): what a request costs, how long the model takes at each length, when a
+request is refused, and what a client is told."""
 
+import numpy as np
 import pytest
 
-from server.admission import Estimator, WorkRate, check_deadline, cost
+from server.admission import Estimator, Pace, check_backlog, check_deadline, cost
 from server.errors import Overloaded
 
+H = 128  # hidden size of the paces below
 
-def rate(units_per_second: float) -> WorkRate:
-    r = WorkRate()
-    r.add(units_per_second, 1.0)
-    return r
+
+def pace(units_per_second: float, length: int = 16, max_tokens: int = 512) -> Pace:
+    """A pace measured once: `units_per_second` at inputs of `length` tokens."""
+    p = Pace(H, max_tokens)
+    p.add([length], length, cost(length, H) / units_per_second)
+    return p
+
+
+def work(units: float, length: int = 16, max_tokens: int = 512) -> np.ndarray:
+    """`units` of work at the bucket of `length`."""
+    p = Pace(H, max_tokens)
+    w = np.zeros(p.size)
+    w[p.index(length)] = units
+    return w
 
 
 def test_an_input_costs_its_tokens_and_attention_grows_with_their_square():
@@ -18,44 +31,70 @@ def test_an_input_costs_its_tokens_and_attention_grows_with_their_square():
     assert cost(512, 384) / cost(512, 128) < 1  # a wider model's attention weighs less against its dense layers
 
 
-def test_the_rate_follows_recent_batches_weighted_by_their_time():
-    r = WorkRate()
-    assert r.per_second is None
-    r.add(1000, 1.0)
-    assert r.per_second == pytest.approx(1000)
-    for _ in range(30):  # the model slowed down (a longer bucket, a busy machine): the rate follows
-        r.add(100, 1.0)
-    assert r.per_second == pytest.approx(100, rel=0.01)
+def test_work_is_counted_per_length_bucket():
+    p = Pace(H, max_tokens=512)
+    assert p.lengths() == [16, 32, 64, 128, 256, 512]
+    w = p.work([3, 16, 17, 512, 600])  # 600: above the served length, counted in the last bucket
+    assert w.tolist() == pytest.approx([cost(3, H) + cost(16, H), cost(17, H), 0, 0, 0, cost(512, H) + cost(600, H)])
+
+
+def test_each_length_keeps_its_own_pace_following_its_recent_batches():
+    p = Pace(H, max_tokens=512)
+    assert p.seconds_per_unit() is None
+    p.add([20, 30], 32, seconds=0.01)
+    p.add([500] * 4, 512, seconds=2.0)
+    per_unit = p.seconds_per_unit()
+    assert per_unit[p.index(32)] == pytest.approx(0.01 / (cost(20, H) + cost(30, H)))
+    assert per_unit[p.index(512)] == pytest.approx(2.0 / (4 * cost(500, H)))
+    # never measured: the nearest longer bucket measured (16 -> 32, 64..256 -> 512)
+    assert per_unit[p.index(16)] == per_unit[p.index(32)]
+    assert per_unit[p.index(100)] == per_unit[p.index(512)]
+    for _ in range(30):  # the model slowed down at 512 (a busy machine): that bucket follows, the others stay
+        p.add([500] * 4, 512, seconds=20.0)
+    assert p.seconds_per_unit()[p.index(512)] == pytest.approx(20.0 / (4 * cost(500, H)), rel=0.01)
+    assert p.seconds_per_unit()[p.index(32)] == per_unit[p.index(32)]
+    only_short = Pace(H, max_tokens=512)
+    only_short.add([10], 16, seconds=0.001)
+    assert only_short.seconds_per_unit()[only_short.index(512)] == pytest.approx(0.001 / cost(10, H))
+
+
+def test_a_long_request_is_judged_by_the_pace_at_its_length_not_at_short_ones():
+    p = Pace(H, max_tokens=512)
+    p.add([16] * 64, 16, seconds=64 * cost(16, H) / 100_000)  # short inputs: 100k units a second
+    p.add([512] * 4, 512, seconds=4 * cost(512, H) / 10_000)  # 512 tokens: ten times slower a unit
+    big = p.work([512] * 256)  # ~22 s at 10k units a second, 2.2 s at the short inputs' pace
+    check_deadline(big, [p.work([16])], p, deadline_s=30.0)
+    with pytest.raises(Overloaded):  # 22 s + 22 s behind another one like it, past 24 s
+        check_deadline(big, [big.copy()], p, deadline_s=30.0)
 
 
 def test_the_estimate_counts_characters_caps_at_the_served_length_and_learns_the_tokenizer():
-    e = Estimator(hidden_size=128, max_tokens=512)
-    assert e.estimate([40]) == pytest.approx(cost(12, 128))  # 40 chars / 4 + [CLS] [SEP]
-    assert e.estimate([4000]) == pytest.approx(cost(512, 128))  # truncated to the served length
+    e = Estimator(max_tokens=512)
+    assert e.lengths([40, 4000]) == [12, 512]  # 40 chars / 4 + [CLS] [SEP]; truncated to the served length
     for _ in range(40):
         e.observe(chars=200, tokens=100)  # a tokenizer that gives a token every two characters
     assert e.chars_per_token == pytest.approx(2.0, rel=0.01)
-    assert e.estimate([40]) == pytest.approx(cost(22, 128), rel=0.01)
+    assert e.lengths([40]) == [22]
     e.observe(chars=0, tokens=0)  # an empty round changes nothing
     assert e.chars_per_token == pytest.approx(2.0, rel=0.01)
 
 
-def test_never_refused_before_a_rate_is_known_or_when_the_model_has_nothing_else_to_do():
-    check_deadline(1e12, [1e12], WorkRate(), 30.0)
-    check_deadline(1e12, [], rate(1.0), 30.0)
-    check_deadline(1e12, [0.0, 0.0], rate(1.0), 30.0)  # requests whose work is all done
+def test_never_refused_before_a_pace_is_known_or_when_the_model_has_nothing_else_to_do():
+    check_deadline(work(1e12), [work(1e12)], Pace(H, 512), 30.0)
+    check_deadline(work(1e12), [], pace(1.0), 30.0)
+    check_deadline(work(1e12), [work(0.0), work(0.0)], pace(1.0), 30.0)  # requests whose work is all done
 
 
 def test_a_big_request_behind_big_ones_is_refused_with_when_to_retry():
     with pytest.raises(Overloaded) as e:
-        check_deadline(10_000, [10_000] * 5, rate(1_000), deadline_s=30.0)  # (10k + 50k) / 1k = 60 s > 24 s
+        check_deadline(work(10_000), [work(10_000)] * 5, pace(1_000), deadline_s=30.0)  # 10 + 50 s > 24 s
     assert e.value.retry_after == 36 and e.value.headers() == {"retry-after": "36"}
     assert "60 s" in e.value.message and "30 s" in e.value.message and "5 others" in e.value.message
 
 
 def test_a_small_request_is_admitted_beside_the_same_big_ones():
     # round robin: it waits for its share of each big request, its own size, not for all of them
-    check_deadline(50, [10_000] * 5, rate(1_000), deadline_s=30.0)  # (50 + 5 * 50) / 1k = 0.3 s
+    check_deadline(work(50), [work(10_000)] * 5, pace(1_000), deadline_s=30.0)  # (50 + 5 * 50) / 1k = 0.3 s
 
 
 def test_overloaded_without_a_retry_time_sends_no_header():
@@ -63,11 +102,32 @@ def test_overloaded_without_a_retry_time_sends_no_header():
 
 
 def test_a_backlog_past_the_deadline_refuses_big_bodies_before_they_are_read():
-    from server.admission import check_backlog
-
-    check_backlog([], rate(1_000), 30.0)
-    check_backlog([10_000, 10_000], WorkRate(), 30.0)  # no rate yet
-    check_backlog([10_000, 10_000], rate(1_000), 30.0)  # 20 s of work: within 24 s
+    check_backlog([], pace(1_000), 30.0)
+    check_backlog([work(10_000), work(10_000)], Pace(H, 512), 30.0)  # no pace yet
+    check_backlog([work(10_000), work(10_000)], pace(1_000), 30.0)  # 20 s of work: within 24 s
     with pytest.raises(Overloaded) as e:
-        check_backlog([10_000, 10_000, 10_000], rate(1_000), 30.0)  # 30 s
+        check_backlog([work(10_000)] * 3, pace(1_000), 30.0)  # 30 s
     assert e.value.retry_after == 6 and "30 s of admitted work" in e.value.message
+
+
+def test_the_warm_up_measures_the_pace_at_every_length_the_model_serves(disc_dir):
+    import asyncio
+
+    from server.engine import Engine
+    from server.settings import Settings
+
+    async def warmed_pace():
+        engine = Engine(Settings(model=disc_dir, grpc_port=-1, threads=1, access_log=False))
+        await engine.start()
+        try:
+            slot = next(iter(engine.models.values()))
+            return slot.max_tokens, slot.pace
+        finally:
+            await engine.close(10)
+
+    max_tokens, p = asyncio.run(warmed_pace())
+    assert max_tokens == 128
+    measured = [n for n in p.lengths() if p.units[p.index(n)] > 0]
+    assert measured == [16, 32, 64, 128]
+    per_unit = p.seconds_per_unit()
+    assert (per_unit > 0).all()
