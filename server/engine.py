@@ -42,10 +42,10 @@ from server.batcher import Batcher, ModelSlot, SlotMetrics, Timing
 from server.errors import (
     NotReady,
     Overloaded,
-    PayloadTooLarge,
     ShuttingDown,
     ValidationError,
 )
+from server.intake import check_count
 from server.prometheus import Metrics
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
 
@@ -247,12 +247,12 @@ class Engine:
         with contextlib.suppress(RuntimeError):  # the thread pool is already shut down
             self._loop.run_in_executor(self.batcher.worker, _release_memory, list(self.models.values()))
 
-    def refuse_big_body(self, path: str, length: int) -> Overloaded | None:
-        """Overloaded for a body of `length` bytes (over admission.BIG_BODY_BYTES) to a scorer route (`path`) while the
-        scorer's admitted work alone is past the deadline (admission.check_backlog); else None. The HTTP fast path
-        asks before it reads the body."""
+    def refuse_big_body(self, length: int) -> Overloaded | None:
+        """Overloaded for a request of `length` bytes (over admission.BIG_BODY_BYTES) to the scorer while the
+        scorer's admitted work alone is past the deadline (admission.check_backlog); else None. HTTP asks before it
+        reads the body."""
         slot = self.models.get(SCORER)
-        if length < BIG_BODY_BYTES or path == "/v1/classify" or slot is None or not self.ready:
+        if length < BIG_BODY_BYTES or slot is None or not self.ready:
             return None
         try:
             check_backlog((r.work for r in slot.active if r.work is not None), slot.pace,
@@ -277,17 +277,12 @@ class Engine:
             raise ValidationError(f"unknown classifier {name!r}; this server has {classifiers or 'none'}")
         return self.models[name]
 
-    def check_count(self, n: int, what: str) -> None:
-        """PayloadTooLarge when `n` (of `what`: texts, hypotheses, ...) is over max_inputs_per_request. The
-        transports call it on the lengths of a request's lists before they look at any element (a refused request
-        costs about what reading it cost), and the engine again on what it is given."""
-        if n > self.settings.max_inputs_per_request:
-            raise PayloadTooLarge(f"{n} {what} in one request, the limit is {self.settings.max_inputs_per_request}")
-
     def _check_count(self, n: int, what: str) -> None:
+        """No inputs, or more than max_inputs_per_request (the transports counted the request's lists already,
+        before looking at any element: server/intake.py)."""
         if n == 0:
             raise ValidationError(f"no {what} given")
-        self.check_count(n, what)
+        check_count(n, what, self.settings.max_inputs_per_request)
 
     def _check_text(self, text: object, name: str) -> None:
         if not isinstance(text, str):

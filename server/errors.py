@@ -32,6 +32,13 @@ class ValidationError(ServerError):
     error_type = "validation_error"
 
 
+class UnreadableBody(ValidationError):
+    """A body that cannot be read as text of its format: JSON that is not UTF-8, or nests too deeply to parse.
+    `http_error` is the name HTTP clients have always seen for it (a 400)."""
+
+    error_type = "http_error"
+
+
 class PayloadTooLarge(ValidationError):
     """Body over max_body_bytes, or more inputs than max_inputs_per_request."""
 

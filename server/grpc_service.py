@@ -34,15 +34,15 @@ from server.errors import (
 )
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
+from server.intake import GRPC_KEY, check_counts, require_key
 from server.settings import Settings
-from server.transport import authorised, record, status_for, timing_metadata
+from server.transport import record, status_for, timing_metadata
 
 log = logging.getLogger("electric.server")
 
 SERVICES = tuple(pb.DESCRIPTOR.services_by_name[n].full_name for n in ("Scoring", "Detection", "Classification",
                                                                        "Info"))
 OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")  # no API key needed
-INPUT_LISTS = ("texts", "pairs", "lists")  # a request's repeated inputs, counted before anything else
 
 # the core's errors -> gRPC status (a subclass not listed takes its nearest listed base's: PayloadTooLarge ->
 # INVALID_ARGUMENT, ShuttingDown -> UNAVAILABLE)
@@ -62,16 +62,9 @@ async def _abort(context: grpc.aio.ServicerContext, err: ServerError) -> None:
                         trailing_metadata=(("error-type", err.error_type), *err.headers().items()))
 
 
-def _check_counts(engine: Engine, request) -> None:
-    """PayloadTooLarge when a request's repeated inputs (texts, pairs, lists, the hypotheses and scores of its lists)
-    are more than max_inputs_per_request, from their lengths alone: before anything looks at an element."""
-    fields = request.DESCRIPTOR.fields_by_name
-    for name in INPUT_LISTS:
-        if name in fields:
-            engine.check_count(len(getattr(request, name)), name)
-    if "lists" in fields:
-        for name in ("hypotheses", "scores"):
-            engine.check_count(sum(len(getattr(x, name)) for x in request.lists), name)
+def _repeated(msg, name: str):
+    """A message's repeated field `name`, or None (intake.check_counts' accessor)."""
+    return getattr(msg, name) if name in msg.DESCRIPTOR.fields_by_name else None
 
 
 def _non_finite(msg, path: str = "") -> str | None:
@@ -103,7 +96,7 @@ def rpc(route: str):
             t0 = time.perf_counter()
             status, error_type, timing = "OK", None, None
             try:
-                _check_counts(self.engine, request)
+                check_counts(request, self.settings.max_inputs_per_request, _repeated)
                 bad = _non_finite(request)
                 if bad:
                     raise ValidationError(bad)
@@ -295,12 +288,17 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or details.method.startswith(OPEN_METHOD_PREFIXES):
             return handler  # None: grpc answers UNIMPLEMENTED
         given = next((v for k, v in details.invocation_metadata or () if k == "authorization"), "")
-        if authorised(self._key, given if isinstance(given, str) else given.decode()):
-            return handler
+        try:
+            require_key(self._key, given if isinstance(given, str) else given.decode(), GRPC_KEY)
+        except Unauthorized as e:
+            return self._deny(e, details.method, t0)
+        return handler
+
+    def _deny(self, err: Unauthorized, method: str, t0: float):
+        """A handler that answers `err` (UNAUTHENTICATED) instead of the method's."""
 
         async def deny(request, context):
-            err = Unauthorized("missing or wrong API key: send metadata \"authorization: Bearer KEY\"")
-            await _refuse(context, err, details.method, self._engine, t0)
+            await _refuse(context, err, method, self._engine, t0)
 
         return grpc.unary_unary_rpc_method_handler(deny)
 

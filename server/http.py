@@ -5,11 +5,12 @@ Errors are mapped here, once: the core's `ServerError` types -> an HTTP status b
 `{error, error_type}`; FastAPI's request validation -> 422 naming the field; unknown routes -> 404; a wrong
 method -> 405 with an `Allow` header; a body that cannot be read -> 400 `http_error`.
 
-In front of the routes, `ObservabilityMiddleware` (server/http_middleware.py) counts and logs every response once,
-failures included; answers what escapes them by the same table (anything unexpected -> 500 `backend_error` without
-a traceback, which is logged; a request cut by the end of the shutdown grace -> 503 `shutting_down`); and answers a
-valid, authorised JSON POST to a scoring route itself (the fast path) with the route's `Handler`, skipping
-FastAPI's routing and dependency machinery. FastAPI answers everything else.
+A scoring POST has one path, `answer`: the checks of server/intake.py (the key, the body, the input count, the
+schema), then its route's `Handler`. Its FastAPI route calls it, and so does `ObservabilityMiddleware`
+(server/http_middleware.py) directly, skipping FastAPI's routing, for every POST to a scoring route. The middleware
+also counts and logs every response once, failures included, and answers what escapes the routes by the same table
+(anything unexpected -> 500 `backend_error` without a traceback, which is logged; a request cut by the end of the
+shutdown grace -> 503 `shutting_down`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from server import schemas
+from server import intake, schemas
 from server.engine import Answer, Engine
 from server.errors import (
     BackendError,
@@ -38,22 +38,25 @@ from server.errors import (
     ServerError,
     Timeout,
     Unauthorized,
+    UnreadableBody,
     ValidationError,
 )
 from server.settings import Settings
-from server.transport import authorised, status_for, timing_metadata
+from server.transport import status_for, timing_metadata
 
 # the core's errors -> HTTP status (a subclass not listed takes its nearest listed base's: ShuttingDown -> 503)
 HTTP_STATUS: dict[type[ServerError], int] = {
     ServerError: 500,
     ValidationError: 422,
     PayloadTooLarge: 413,
+    UnreadableBody: 400,
     Unauthorized: 401,
     Overloaded: 429,
     NotReady: 503,
     Timeout: 504,
     BackendError: 500,
 }
+
 
 class ClientGone(Exception):
     """The HTTP client disconnected before its answer was ready (logged as status 499)."""
@@ -67,49 +70,18 @@ def json_bytes(data: object) -> bytes:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def json_text(body: bytes) -> str:
-    """A JSON body's text: UTF-8, with or without a byte-order mark (RFC 8259 has JSON exchanged in UTF-8; the BOM
-    is tolerated, as it allows). Anything else - UTF-16 or UTF-32 with or without a BOM, Latin-1 - is a 400 naming the
-    problem: one rule for the fast path and for FastAPI's routes (`Utf8JsonRoute`), where `json.loads(bytes)` would
-    take UTF-16 and -32."""
-    encoding = json.detect_encoding(body)
-    if encoding not in ("utf-8", "utf-8-sig"):
-        raise StarletteHTTPException(400, f"the body is {encoding.upper()}, not UTF-8; send JSON in UTF-8")
-    try:
-        return body.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise StarletteHTTPException(400, f"the body is not UTF-8 (byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
-                                          "send JSON in UTF-8") from None
-
-
-class Utf8JsonRequest(Request):
-    """A request whose JSON body is read by `json_text`."""
-
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            self._json = json.loads(json_text(await self.body()))
-        return self._json
-
-
-class Utf8JsonRoute(APIRoute):
-    """A FastAPI route that parses its JSON body with `Utf8JsonRequest` (FastAPI passes on the 400 it raises)."""
-
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
-        handler = super().get_route_handler()
-
-        async def utf8_json_handler(request: Request) -> Response:
-            return await handler(Utf8JsonRequest(request.scope, request.receive))
-
-        return utf8_json_handler
-
-
 def _json(data: object, status: int = 200, headers: dict | None = None) -> Response:
     return Response(json_bytes(data), status_code=status, headers=headers, media_type="application/json")
 
 
+def error_response(err: ServerError) -> Response:
+    """`err` as HTTP answers it: its status by HTTP_STATUS, the body `{error, error_type}`, its headers."""
+    return _json(err.body(), status_for(HTTP_STATUS, err), err.headers() or None)
+
+
 def _error(request: Request, err: ServerError) -> Response:
     request.state.error_type = err.error_type
-    return _json(err.body(), status_for(HTTP_STATUS, err), err.headers() or None)
+    return error_response(err)
 
 
 async def _until_disconnect(request: Request) -> None:
@@ -147,23 +119,71 @@ async def _call(request: Request, coro) -> Answer:
 
 
 async def require_api_key(request: Request) -> None:
-    if not authorised(request.app.state.settings.api_key, request.headers.get("authorization", "")):
-        raise Unauthorized("missing or wrong API key: send \"Authorization: Bearer KEY\"")
+    intake.require_key(request.app.state.settings.api_key, request.headers.get("authorization", ""), intake.HTTP_KEY)
 
 
 @dataclass(frozen=True)
 class Handler:
-    """A scoring route's request schema, engine call and response body: one home, used by its FastAPI endpoint
-    (which gives /docs the schemas and answers every client mistake) and by ObservabilityMiddleware's fast path."""
+    """A scoring route's request schema, engine call and response body, answered by `answer`. `scorer`: the route
+    runs the scorer (--model), whose backlog may refuse a big body before it is read."""
 
     schema: type[BaseModel]
     call: Callable[[Engine, Any], Awaitable[Answer]]
     render: Callable[[Answer, Any], dict]
+    scorer: bool = True
 
     async def respond(self, request: Request, body) -> Response:
         """Call the engine with a validated `body` and render its answer as JSON, with the timing headers."""
         a = await _call(request, self.call(_engine(request), body))
         return _json(self.render(a, body), headers=dict(timing_metadata(a.timing, sizes=True)))
+
+
+async def answer(handler: Handler, request: Request) -> Response:
+    """The one way a scoring POST is answered, by its FastAPI route and by the middleware alike: the API key first
+    (401 before the body is read), a big body while the scorer is already behind its deadline 429 before it is read
+    (Engine.refuse_big_body), then the body is read, parsed, counted and validated (server/intake.py) and the engine
+    called. Every ServerError is answered here by HTTP_STATUS; a client that goes away gets 499 (in the log)."""
+    state = request.scope.setdefault("state", {})
+    try:
+        engine = request.app.state.engine
+        if engine is None:
+            raise NotReady("the models are still loading")
+        intake.require_key(engine.settings.api_key, header(request.scope, b"authorization").decode("latin-1"),
+                           intake.HTTP_KEY)
+        length = header(request.scope, b"content-length")
+        busy = engine.refuse_big_body(int(length)) if handler.scorer and length.isdigit() else None
+        if busy is not None:  # refused before its body is read: a refused megabyte costs what its headers did
+            raise busy
+        data = intake.read_json(header(request.scope, b"content-type").decode("latin-1"), await _body(request))
+        intake.check_counts(data, engine.settings.max_inputs_per_request)
+        return await handler.respond(request, intake.validate(handler.schema, data))
+    except ServerError as err:
+        state["error_type"] = err.error_type
+        return error_response(err)
+    except ClientGone:
+        state["error_type"] = "client_closed"
+        return Response(status_code=499)
+
+
+def header(scope, name: bytes) -> bytes:
+    """The first value of a (lower-case) header, or b"", as starlette's Headers.get finds it, without building
+    Headers."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value
+    return b""
+
+
+async def _body(request: Request) -> bytes:
+    """The whole body, read from the ASGI messages; ClientGone when the client leaves before sending it."""
+    chunks = []
+    while True:
+        message = await request.receive()
+        if message["type"] != "http.request":
+            raise ClientGone()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def _rerank(engine: Engine, body: schemas.RerankRequest) -> Awaitable[Answer]:
@@ -185,36 +205,27 @@ HANDLERS = {
                                          "results": [r.to_dict(per_token=b.per_token) for r in a.results]}),
     "/v1/classify": Handler(schemas.ClassifyRequest, lambda e, b: e.classify(
         b.model, texts=b.texts, pairs=None if b.pairs is None else [tuple(p) for p in b.pairs], truncate=b.truncate),
-        _results),
+        _results, scorer=False),
+}
+
+
+SCORING_ROUTES = {  # path: (response schema, tag, summary) for /docs
+    "/v1/score": (schemas.ScoreResponse, "scoring", "Electric pseudo-log-likelihood of each text"),
+    "/v1/rerank": (schemas.RerankResponse, "scoring", "Reorder n-best lists: first-pass score (or -beta * rank with "
+                                                      "prior rank) + lm * PLL + length * words"),
+    "/v1/detect": (schemas.DetectResponse, "detection", "ELECTRA replaced-token probability per token and word"),
+    "/v1/classify": (schemas.ClassifyResponse, "classification",
+                     "Label probabilities, a regression value or token labels from a fine-tuned model"),
 }
 
 
 def add_routes(app: FastAPI) -> None:
-    app.router.route_class = Utf8JsonRoute  # JSON bodies in UTF-8 only (json_text), as on the fast path
     auth = [Depends(require_api_key)]
 
-    @app.post("/v1/score", response_model=schemas.ScoreResponse, responses=schemas.ERROR_RESPONSES,
-              dependencies=auth, tags=["scoring"], summary="Electric pseudo-log-likelihood of each text")
-    async def score(body: schemas.ScoreRequest, request: Request) -> Response:
-        return await HANDLERS["/v1/score"].respond(request, body)
-
-    @app.post("/v1/rerank", response_model=schemas.RerankResponse, responses=schemas.ERROR_RESPONSES,
-              dependencies=auth, tags=["scoring"],
-              summary="Reorder n-best lists: first-pass score (or -beta * rank with prior rank) + lm * PLL + "
-                      "length * words")
-    async def rerank(body: schemas.RerankRequest, request: Request) -> Response:
-        return await HANDLERS["/v1/rerank"].respond(request, body)
-
-    @app.post("/v1/detect", response_model=schemas.DetectResponse, responses=schemas.ERROR_RESPONSES,
-              dependencies=auth, tags=["detection"], summary="ELECTRA replaced-token probability per token and word")
-    async def detect(body: schemas.DetectRequest, request: Request) -> Response:
-        return await HANDLERS["/v1/detect"].respond(request, body)
-
-    @app.post("/v1/classify", response_model=schemas.ClassifyResponse, responses=schemas.ERROR_RESPONSES,
-              dependencies=auth, tags=["classification"],
-              summary="Label probabilities, a regression value or token labels from a fine-tuned model")
-    async def classify(body: schemas.ClassifyRequest, request: Request) -> Response:
-        return await HANDLERS["/v1/classify"].respond(request, body)
+    for path, (response, tag, summary) in SCORING_ROUTES.items():
+        app.post(path, response_model=response, responses=schemas.ERROR_RESPONSES, tags=[tag], summary=summary,
+                 name=path.rpartition("/")[2], openapi_extra=_request_body(HANDLERS[path].schema))(
+            _endpoint(HANDLERS[path]))
 
     @app.get("/health", response_model=schemas.Status, tags=["operations"], summary="The process is alive")
     async def health(request: Request) -> Response:
@@ -243,6 +254,23 @@ def add_routes(app: FastAPI) -> None:
         return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
+def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """A scoring route's FastAPI endpoint: `answer` (the request's body is read and checked there, not by
+    FastAPI; /docs learns its schema from `_request_body`)."""
+
+    async def endpoint(request: Request) -> Response:
+        return await answer(handler, request)
+
+    return endpoint
+
+
+def _request_body(schema: type[BaseModel]) -> dict:
+    """The OpenAPI requestBody of a scoring route: its schema, added to the components by add_input_limits_to_openapi
+    (FastAPI documents only the bodies it parses itself)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{schema.__name__}"}}}}}
+
+
 def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServerError)
     async def server_error(request: Request, exc: ServerError) -> Response:
@@ -250,12 +278,7 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
-        request.state.error_type = "validation_error"
-        message = describe_errors(exc.errors())
-        ctype = request.headers.get("content-type", "")
-        if request.method == "POST" and not ctype.startswith("application/json"):
-            message = f"send the body as JSON with \"Content-Type: application/json\" (got {ctype or 'none'!r}); {message}"
-        return _json({"error": message, "error_type": "validation_error"}, 422)
+        return _error(request, ValidationError(intake.describe_errors(exc.errors())))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -270,24 +293,6 @@ def add_error_handlers(app: FastAPI) -> None:
     async def client_gone(request: Request, exc: ClientGone) -> Response:
         request.state.error_type = "client_closed"
         return Response(status_code=499)
-
-
-def describe_errors(errors: list[dict]) -> str:
-    """FastAPI's (or pydantic's) error list -> one sentence: `texts[2]: Input should be a valid string; ...`. A list
-    gives one error at most, at its first bad element (the request schemas validate lists with fail_fast)."""
-    parts = []
-    for e in errors[:5]:
-        loc = [str(x) for x in e.get("loc", ()) if x != "body"]
-        where = "".join(f"[{x}]" if x.isdigit() else f".{x}" for x in loc).lstrip(".") or "body"
-        msg = e.get("msg", "invalid")
-        if e.get("type") == "json_invalid":
-            msg = f"the body is not valid JSON ({e.get('ctx', {}).get('error', 'parse error')})"
-            where = "body"
-        elif e.get("type") == "missing":
-            msg = "required field missing"
-        parts.append(f"{where}: {msg}")
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    return "; ".join(parts) + more
 
 
 INPUT_TEXTS = {"ScoreRequest": ("texts",), "DetectRequest": ("texts",), "RerankRequest": ("hypotheses",),
@@ -312,7 +317,14 @@ def add_input_limits_to_openapi(app: FastAPI, settings: Settings) -> None:
     def openapi() -> dict:
         if app.openapi_schema is None:
             schema = build()
-            components = schema.get("components", {}).get("schemas", {})
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for handler in HANDLERS.values():  # the scoring routes' request bodies (_request_body)
+                body = handler.schema.model_json_schema(ref_template="#/components/schemas/{model}")
+                for model in (*body.pop("$defs", {}).values(), body):
+                    for field in model.get("properties", {}).values():
+                        if field.get("default", 0) is None:
+                            del field["default"]  # as FastAPI writes an optional field
+                    components[model["title"]] = model
             for name, fields in INPUT_TEXTS.items():
                 for f in fields:
                     limit(components.get(name, {}).get("properties", {}).get(f))

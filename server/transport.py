@@ -1,16 +1,13 @@
-"""What the HTTP and gRPC transports share, written once: the status code of a core error from a transport's
-table, the API-key check, the timing metadata sent back with an answer, and counting and logging each answered
-request. Transport-neutral: no HTTP or gRPC library is imported here."""
+"""What the HTTP and gRPC transports share after a request is checked (server/intake.py checks it): the status code
+of a core error from a transport's table, the timing metadata sent back with an answer, and counting and logging
+each answered request. Transport-neutral: no HTTP or gRPC library is imported here."""
 
 from __future__ import annotations
 
 import json
 import logging
-import secrets
 import time
 from typing import TypeVar
-
-from pydantic import SecretStr
 
 from server.batcher import Timing
 from server.errors import ServerError
@@ -25,14 +22,6 @@ Code = TypeVar("Code")
 def status_for(table: dict[type[ServerError], Code], err: ServerError) -> Code:
     """`err`'s code in a transport's table: the entry of its class or of the nearest base class listed."""
     return next(table[c] for c in type(err).__mro__ if c in table)
-
-
-def authorised(key: SecretStr | None, authorization: str) -> bool:
-    """True without a key; otherwise `authorization` must be `Bearer KEY` (scheme in any case)."""
-    if key is None:
-        return True
-    scheme, _, token = authorization.partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), key.get_secret_value().encode())
 
 
 def timing_metadata(t: Timing, *, sizes: bool = False) -> tuple[tuple[str, str], ...]:
