@@ -25,7 +25,7 @@ from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTrainin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from electric.pretraining import objectives as obj  # noqa: E402
+from electric.modeling import corruption as obj  # noqa: E402
 from electric.pretraining.config import resolve_config  # noqa: E402
 from electric.pretraining.modeling import PretrainingModel, SpecialIds, _electra_config  # noqa: E402
 

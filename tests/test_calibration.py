@@ -109,6 +109,18 @@ def test_corruption_replaces_about_mask_prob_of_the_candidate_tokens_only(electr
     assert (labels.sum(axis=1) <= np.maximum(1, np.round(0.15 * n))).all() and labels.any()
 
 
+def test_a_generator_without_its_run_config_is_calibrated_at_pretrainings_defaults(electra_run, tmp_path):
+    from electric.export.calibration import DEFAULT_SETTINGS
+    from electric.pretraining.config import PretrainConfig
+
+    assert run_settings(electra_run / "generator") == {**DEFAULT_SETTINGS, "settings_from": "defaults"}
+    assert {"mask_prob": PretrainConfig.mask_prob, "temperature": PretrainConfig.temperature} == DEFAULT_SETTINGS
+    (tmp_path / "generator").mkdir()
+    (tmp_path / "config.json").write_text(json.dumps({"mask_prob": 0.25, "temperature": 2.0, "lr": 1e-4}))
+    assert run_settings(tmp_path / "generator") == {"mask_prob": 0.25, "temperature": 2.0,
+                                                    "settings_from": str((tmp_path / "config.json").resolve())}
+
+
 def test_a_calibration_fitted_on_too_few_tokens_is_flagged_loudly(electra_run, tokenizer_dir):
     """A handful of sentences (what the quick start used to calibrate on) is far below what a calibration needs:
     the export says so in capitals and the manifest records it; enough text is not flagged."""

@@ -86,7 +86,7 @@ LAYERS = {
     "electric.inference": {"electric.modeling"},  # never pretraining: loading a model needs the networks only
     "electric.pretraining": {"electric.evaluation", "electric.modeling"},  # health measures AUC with the one roc_auc
     "electric.finetuning": {"electric.evaluation"},  # its tasks report the evaluation metrics
-    "electric.export": {"electric.inference", "electric.modeling", "electric.pretraining", "electric.evaluation"},
+    "electric.export": {"electric.inference", "electric.modeling", "electric.evaluation"},  # never pretraining
     "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.modeling",
                      "electric.pretraining", "electric.finetuning"},  # eval detect reads FCE with the task readers
 }

@@ -1,10 +1,11 @@
-"""Each objective rule on tiny hand-made inputs where the right answer is known (DESIGN §1)."""
+"""Each objective rule, the corruption and the losses, on tiny hand-made inputs where the right answer is known."""
 
 import math
 
 import pytest
 import torch
 
+from electric.modeling import corruption
 from electric.pretraining import objectives as obj
 
 SPECIAL = torch.tensor([0, 1, 2, 3, 4])  # [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -17,7 +18,7 @@ def rng(seed=0):
 def test_candidates_exclude_special_and_padding():
     ids = torch.tensor([[2, 10, 11, 3, 0, 0]])
     am = torch.tensor([[1, 1, 1, 1, 0, 0]])
-    assert obj.candidate_mask(ids, am, SPECIAL).tolist() == [[False, True, True, False, False, False]]
+    assert corruption.candidate_mask(ids, am, SPECIAL).tolist() == [[False, True, True, False, False, False]]
 
 
 @pytest.mark.parametrize(
@@ -27,7 +28,12 @@ def test_candidates_exclude_special_and_padding():
 )
 def test_num_to_mask_rule(n, p, cap, k):
     # k = max(1, round(p * n)), capped at max_predictions, 0 when nothing can be masked
-    assert obj.num_to_mask(torch.tensor([n]), p, cap).item() == k
+    assert corruption.num_to_mask(torch.tensor([n]), p, cap).item() == k
+
+
+def test_at_most_mask_prob_plus_half_a_percent_of_a_sequence_is_chosen_and_never_none():
+    assert corruption.max_predictions(0.15, 128) == 19 and corruption.max_predictions(0.25, 512) == 130
+    assert corruption.max_predictions(0.1, 8) == 1  # int(0.84) would be 0: nothing could be chosen
 
 
 def test_mask_tokens_chooses_k_candidates_without_duplicates():
@@ -35,30 +41,30 @@ def test_mask_tokens_chooses_k_candidates_without_duplicates():
     ids[:, 0], ids[:, -1] = 2, 3
     am = torch.ones_like(ids)
     am[::2, 30:] = 0  # half the rows are padded
-    cand = obj.candidate_mask(ids, am, SPECIAL)
-    chosen = obj.mask_tokens(cand, 0.15, max_predictions=int(0.155 * 40), rng=rng())
+    cand = corruption.candidate_mask(ids, am, SPECIAL)
+    chosen = corruption.mask_tokens(cand, 0.15, max_predictions=int(0.155 * 40), rng=rng())
     assert not (chosen & ~cand).any(), "only candidates may be chosen"
-    expected = obj.num_to_mask(cand.sum(1), 0.15, int(0.155 * 40))
+    expected = corruption.num_to_mask(cand.sum(1), 0.15, int(0.155 * 40))
     assert torch.equal(chosen.sum(1), expected)
 
 
 def test_mask_tokens_is_uniform_over_candidates():
     cand = torch.zeros(4000, 12, dtype=torch.bool)
     cand[:, 1:11] = True  # 10 candidates, k = 2
-    chosen = obj.mask_tokens(cand, 0.15, 19, rng(1))
+    chosen = corruption.mask_tokens(cand, 0.15, 19, rng(1))
     freq = chosen[:, 1:11].float().mean(0)  # each candidate chosen with probability 0.2
     assert torch.allclose(freq, torch.full_like(freq, 0.2), atol=0.03)
 
 
 def test_mask_tokens_is_reproducible_from_the_generator():
     cand = torch.ones(8, 30, dtype=torch.bool)
-    assert torch.equal(obj.mask_tokens(cand, 0.15, 5, rng(3)), obj.mask_tokens(cand, 0.15, 5, rng(3)))
+    assert torch.equal(corruption.mask_tokens(cand, 0.15, 5, rng(3)), corruption.mask_tokens(cand, 0.15, 5, rng(3)))
 
 
 def test_electra_generator_input_masks_85_percent_of_chosen():
     ids = torch.randint(5, 100, (200, 50))
     chosen = torch.rand(200, 50, generator=rng(2)) < 0.3
-    out = obj.electra_mask_inputs(ids, chosen, mask_id=4, rng=rng(4))
+    out = corruption.electra_mask_inputs(ids, chosen, mask_id=4, rng=rng(4))
     assert torch.equal(out[~chosen], ids[~chosen]), "unchosen positions are untouched"
     masked = (out[chosen] == 4).float().mean().item()
     assert abs(masked - 0.85) < 0.03
@@ -69,7 +75,7 @@ def test_bert_input_is_80_10_10():
     ids = torch.full((400, 50), 7)
     chosen = torch.ones(400, 50, dtype=torch.bool)
     chosen[:, 25:] = False
-    out = obj.bert_mask_inputs(ids, chosen, mask_id=4, vocab_size=1000, rng=rng(5))
+    out = corruption.bert_mask_inputs(ids, chosen, mask_id=4, vocab_size=1000, rng=rng(5))
     assert torch.equal(out[~chosen], ids[~chosen])
     sel = out[chosen]
     frac_mask = (sel == 4).float().mean().item()
@@ -80,12 +86,12 @@ def test_bert_input_is_80_10_10():
 
 def test_gumbel_max_samples_follow_softmax_in_fp32_without_gradient():
     logits = torch.tensor([[0.0, math.log(2.0), math.log(7.0)]]).repeat(20000, 1).bfloat16().requires_grad_()
-    s = obj.sample_replacements(logits, temperature=1.0, rng=rng(6))
+    s = corruption.sample_replacements(logits, temperature=1.0, rng=rng(6))
     assert s.grad_fn is None and not s.requires_grad
     freq = torch.bincount(s, minlength=3).float() / len(s)
     assert torch.allclose(freq, torch.tensor([0.1, 0.2, 0.7]), atol=0.015)
     # temperature sharpens: at T -> 0 the argmax wins
-    assert (obj.sample_replacements(logits.detach().float(), 1e-3, rng(7)) == 2).all()
+    assert (corruption.sample_replacements(logits.detach().float(), 1e-3, rng(7)) == 2).all()
 
 
 @pytest.mark.parametrize("temperature", [1.0, 2.0, 0.7])
@@ -128,8 +134,8 @@ def test_a_sample_equal_to_the_original_is_original_for_electra_and_noise_for_el
     corrupted = original.clone()
     corrupted[0, 1] = 10  # sampled the original token
     corrupted[0, 2] = 99  # sampled something else
-    assert obj.electra_labels(original, corrupted).tolist() == [[0, 0, 1, 0, 0]]
-    assert obj.electric_labels(chosen).tolist() == [[0, 1, 1, 0, 0]]
+    assert corruption.electra_labels(original, corrupted).tolist() == [[0, 0, 1, 0, 0]]
+    assert corruption.electric_labels(chosen).tolist() == [[0, 1, 1, 0, 0]]
 
 
 def test_corrected_logit_adds_stopgrad_log_q_and_log_odds():

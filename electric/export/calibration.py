@@ -4,6 +4,7 @@ for what the probability means and how it is applied)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -69,23 +70,29 @@ def corrupted_batches(tokenizer, generator, sentences: Sequence[str], *, mask_pr
                       max_length: int, seed: int = 0, batch_size: int = 32):
     """Yield (input_ids, attention_mask, candidates, labels) NumPy (B, T) batches: each sentence tokenised,
     k = max(1, round(mask_prob * n)) of its n tokens chosen and replaced by `generator` samples as in
-    pretraining (electric.pretraining.modeling.generator_samples); label 1 where the token now differs."""
+    pretraining (electric.modeling.corruption, which pretraining corrupts its batches with); label 1 where the
+    token now differs."""
     import torch
 
-    from electric.pretraining import objectives as obj
-    from electric.pretraining.modeling import generator_samples
+    from electric.modeling.corruption import (
+        candidate_mask,
+        electra_labels,
+        generator_samples,
+        mask_tokens,
+        max_predictions,
+    )
 
     rng = torch.Generator().manual_seed(seed)
     special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
-    max_predictions = max(1, int((mask_prob + 0.005) * max_length))
+    most = max_predictions(mask_prob, max_length)
     for i in range(0, len(sentences), batch_size):
         enc = tokenizer(list(sentences[i:i + batch_size]), padding=True, truncation=True, max_length=max_length,
                         split_special_tokens=True, return_tensors="pt")  # "[SEP]" in a sentence is text, as served
         ids, mask = enc["input_ids"], enc["attention_mask"]  # (B, T)
-        candidates = obj.candidate_mask(ids, mask, special)  # (B, T)
-        chosen = obj.mask_tokens(candidates, mask_prob, max_predictions, rng)  # (B, T)
+        candidates = candidate_mask(ids, mask, special)  # (B, T)
+        chosen = mask_tokens(candidates, mask_prob, most, rng)  # (B, T)
         noisy = generator_samples(generator, ids, mask, chosen, tokenizer.mask_token_id, temperature, rng)
-        labels = obj.electra_labels(ids, noisy)  # (B, T)
+        labels = electra_labels(ids, noisy)  # (B, T)
         yield noisy.numpy(), mask.numpy(), candidates.numpy(), labels.numpy().astype(bool)
 
 
@@ -120,21 +127,31 @@ def find_generator(model_dir: Path) -> Path | None:
     return gen if model_dir.resolve().name == "discriminator" and (gen / "config.json").is_file() else None
 
 
+# What a generator without its run's config.json was trained with: PretrainConfig's defaults (a test keeps them so).
+DEFAULT_SETTINGS = {"mask_prob": 0.15, "temperature": 1.0}
+
+
 def run_settings(generator_dir: Path) -> dict:
     """mask_prob and temperature of the run that trained `generator_dir` (RUN/config.json), else the defaults."""
-    from electric.pretraining.config import PretrainConfig
+    from electric.checkpoint import CheckpointError
 
     cfg_path = generator_dir.resolve().parent / "config.json"
-    values = PretrainConfig.load(cfg_path) if cfg_path.is_file() else PretrainConfig()
-    return {"mask_prob": values.mask_prob, "temperature": values.temperature,
-            "settings_from": str(cfg_path) if cfg_path.is_file() else "defaults"}
+    if not cfg_path.is_file():
+        return {**DEFAULT_SETTINGS, "settings_from": "defaults"}
+    try:
+        values = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(f"{str(cfg_path)!r} is not a readable JSON config: {e}") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{str(cfg_path)!r} is not a JSON object")
+    return {**{k: float(values.get(k, v)) for k, v in DEFAULT_SETTINGS.items()}, "settings_from": str(cfg_path)}
 
 
 def load_generator(generator_dir: Path):
     """An ELECTRA masked-LM generator or Electric's two-tower cloze generator, on CPU, eval mode."""
     from transformers import AutoModelForMaskedLM
 
-    import electric.pretraining.modeling  # noqa: F401 - registers ElectricForClozeLM with the Auto classes
+    import electric.modeling.cloze  # noqa: F401 - registers ElectricForClozeLM with the Auto classes
     from electric.checkpoint import CheckpointError
 
     try:

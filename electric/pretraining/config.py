@@ -129,7 +129,9 @@ class PretrainConfig:
 
     @property
     def max_predictions(self) -> int:
-        return int((self.mask_prob + 0.005) * self.max_seq_length)
+        from electric.modeling.corruption import max_predictions  # noqa: PLC0415 - reading a config needs no torch
+
+        return max_predictions(self.mask_prob, self.max_seq_length)
 
     @property
     def micro_batch_size(self) -> int:

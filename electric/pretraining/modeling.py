@@ -4,7 +4,8 @@ discriminator's pass over fixed-noise inputs that training health measures.
 
 The networks themselves live in `electric.modeling`: the discriminator is transformers' `ElectraForPreTraining`,
 the ELECTRA generator `ElectraForMaskedLM`, Electric's noise model `electric.modeling.cloze.ElectricForClozeLM`,
-and `electric.modeling.pre_layer_norm` builds any of them pre-LayerNorm.
+and `electric.modeling.pre_layer_norm` builds any of them pre-LayerNorm. How a batch is corrupted (the chosen
+positions, the generator's replacements, the labels) is `electric.modeling.corruption`; the losses are `objectives`.
 """
 
 from __future__ import annotations
@@ -20,28 +21,18 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
 from electric.modeling.cloze import ElectricClozeConfig, ElectricForClozeLM
+from electric.modeling.corruption import (
+    bert_mask_inputs,
+    candidate_mask,
+    electra_labels,
+    electra_mask_inputs,
+    electric_labels,
+    mask_tokens,
+    sample_replacements,
+)
 from electric.modeling.pre_layer_norm import electra_model
 from electric.pretraining import objectives as obj
 from electric.pretraining.config import PretrainConfig
-
-
-@torch.no_grad()
-def generator_samples(generator: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      chosen: torch.Tensor, mask_id: int, temperature: float, rng: torch.Generator) -> torch.Tensor:
-    """The discriminator's input as pretraining builds it: `input_ids` (B, T) with the `chosen` (B, T)
-    positions replaced by samples of `generator` (an ELECTRA `ElectraForMaskedLM`, which sees the chosen
-    positions masked, or Electric's `ElectricForClozeLM`, which sees the clean text): (B, T)."""
-    if isinstance(generator, ElectricForClozeLM):
-        logits = generator.lm_head(generator.cloze_hidden(input_ids, attention_mask)[chosen])  # (N, V)
-    elif isinstance(generator, ElectraForMaskedLM):
-        inputs = obj.electra_mask_inputs(input_ids, chosen, mask_id, rng)  # (B, T)
-        h = generator.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
-        logits = generator.generator_lm_head(generator.generator_predictions(h[chosen]))  # (N, V)
-    else:
-        raise ValueError(f"generator {type(generator).__name__}: expected ElectraForMaskedLM or ElectricForClozeLM")
-    noisy = input_ids.clone()
-    noisy[chosen] = obj.sample_replacements(logits, temperature, rng)
-    return noisy
 
 
 def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, *, generator: bool) -> dict:
@@ -204,8 +195,8 @@ class PretrainingModel(nn.Module):
         if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
             raise ValueError(f"input_ids {tuple(input_ids.shape)} and attention_mask "
                              f"{tuple(attention_mask.shape)} must both be (B, T)")
-        candidates = obj.candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
-        chosen = obj.mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
+        candidates = candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
+        chosen = mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
         if self.cfg.objective == "mlm":
             return self._mlm(input_ids, attention_mask, chosen, rng, details)
         if self.cfg.objective == "electra":
@@ -229,7 +220,7 @@ class PretrainingModel(nn.Module):
 
     def _mlm(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
         s = self.special
-        inputs = obj.bert_mask_inputs(input_ids, chosen, s.mask, s.vocab_size, rng)  # (B, T)
+        inputs = bert_mask_inputs(input_ids, chosen, s.mask, s.vocab_size, rng)  # (B, T)
         logits, h = self._masked_lm_logits(self.generator, inputs, attention_mask, chosen)  # (N, V), (B, T, H)
         targets = input_ids[chosen]  # (N,)
         loss = obj.mlm_loss(logits, targets)
@@ -239,15 +230,15 @@ class PretrainingModel(nn.Module):
         return out
 
     def _electra(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
-        gen_inputs = obj.electra_mask_inputs(input_ids, chosen, self.special.mask, rng)  # (B, T)
+        gen_inputs = electra_mask_inputs(input_ids, chosen, self.special.mask, rng)  # (B, T)
         with torch.no_grad() if self.frozen_generator else contextlib.nullcontext():
             gen_logits, _ = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen,
                                                    self.generator_word_weight())  # (N, V)
         targets = input_ids[chosen]  # (N,)
-        sampled = obj.sample_replacements(gen_logits, self.sample_temperature, rng)  # (N,)
+        sampled = sample_replacements(gen_logits, self.sample_temperature, rng)  # (N,)
         disc_inputs = input_ids.clone()
         disc_inputs[chosen] = sampled
-        labels = obj.electra_labels(input_ids, disc_inputs)  # (B, T)
+        labels = electra_labels(input_ids, disc_inputs)  # (B, T)
         s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T), (B, T, H) or None
         gen_weight = 0.0 if self.frozen_generator else self.cfg.gen_weight
         out = obj.electra_loss(gen_logits, targets, s, labels, attention_mask, gen_weight, self.cfg.disc_weight)
@@ -266,11 +257,11 @@ class PretrainingModel(nn.Module):
         products = F.linear(feats[real], head.weight if words is None else words)  # (N_real, V), bias apart
         is_cand = candidates[real]  # (N_real,)
         is_chosen = chosen[real]  # (N_real,)
-        sampled = obj.sample_replacements(torch.add(products[is_chosen], head.bias), self.sample_temperature,
+        sampled = sample_replacements(torch.add(products[is_chosen], head.bias), self.sample_temperature,
                                           rng)  # (k,)
         disc_inputs = input_ids.clone()
         disc_inputs[chosen] = sampled
-        labels = obj.electric_labels(chosen)  # (B, T): every sampled position is "noise"
+        labels = electric_labels(chosen)  # (B, T): every sampled position is "noise"
         # the correction's log q is the noise's: the distribution the replacements were drawn from, tempered when
         # --temperature is not 1 (the cloze model's own loss below keeps its untempered log q)
         targets = input_ids[real]  # (N_real,)
@@ -296,8 +287,8 @@ class PretrainingModel(nn.Module):
                            rng: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """`input_ids` (B, T) with the usual k positions replaced by draws from a fixed distribution `noise_probs`
         (V,) instead of the generator, and the labels (B, T), 1 = replaced."""
-        candidates = obj.candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
-        chosen = obj.mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
+        candidates = candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
+        chosen = mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
         draws = torch.multinomial(noise_probs, int(chosen.sum()), replacement=True, generator=rng)  # (k,)
         noisy = input_ids.clone()
         noisy[chosen] = draws
