@@ -17,6 +17,7 @@ from server.transport import status_for
 EXPECTED = [
     (errors.ValidationError, 422, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.PayloadTooLarge, 413, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.UnreadableBody, 400, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.Unauthorized, 401, grpc.StatusCode.UNAUTHENTICATED),
     (errors.Overloaded, 429, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.NotReady, 503, grpc.StatusCode.UNAVAILABLE),
