@@ -14,11 +14,12 @@
 4. export its cloze model (log q(x_t | x without t) at every token in one pass) to ONNX int8 (`electric export`),
    checking parity on real sentences (SST-2 dev from the shared data);
 5. start `electric serve` on a loopback port;
-6. POST the tuning lists to /v1/rerank (their LM scores and pieces), tune the weights on them with the
-   guard (electric.evaluation.nbest.tune_guarded: the LM is applied only when its dev gain over the first pass
-   with tuned word and piece bonuses is significant), then POST every ATIS test list with the chosen weights and
-   print the WER of the first hypothesis, without the LM, after /v1/rerank and of the oracle, and how many
-   utterances the LM made better or worse;
+6. score the tuning lists and the ATIS test lists through POST /v1/score, each distinct hypothesis once, and
+   tune the weights on the tuning lists as `electric rerank --dev` does (electric.evaluation.nbest.rerank_scored:
+   the LM is applied only when its dev gain over the first pass with tuned word and piece bonuses is
+   significant), then POST every ATIS test list to /v1/rerank with the chosen weights and print the WER of the
+   first hypothesis, without the LM, after /v1/rerank and of the oracle, and how many utterances the LM made
+   better or worse;
 7. stop the server (SIGTERM: it drains and exits).
 
 Everything lands in --work (default runs/quickstart); a second run with the same inputs reuses the model
@@ -239,7 +240,27 @@ class Server:
         log(f"server stopped (exit status {self.proc.returncode})")
 
 
-def rerank(url: str, utts: list[dict], weights: dict | None = None) -> dict:
+def score(url: str, utts: list[dict]):
+    """The n-best lists of `utts` as `ScoredLists`: each distinct hypothesis scored once through POST /v1/score,
+    500 texts a request (`ScoredLists.score`, as `electric rerank` scores its lists)."""
+    from types import SimpleNamespace
+
+    import httpx
+
+    from electric.evaluation.nbest import NBestList, ScoredLists
+
+    def score_texts(texts: list[str]) -> list[SimpleNamespace]:
+        r = httpx.post(f"{url}/v1/score", json={"texts": texts, "truncate": True}, timeout=300)
+        if r.status_code != 200:
+            raise SystemExit(f"/v1/score answered {r.status_code}: {r.text}")
+        return [SimpleNamespace(**x) for x in r.json()["results"]]
+
+    lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
+    scored, _ = ScoredLists.score(lists, score_texts, chunk_size=500)
+    return scored
+
+
+def rerank(url: str, utts: list[dict], weights: dict | None = None) -> list[dict]:
     """POST /v1/rerank with the lists (and their am_score) in chunks; returns the response's results."""
     import httpx
 
@@ -257,36 +278,23 @@ def rerank(url: str, utts: list[dict], weights: dict | None = None) -> dict:
     return results
 
 
-def per_hypothesis(results: list[dict], utts: list[dict], field: str) -> list[list[float]]:
-    """A field of the rerank response ("lm": the LM score, "pieces": the pieces it scored) per hypothesis, in each
-    list's own order."""
-    out = []
-    for res, u in zip(results, utts, strict=True):
-        s = [0.0] * len(u["input"])
-        for h in res["hyps"]:
-            s[h["rank"]] = float(h[field])
-        out.append(s)
-    return out
-
-
 APPLIED_AS = {"lm": "with the LM", "no_lm": "the no-LM combination: the LM's dev gain was not significant",
               "first_pass": "the first pass: no dev gain was significant"}
 
 
-def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
-                   pieces: list[list[float]] | None = None, applied: str = "lm") -> str:
-    """WER of the ATIS test lists: first hypothesis, without the LM (`no_lm`: weights with lm 0 and a word and
-    piece bonus tuned on dev; `pieces` per hypothesis when its piece bonus is not 0), after /v1/rerank
-    (`results`, with the combination the guard `applied`: "lm", "no_lm" or "first_pass"), oracle; and what the
-    server's choice changed against the no-LM one: how many utterances got fewer word errors, how many more."""
+def summarise_test(test, results: list[dict], no_lm, took: float, applied: str = "lm") -> str:
+    """WER of the ATIS test lists (`test`: their `ScoredLists`): first hypothesis, without the LM (`no_lm`:
+    weights with lm 0 and a word and piece bonus tuned on dev), after /v1/rerank (`results`, with the
+    combination the guard `applied`: "lm", "no_lm" or "first_pass"), oracle; and what the server's choice
+    changed against the no-LM one: how many utterances got fewer word errors, how many more."""
     import numpy as np
 
-    from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric
+    from electric.evaluation.nbest import Evaluator, make_metric
 
-    lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
+    lists = test.lists
     ev = Evaluator(lists, make_metric("wer"))
     chosen = np.array([res["order"][0] for res in results])
-    without = ev.select(Components.of(lists, per_hypothesis(results, utts, "lm"), pieces).totals(no_lm))
+    without = np.array([r.order[0] for r in test.rerank(no_lm)])
     before, after, oracle = ev.first(), ev.score_selection(chosen), ev.oracle()
     better, worse = ev.compare(without, chosen)
     changed = sum(nb.hyps[a] != nb.hyps[b] for nb, a, b in zip(lists, without, chosen, strict=True))  # by text
@@ -302,29 +310,27 @@ def summarise_test(utts: list[dict], results: list[dict], no_lm, took: float,
         f"{worse} with more, {changed - better - worse} as many"])
 
 
-def guarded_weights(url: str, tune: list[dict]):
-    """Weights for the server: tuned on the `tune` lists' LM scores and pieces (POST /v1/rerank)
-    by the guard (electric.evaluation.nbest.tune_guarded), each decision logged."""
-    from electric.evaluation.nbest import Components, Evaluator, NBestList, make_metric, tune_guarded
+def guarded_weights(tune, test):
+    """`rerank_scored` of the test lists with the weights tuned on the `tune` lists (both `ScoredLists`), the
+    sum over tokens as the LM score; each decision of the guard logged."""
+    from electric.evaluation.nbest import RerankOptions, rerank_scored
 
-    log(f"POST /v1/rerank: {len(tune)} tuning lists (ATIS train, held out from the adaptation) to tune the weights")
-    lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in tune]
-    ev = Evaluator(lists, make_metric("wer"))
-    results = rerank(url, tune)
-    guarded = tune_guarded(ev, Components.of(lists, per_hypothesis(results, tune, "lm"),
-                                           per_hypothesis(results, tune, "pieces")))
-    tuned, no_lm, guard, guard_no_lm = guarded.with_lm, guarded.without_lm, guarded.guard, guarded.no_lm_guard
-    log(f"tuned with the LM: LM weight {tuned.weights.lm:g}, word bonus {tuned.weights.length:g}/word (dev WER "
-        f"{ev.first():.2f}% -> {tuned.dev_score:.2f}%)")
-    log(f"tuned without the LM: word bonus {no_lm.weights.length:g}/word, piece bonus {no_lm.weights.piece:g}/piece "
-        f"(dev WER {no_lm.dev_score:.2f}%)")
+    log(f"tuning the weights on {len(tune.lists)} lists (ATIS train, held out from the adaptation)")
+    result = rerank_scored(test, RerankOptions(metric="wer", lm_score="sum"), dev=tune)
+    rep = result.report.tuning
+    dev, tuned, no_lm, guard, guard_no_lm = (rep["dev"], rep["weights_lm"], rep["weights_no_lm"], rep["guard"],
+                                              rep["guard_no_lm"])
+    log(f"tuned with the LM: LM weight {tuned['lm']:g}, word bonus {tuned['length']:g}/word (dev WER "
+        f"{dev['first']:.2f}% -> {dev['with_lm']:.2f}%)")
+    log(f"tuned without the LM: word bonus {no_lm['length']:g}/word, piece bonus {no_lm['piece']:g}/piece "
+        f"(dev WER {dev['no_lm']:.2f}%)")
     log(f"the no-LM bonuses' dev gain over the first pass {guard_no_lm['gain']:.2f} points, "
         f"{guard_no_lm['confidence']:.0%} interval [{guard_no_lm['ci'][0]:.2f}, {guard_no_lm['ci'][1]:.2f}]: "
         + ("bonuses kept" if guard_no_lm["significant"] else "not significant, the first pass is kept"))
     log(f"the LM's dev gain over that no-LM combination {guard['gain']:.2f} points, {guard['confidence']:.0%} "
         f"interval [{guard['ci'][0]:.2f}, {guard['ci'][1]:.2f}]: "
         + ("LM kept" if guard["significant"] else "not significant, the LM is NOT used"))
-    return guarded
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -395,20 +401,23 @@ def main(argv: list[str] | None = None) -> int:
     server = Server(onnx_dir, work)
     try:
         server.wait_ready()
-        guarded = guarded_weights(server.url, tune)
+        log(f"POST /v1/score: the hypotheses of {len(tune)} tuning lists and {len(atis_test)} ATIS test lists")
+        tune_scored, test = score(server.url, tune), score(server.url, atis_test)
+        guarded = guarded_weights(tune_scored, test)
         applied = guarded.weights  # sent as is: the server applies every weight the tuning can choose
+        how = guarded.report.tuning["applied"]
         log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists with the weights the guard chose "
-            f"({APPLIED_AS[guarded.applied]}: LM weight {applied.lm:g}, {applied.length:g}/word, "
-            f"{applied.piece:g}/piece)")
+            f"({APPLIED_AS[how]}: LM weight {applied.lm:g}, {applied.length:g}/word, {applied.piece:g}/piece)")
         t_req = time.monotonic()
         results = rerank(server.url, atis_test, applied.to_dict())
         took = time.monotonic() - t_req
     finally:
         server.stop()
 
+    from electric.evaluation.nbest import Weights
+
     print()
-    print(summarise_test(atis_test, results, guarded.without_lm.weights, took, per_hypothesis(results, atis_test, "pieces"),
-                         guarded.applied))
+    print(summarise_test(test, results, Weights.from_dict(guarded.report.tuning["weights_no_lm"]), took, how))
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes; model in {onnx_dir}, server log in {work / 'server.log'}")
     return 0
 

@@ -28,11 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from electric import __version__
 from electric.allocator import release_free_memory
-from electric.evaluation.nbest import LM_SCORES, PRIORS, NBestList, Weights, rerank_lists
+from electric.evaluation.nbest import LM_SCORES, PRIORS, NBestList, ScoredLists, Weights
 from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
@@ -323,7 +321,7 @@ class Engine:
     async def rerank(self, lists: Sequence[tuple[str | None, Sequence[str], Sequence[float] | None]], *,
                      weights: Mapping[str, Any] | None = None, truncate: bool = False) -> Answer:
         """Score every hypothesis of every list (id, hypotheses, first-pass scores or None) in one submission,
-        then reorder each list with electric.evaluation.nbest.rerank_lists, as `electric rerank` does.
+        then reorder them as `electric rerank` does (electric.evaluation.nbest.ScoredLists.rerank).
         `weights`: the request's own weights (the keys of `Weights`: lm, length, beta, prior, piece, lm_score);
         the others are the server's defaults."""
         with self._admitted():
@@ -347,14 +345,14 @@ class Engine:
             self._check_count(len(flat), "hypotheses")
             applied = self._rerank_weights(weights or {})
             timing = Timing()
-            scored = await self._submit(slot, flat, truncate, lambda k: "lists[{}].hypotheses[{}]".format(*where[k]),
-                                        pipelines.post_score(slot.method, False), timing)
-            lm = [np.zeros(len(nb.hyps)) for nb in nbests]
-            pieces = [np.zeros(len(nb.hyps)) for nb in nbests]
-            for (i, j), r in zip(where, scored, strict=True):
-                lm[i][j] = r.score if applied.lm_score == "sum" else r.mean
-                pieces[i][j] = r.num_tokens
-            return Answer(slot.name, rerank_lists(nbests, lm, applied, pieces), timing,
+            flat_scores = await self._submit(slot, flat, truncate,
+                                             lambda k: "lists[{}].hypotheses[{}]".format(*where[k]),
+                                             pipelines.post_score(slot.method, False), timing)
+            per_list, at = [], 0
+            for nb in nbests:
+                per_list.append(flat_scores[at: at + len(nb.hyps)])
+                at += len(nb.hyps)
+            return Answer(slot.name, ScoredLists.from_scores(nbests, per_list).rerank(applied), timing,
                           {"weights": applied.to_dict()})
 
     def _rerank_weights(self, given: Mapping[str, Any]) -> Weights:

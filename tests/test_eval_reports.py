@@ -146,7 +146,8 @@ def test_blimp_error_on_a_malformed_line_quotes_only_its_start(tmp_path):
 
 
 def test_task_and_nbest_errors_quote_a_long_value_only_in_part(tmp_path):
-    from electric.evaluation.nbest import NBestError, parse_espnet
+    from electric.evaluation.nbest import NBestError
+    from electric.evaluation.nbest.readers import parse_espnet
     from electric.finetuning.tasks import TASKS, TaskDataError
 
     fce = tmp_path / "fce.tsv"

@@ -10,26 +10,25 @@ import pytest
 from conftest import require_shared
 
 from electric.evaluation.nbest import (
-    Components,
     Evaluator,
     NBestError,
     NBestList,
     RerankOptions,
+    ScoredLists,
     Weights,
-    combine,
-    detect_format,
     dev_test_split,
     format_report,
     make_metric,
-    paired_bootstrap,
     read_nbest,
     rerank_lists,
     rerank_report,
     reranked_nbest,
-    tune_weights,
     unreorderable_fields,
     write_nbest,
 )
+from electric.evaluation.nbest.combination import combine
+from electric.evaluation.nbest.readers import detect_format
+from electric.evaluation.nbest.tuning import Components, paired_bootstrap, tune_weights
 
 
 def real_items(name: str, n: int) -> list[dict]:
@@ -593,16 +592,18 @@ def test_reranked_hyporadise_items_reorder_every_per_hypothesis_field(tmp_path):
 
 
 def test_the_lm_score_is_chosen_on_dev_and_a_tie_keeps_the_sum():
-    from electric.evaluation.nbest import choose_lm_score, lm_score_column
+    from electric.evaluation.nbest.rerank import choose_lm_score
 
     assert choose_lm_score({"sum": 10.0, "mean": 9.0}, higher_is_better=False) == "mean"  # WER: lower wins
     assert choose_lm_score({"sum": 10.0, "mean": 9.0}, higher_is_better=True) == "sum"  # BLEU: higher wins
     assert choose_lm_score({"sum": 9.0, "mean": 9.0}, higher_is_better=False) == "sum"
     assert choose_lm_score({"sum": 9.0, "mean": 9.0}, higher_is_better=True) == "sum"
-    pairs = [np.array([[-6.0, -2.0], [-4.0, -1.0]])]  # (sum, mean) of two hypotheses
-    assert [c.tolist() for c in lm_score_column(pairs, "mean")] == [[-2.0, -1.0]]
+    scored = ScoredLists.from_rows([NBestList("a", ["x", "y"])], [np.array([[-6.0, -2.0], [-4.0, -1.0]])])
+    assert [c.tolist() for c in scored.lm("mean")] == [[-2.0, -1.0]] and scored.pieces is None
     with pytest.raises(ValueError, match="sum, mean"):
-        lm_score_column(pairs, "max")
+        scored.lm("max")
+    with pytest.raises(NBestError, match="for 2 hypotheses"):
+        ScoredLists(scored.lists, [np.zeros(3)], [np.zeros(2)])
 
 
 def test_rerank_nbest_is_one_call_scoring_each_text_once_with_the_weights_lm_score():
@@ -610,7 +611,7 @@ def test_rerank_nbest_is_one_call_scoring_each_text_once_with_the_weights_lm_sco
     name, and reports the texts it could not score (ranked last, never chosen)."""
     from types import SimpleNamespace
 
-    from electric.evaluation.nbest import LMScores, rerank_nbest, rerank_scored
+    from electric.evaluation.nbest import rerank_nbest, rerank_scored
 
     lists = [NBestList("a", ["the cat sat", "the cat sat down here", ""], None, "the cat sat down here"),
              NBestList("b", ["a dog", "the cat sat"], None, "a dog")]
@@ -624,12 +625,29 @@ def test_rerank_nbest_is_one_call_scoring_each_text_once_with_the_weights_lm_sco
     given = Weights(lm=1.0, lm_score="mean")
     result = rerank_nbest(lists, score_texts, RerankOptions(weights=given))
     assert sorted(asked) == sorted({h for nb in lists for h in nb.hyps}) and result.unscored == [""]
-    assert result.weights == given and result.report["lm_score"] == "mean"
+    assert result.weights == given and result.report.lm_score == "mean"
+    assert result.report.to_dict()["weights"]["lm_score"] == "mean"
     assert [r.hyps[0] for r in result.reranked] == ["the cat sat down here", "the cat sat"]  # the higher mean
-    assert np.isnan(result.scores.sum[0][2]) and result.reranked[0].hyps[-1] == ""  # nothing to score: last
-    by_sum = rerank_scored(lists, result.scores, RerankOptions(weights=Weights(lm=1.0)))
+    assert np.isnan(result.scored.sum[0][2]) and result.reranked[0].hyps[-1] == ""  # nothing to score: last
+    assert result.scored.pieces[0][2] == 0
+    by_sum = rerank_scored(result.scored, RerankOptions(weights=Weights(lm=1.0)))
     assert [r.hyps[0] for r in by_sum.reranked] == ["the cat sat", "a dog"]  # the higher sum: fewer words
-    rows = [np.column_stack([s, m, p]) for s, m, p in zip(result.scores.sum, result.scores.mean,
-                                                          result.scores.pieces, strict=True)]
-    again = LMScores.from_rows(rows)
-    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(again.mean, result.scores.mean, strict=True))
+    rows = [np.column_stack([s, m, p]) for s, m, p in zip(result.scored.sum, result.scored.mean,
+                                                          result.scored.pieces, strict=True)]
+    again = ScoredLists.from_rows(lists, rows)
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(again.mean, result.scored.mean, strict=True))
+
+
+def test_tuned_weights_say_their_lm_score_in_every_row_of_the_report():
+    """With lm_score auto both LM scores are tuned; the report's weights (applied, with and without the LM)
+    carry the LM score they weigh, and the report is the dataclass's JSON in the order `--report` writes."""
+    from electric.evaluation.nbest import rerank_scored
+
+    lists = [NBestList(str(i), [f"a b c {i}", f"a b {i}"], ref=f"a b {i}") for i in range(20)]
+    scored = ScoredLists.from_rows(lists, [np.array([[-6.0, -2.0, 3], [-4.0, -2.0, 2]]) for _ in lists])
+    result = rerank_scored(scored, RerankOptions(dev_fraction=0.5))
+    d = result.report.to_dict()
+    assert list(d)[:2] == ["lm_score", "metric"] and list(d)[-2:] == ["lm_score_dev", "by_lm_score"]
+    assert set(d["lm_score_dev"]) == {"sum", "mean"} and d["lm_score"] == result.weights.lm_score
+    for key in ("weights", "weights_lm", "weights_no_lm"):
+        assert d[key]["lm_score"] == d["lm_score"], key

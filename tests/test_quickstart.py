@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO, require_shared
 
-from electric.evaluation.nbest import NBestList, Weights, rerank_lists
+from electric.evaluation.nbest import NBestList, ScoredLists, Weights, rerank_lists
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_summary_shows_the_wer_without_the_lm(quickstart):
     lm = [rng.normal(size=len(nb.hyps)) for nb in lists]
     results = [r.to_dict() for r in rerank_lists(lists, lm, Weights(lm=1.0))]  # what /v1/rerank answers
     no_lm = Weights(lm=0.0, length=0.05)
-    text = quickstart.summarise_test(utts, results, no_lm, took=1.0)
+    text = quickstart.summarise_test(ScoredLists(lists, lm, lm), results, no_lm, took=1.0)
     refs = [u["output"] for u in utts]
     without = 100 * jiwer.wer(refs, [r.hyps[0] for r in rerank_lists(lists, lm, no_lm)])
     after = 100 * jiwer.wer(refs, [r["best"] for r in results])
@@ -56,7 +56,7 @@ def test_the_after_row_is_the_combination_the_guard_applied(quickstart):
     pieces = [np.array([len(h.split()) + 1.0 + (k % 2) for k, h in enumerate(nb.hyps)]) for nb in lists]
     no_lm = Weights(lm=0.0, length=0.3, piece=-0.4)
     results = [r.to_dict() for r in rerank_lists(lists, lm, no_lm, pieces)]  # what /v1/rerank answers now
-    text = quickstart.summarise_test(utts, results, no_lm, 1.0, [list(p) for p in pieces], "no_lm")
+    text = quickstart.summarise_test(ScoredLists(lists, lm, lm, pieces), results, no_lm, 1.0, "no_lm")
     without = text.split("WER without the LM:")[1].split("%")[0].strip()
     after = text.split("WER after  (/v1/rerank):")[1].split("%")[0].strip()
     assert after == without and "(the no-LM combination: the LM's dev gain was not significant)" in text

@@ -1,5 +1,6 @@
 """`electric rerank` and `electric eval nbest`: n-best lists reranked by one library call
-(`electric.evaluation.nbest.rerank_nbest`), the reranked lists written (rerank) and the report printed.
+(`electric.evaluation.nbest.rerank_nbest`), the reranked lists written (rerank) and the report (`RerankReport`)
+printed.
 
     electric rerank --model runs/electric-tiny --nbest lists.json --out reranked.json [--dev dev.json |
         --dev-fraction 0.5 --seed 0] [--report report.json]
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from electric.cli.common import (
     InputError,
@@ -49,6 +51,7 @@ def _nbest_job(args, *, write: bool) -> int:
         unreorderable_fields,
         write_nbest,
     )
+    from electric.evaluation.nbest.report import ReportInput, ReportOutput
 
     # every report needs the metric (the score extra): say so before reading, loading or scoring anything
     require_metric(args.metric, f"electric {'rerank' if write else 'eval nbest'}")
@@ -102,33 +105,33 @@ def _nbest_job(args, *, write: bool) -> int:
         print(f"note: {n} distinct hypothes{'es' if n != 1 else 'is'} had no token to score (blank, or only "
               f"characters the tokenizer drops, e.g. {result.unscored[0]!r}): LM score null, ranked last, never "
               "chosen", file=sys.stderr)
-    report = {"model": str(args.model), "method": args.method, "nbest": str(args.nbest), "format": fmt,
-              **result.report}
+    output = None
     if write:
         dropped = unreorderable_fields(lists)  # one entry per hypothesis in some lists only: cannot follow them
         write_nbest([reranked_nbest(nb, r, dropped) for nb, r in zip(lists, result.reranked, strict=True)],
                     args.out, args.out_format or fmt)
-        report.update(out=str(args.out), out_ties=sum(r.tied for r in result.reranked), out_dropped_fields=dropped)
+        output = ReportOutput(str(args.out), sum(r.tied for r in result.reranked), dropped)
+    report = replace(result.report, source=ReportInput(str(args.model), args.method, str(args.nbest), fmt),
+                     output=output)
     if args.report:
-        write_json(args.report, report)
+        write_json(args.report, report.to_dict())
     if args.json:
-        print(json.dumps(report, indent=1, ensure_ascii=False))
+        print(json.dumps(report.to_dict(), indent=1, ensure_ascii=False))
     else:
-        _print_nbest_summary(args, report, len(lists), fmt, write)
+        _print_nbest_summary(args, report, len(lists))
     return 0
 
 
-def _print_nbest_summary(args, report: dict, num_lists: int, fmt: str, write: bool) -> None:
-    from electric.evaluation.nbest import format_report
-
-    print(format_report(report))
-    if "test" not in report and "dev" not in report:
+def _print_nbest_summary(args, report, num_lists: int) -> None:
+    print(report.text())
+    if "test" not in report.tuning and "dev" not in report.tuning:
         print("no references, so no error rates")
-    if write:
-        ties = f"; {report['out_ties']} tied choices (the earlier position won)" if report["out_ties"] else ""
-        print(f"reranked lists ({num_lists} utterances, {args.out_format or fmt}) -> {args.out}{ties}")
-        if report["out_dropped_fields"]:
-            print(f"note: dropped from {args.out}: {', '.join(report['out_dropped_fields'])} (one entry per "
+    out = report.output
+    if out is not None:
+        ties = f"; {out.ties} tied choices (the earlier position won)" if out.ties else ""
+        print(f"reranked lists ({num_lists} utterances, {args.out_format or report.source.format}) -> {out.out}{ties}")
+        if out.dropped_fields:
+            print(f"note: dropped from {out.out}: {', '.join(out.dropped_fields)} (one entry per "
                   "hypothesis in some lists only, so they cannot be reordered with the hypotheses)")
     if args.report:
         print(f"report -> {args.report}")

@@ -10,7 +10,6 @@ send the model the same batches: an int8 export's scores depend on the batch a t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from electric.inference.encoding import InputTooLongError
@@ -55,9 +54,10 @@ def score_records(scorer, texts: Sequence[str], method: str, per_token: bool) ->
 
 
 def record_text_score(text: str, record: dict, method: str) -> TextScore:
-    """A record of `score_records` as the `TextScore` `Scorer.score` gives (0 tokens and NaN without a score)."""
+    """A record of `score_records` as the `TextScore` `Scorer.score` gives (0 tokens, 0.0, without a score: what a
+    rerank makes of that is `electric.evaluation.nbest.scored.lm_row`'s rule)."""
     if record["score"] is None:
-        return TextScore(text, math.nan, math.nan, 0, method)
+        return TextScore(text, 0.0, 0.0, 0, method)
     return TextScore(text, record["score"], record["mean"], int(record["num_tokens"]), method)
 
 

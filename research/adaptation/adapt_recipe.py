@@ -289,17 +289,17 @@ def cmd_conll(args) -> int:
 
 
 def score_lists(model: str, method: str, lists, threads: int | None = None):
-    """(LMScores without piece counts, seconds, distinct texts) of every hypothesis of `lists` (each text once)."""
+    """(ScoredLists without piece counts, seconds, distinct texts) of every hypothesis of `lists` (each text once)."""
     import torch
 
-    from electric.evaluation.nbest import score_lists as score_each_text_once
+    from electric.evaluation.nbest import ScoredLists
     from electric.inference.scoring import load_scorer
 
     if threads:
         torch.set_num_threads(threads)
     scorer = load_scorer(model, method, backend="torch")
     t0 = time.perf_counter()
-    scores, _ = score_each_text_once(lists, lambda texts: scorer.score(texts, method=method), chunk_size=1024)
+    scores, _ = ScoredLists.score(lists, lambda texts: scorer.score(texts, method=method), chunk_size=1024)
     secs = time.perf_counter() - t0
     return scores.without_pieces(), secs, len({h for nb in lists for h in nb.hyps})
 
@@ -343,7 +343,7 @@ def cmd_evaluate(args) -> int:
         test_scores, secs, n_texts = score_lists(model, method, test, args.threads)
         row = {"label": label, "model": model, "method": method, "test_seconds": secs, "test_texts": n_texts}
         # both LM scores (sum, length-normalised mean) tuned; the one kept is chosen on dev, never on test
-        tuned = rerank_scored(test, test_scores, dev=(dev, dev_scores), dev_path=args.dev, path=args.test).report
+        tuned = rerank_scored(test_scores, dev=dev_scores, dev_path=args.dev, path=args.test).report.to_dict()
         row.update(tuned["by_lm_score"], chosen=tuned["lm_score"])
         result["rows"].append(row)
         print(f"{label} ({method}): test {row[row['chosen']]['test']:.2f}% with the {row['chosen']} LM score "

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from electric.evaluation.blimp import read_blimp  # noqa: E402
-from electric.evaluation.nbest import LMScores, read_nbest, rerank_scored, score_nbest  # noqa: E402  # noqa: E402
-from electric.evaluation.nbest.lm_score import sum_mean_pieces  # noqa: E402
+from electric.evaluation.nbest import ScoredLists, read_nbest, rerank_scored, score_nbest  # noqa: E402
+from electric.evaluation.nbest.scored import lm_row  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
 from electric.inference.scoring import load_scorer  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
@@ -56,7 +56,7 @@ def one_pass_rows(model: str, lists) -> dict[str, list[np.ndarray]]:
     out = {}
     for method in ("electric", "cloze"):
         scorer = load_scorer(model, method)
-        out[method] = score_nbest(lists, lambda texts, s=scorer, m=method: sum_mean_pieces(s.score(texts, method=m)))
+        out[method] = score_nbest(lists, lambda texts, s=scorer, m=method: [lm_row(r) for r in s.score(texts, method=m)])
     return out
 
 
@@ -74,8 +74,8 @@ def atis(args) -> dict:
     rows = one_pass_rows(args.adapted, test + dev)
     out = {}
     for lam in (*LAMBDAS, None):
-        test_scores, dev_scores = LMScores.from_rows(mix(rows, lam)).split(len(test))
-        rep = rerank_scored(test, test_scores, dev=(dev, dev_scores)).report
+        test_scores, dev_scores = ScoredLists.from_rows(test + dev, mix(rows, lam)).split(len(test))
+        rep = rerank_scored(test_scores, dev=dev_scores).report.to_dict()
         out["cloze" if lam is None else f"{lam:g}"] = {
             "dev_wer": rep["dev"]["with_lm"], "test_wer": rep["test"]["with_lm"], "applied": rep["applied"],
             "lm_score": rep["lm_score"], "first_test": rep["test"]["first"]}

@@ -2,29 +2,17 @@
 
 An n-best list becomes one row: its hypotheses with their LM scores (sum, mean and pieces, as `electric rerank`
 scores them), and with the weights of a tuned rerank (its --report) the combined score of each hypothesis and
-the reranked choice, by the same `combine`/`rerank_one` as `electric rerank`. A Parquet file needs one schema
+the reranked choice, by the same `ScoredLists` as `electric rerank`. A Parquet file needs one schema
 for every part, so each column is declared here (a JSON-lines part writes the records as they are).
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 
 def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job, where: str) -> tuple[list[dict], dict]:
     """One record per n-best list of a shard; a list with a hypothesis too long for the model is a bad record
     (`where`: "PATH: line" for JSON lines, "PATH: utterance" for a JSON document)."""
-    from electric.evaluation.nbest import (
-        Weights,
-        combine,
-        lm_score_column,
-        piece_counts,
-        rerank_one,
-        score_nbest,
-        sum_mean_pieces,
-    )
+    from electric.evaluation.nbest import ScoredLists, Weights
     from electric.inference.encoding import InputTooLongError
 
     weights = Weights.from_dict(job.weights) if job.weights else None
@@ -32,16 +20,14 @@ def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job,
 
     asked: list[list[str]] = []
 
-    def score_fn(texts):
+    def score_texts(texts):
         asked[:] = [texts]
-        scored = scorer.score(texts, method=job.method)
-        return [row if r.num_tokens else (math.nan, math.nan, 0.0)
-                for row, r in zip(sum_mean_pieces(scored), scored, strict=True)]
+        return scorer.score(texts, method=job.method)
 
     for line, nb, err in read:
         if err is None:
             try:
-                rows = score_nbest([nb], score_fn)[0]
+                scored, _ = ScoredLists.score([nb], score_texts)
             except InputTooLongError as e:
                 hyp = nb.hyps.index(asked[0][e.index]) + 1
                 err = (f"{where} {line}: utterance {nb.utt_id!r}, hypothesis {hyp}: {e.count()} tokens, more than "
@@ -50,20 +36,18 @@ def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job,
             bad.append(err)
             records.append({"line": line, "utt_id": None if nb is None else nb.utt_id, "error": err})
             continue
-        rows = np.asarray(rows, dtype=np.float64).reshape(len(nb.hyps), 3)
-        rec = {"line": line, "utt_id": nb.utt_id, "hyps": nb.hyps, "score": _floats(rows[:, 0]),
-               "mean": _floats(rows[:, 1]), "num_tokens": [int(n) for n in rows[:, 2]],
+        pieces = scored.pieces[0]
+        rec = {"line": line, "utt_id": nb.utt_id, "hyps": nb.hyps, "score": _floats(scored.sum[0]),
+               "mean": _floats(scored.mean[0]), "num_tokens": [int(n) for n in pieces],
                "first_pass": nb.first_pass_scores, "ref": nb.ref}
         if weights is not None:
-            lm = lm_score_column([rows], weights.lm_score)[0]
-            pieces = piece_counts([rows])[0]
-            r = rerank_one(nb, lm, weights, pieces)
-            rec.update(total=_floats(combine(nb, lm, weights, pieces)), order=r.order, best=r.hyps[0],
+            (r,) = scored.rerank(weights)
+            rec.update(total=_floats(scored.totals(weights)[0]), order=r.order, best=r.hyps[0],
                        best_index=r.order[0], tied=r.tied)
         records.append(rec)
         stats["scored"] += 1
-        stats["blank"] += int((rows[:, 2] == 0).sum())
-        stats["tokens"] += int(rows[:, 2].sum())
+        stats["blank"] += int((pieces == 0).sum())
+        stats["tokens"] += int(pieces.sum())
     return records, {**stats, "bad": bad}
 
 

@@ -16,138 +16,67 @@ minimise WER/CER (jiwer, corpus-level) or maximise BLEU/chrF (sacrebleu), and ke
 when its dev gain over the result without the LM (first pass + word and piece bonuses) is significant
 (`paired_bootstrap`), and those bonuses only when their dev gain over the first pass is significant.
 
-One call reranks: `rerank_nbest(lists, score_texts, RerankOptions(...), dev_lists=...) -> RerankResult` scores
-every distinct hypothesis once into `LMScores` (sum, mean, pieces per hypothesis), tunes or applies the weights
-and reorders the lists; `rerank_scored` does the same for lists scored already.
+One shape: every path builds a `ScoredLists` (the lists and the sum, mean and pieces of every hypothesis, a
+hypothesis with no token to score NaN) and reorders it with `ScoredLists.rerank(weights)`.
+`rerank_nbest(lists, score_texts, RerankOptions(...), dev_lists=...) -> RerankResult` scores every distinct
+hypothesis once, tunes or applies the weights (with lm_score auto, the sum or the mean, chosen on dev) and
+reorders the lists; `rerank_scored` does the same for lists scored already. The result's `report` is a
+`RerankReport`, whose `to_dict()` is the JSON report.
 
-Modules: `rerank` (`rerank_nbest`, `LMScores`), `lists` (NBestList, formats), `readers`, `writers`,
-`combination` (the formula, `Weights`, `rerank_lists`), `corpus_metrics` (WER/CER/BLEU/chrF statistics,
-`Evaluator`), `tuning` (grid search, bootstrap guard, dev split), `report` (`RerankOptions`, `rerank_report`,
-`format_report`), `lm_score` (sum or mean LM score, chosen on dev).
+Modules: `scored` (`ScoredLists`, the no-token rule, `score_nbest`), `rerank` (`rerank_nbest`, `rerank_scored`),
+`lists` (NBestList, formats), `readers`, `writers`, `combination` (the formula, `Weights`, `rerank_lists`),
+`corpus_metrics` (WER/CER/BLEU/chrF statistics, `Evaluator`), `tuning` (grid search, bootstrap guard, dev
+split), `report` (`RerankOptions`, `rerank_report`, `RerankReport`, `format_report`).
 """
 
 from electric.evaluation.nbest.combination import (
+    LM_SCORES,
     PRIORS,
     RerankedList,
     Weights,
-    combine,
-    num_words,
-    prior_note,
-    prior_scores,
     rerank_lists,
-    rerank_one,
     reranked_nbest,
-    score_nbest,
     unreorderable_fields,
+    weights_in_report,
 )
-from electric.evaluation.nbest.corpus_metrics import (
-    METRICS,
-    ErrorRate,
-    Evaluator,
-    Metric,
-    SacreMetric,
-    make_metric,
-    require_metric,
-)
-from electric.evaluation.nbest.lists import FORMATS, SCORE_KEYS, NBestError, NBestList
-from electric.evaluation.nbest.lm_score import (
-    LM_SCORES,
-    choose_lm_score,
-    lm_score_column,
-    piece_counts,
-    require_refs,
-    sum_and_mean,
-    sum_mean_pieces,
-)
-from electric.evaluation.nbest.readers import (
-    attach_refs,
-    detect_format,
-    iter_text_nbest,
-    parse_espnet,
-    parse_hyporadise,
-    read_nbest,
-)
-from electric.evaluation.nbest.report import RerankOptions, format_report, rerank_report
-from electric.evaluation.nbest.rerank import LMScores, RerankResult, rerank_nbest, rerank_scored, score_lists
-from electric.evaluation.nbest.tuning import (
-    APPLIED,
-    DEFAULT_BONUS_GRID,
-    DEFAULT_LENGTH_GRID,
-    DEFAULT_LM_GRID,
-    Components,
-    GuardedTuning,
-    TuneResult,
-    dev_test_split,
-    evaluate_split,
-    first_pass_weights,
-    paired_bootstrap,
-    tune_guarded,
-    tune_weights,
-    tune_without_lm,
-)
-from electric.evaluation.nbest.writers import to_espnet, to_hyporadise, to_text, write_nbest
+from electric.evaluation.nbest.corpus_metrics import METRICS, Evaluator, make_metric, require_metric
+from electric.evaluation.nbest.lists import FORMATS, NBestError, NBestList
+from electric.evaluation.nbest.readers import read_nbest, require_refs
+from electric.evaluation.nbest.report import RerankOptions, RerankReport, format_report, rerank_report
+from electric.evaluation.nbest.rerank import RerankResult, rerank_nbest, rerank_scored
+from electric.evaluation.nbest.scored import ScoredLists, score_nbest
+from electric.evaluation.nbest.tuning import DEFAULT_LENGTH_GRID, DEFAULT_LM_GRID, dev_test_split
+from electric.evaluation.nbest.writers import write_nbest
 
 __all__ = [
-    "APPLIED",
-    "Components",
-    "DEFAULT_BONUS_GRID",
     "DEFAULT_LENGTH_GRID",
     "DEFAULT_LM_GRID",
-    "ErrorRate",
-    "Evaluator",
     "FORMATS",
-    "GuardedTuning",
     "LM_SCORES",
     "METRICS",
-    "Metric",
+    "PRIORS",
+    "Evaluator",
     "NBestError",
     "NBestList",
-    "PRIORS",
+    "RerankOptions",
+    "RerankReport",
+    "RerankResult",
     "RerankedList",
-    "SCORE_KEYS",
-    "SacreMetric",
-    "TuneResult",
+    "ScoredLists",
     "Weights",
-    "attach_refs",
-    "choose_lm_score",
-    "combine",
-    "detect_format",
-    "evaluate_split",
-    "first_pass_weights",
+    "dev_test_split",
     "format_report",
-    "iter_text_nbest",
-    "lm_score_column",
     "make_metric",
-    "num_words",
-    "paired_bootstrap",
-    "parse_espnet",
-    "parse_hyporadise",
-    "piece_counts",
-    "prior_note",
-    "prior_scores",
     "read_nbest",
     "require_metric",
     "require_refs",
     "rerank_lists",
-    "rerank_one",
-    "rerank_report",
     "rerank_nbest",
+    "rerank_report",
     "rerank_scored",
-    "score_lists",
-    "LMScores",
-    "RerankOptions",
-    "RerankResult",
     "reranked_nbest",
     "score_nbest",
-    "dev_test_split",
-    "sum_and_mean",
-    "sum_mean_pieces",
-    "to_espnet",
-    "to_hyporadise",
-    "to_text",
-    "tune_guarded",
-    "tune_weights",
-    "tune_without_lm",
     "unreorderable_fields",
+    "weights_in_report",
     "write_nbest",
 ]

@@ -8,7 +8,7 @@ combination: the `weights` of a rerank report can be given as is to `electric se
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -190,33 +190,3 @@ def prior_note(lists: Sequence[NBestList], prior: str) -> str | None:
     return (f"prior none: {which} lists have no first-pass scores and their order is not used: the choice is "
             "LM + word bonus alone (ties go to the earlier position). If the order is a first-pass order (best "
             "first), ask for --prior rank")
-
-
-def score_nbest(lists: Sequence[NBestList], score_fn: Callable[[list[str]], Sequence], *,
-                chunk_size: int = 2048, progress: bool = False) -> list[np.ndarray]:
-    """LM scores of every hypothesis; each distinct text is scored once, `chunk_size` texts at a time.
-    `score_fn` returns one score per text, or one row of K scores per text (then each list's array is (N, K))."""
-    index: dict[str, int] = {}
-    for nb in lists:
-        for h in nb.hyps:
-            index.setdefault(h, len(index))
-    texts = list(index)
-    scores: np.ndarray | None = None
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(texts), unit="hyp", desc="scoring", leave=False, dynamic_ncols=True)
-    for lo in range(0, len(texts), chunk_size):
-        chunk = texts[lo: lo + chunk_size]
-        got = np.asarray(score_fn(chunk), dtype=np.float64)
-        if scores is None:
-            scores = np.empty((len(texts), *got.shape[1:]), dtype=np.float64)
-        scores[lo: lo + len(chunk)] = got
-        if bar is not None:
-            bar.update(len(chunk))
-    if bar is not None:
-        bar.close()
-    if scores is None:
-        scores = np.empty(0, dtype=np.float64)
-    return [scores[[index[h] for h in nb.hyps]] for nb in lists]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -179,3 +179,11 @@ def attach_refs(lists: list[NBestList], refs_path: str | Path) -> list[NBestList
     if len(refs) != len(lists):
         raise NBestError(refs_path, f"{len(refs)} reference lines for {len(lists)} utterances (one a line expected)")
     return [replace(nb, ref=r) for nb, r in zip(lists, refs, strict=True)]
+
+
+def require_refs(lists: Sequence[NBestList], path: str | Path | None, fmt: str) -> None:
+    """An error rate needs a reference for every utterance: raise `NBestError` naming the first without."""
+    for nb in lists:
+        if nb.ref is None:
+            hint = " (plain text lists carry none: pass --refs FILE)" if fmt == "text" else ""
+            raise NBestError(path, f"no reference; an error rate needs one for every utterance{hint}", repr(nb.utt_id))

@@ -1,4 +1,6 @@
-"""The rerank report (`electric eval nbest`, `electric rerank --report`) and its text form."""
+"""The rerank report (`electric eval nbest`, `electric rerank --report`): how to rerank (`RerankOptions`), one LM
+score's tuning and figures (`rerank_report`), the whole report (`RerankReport`) and its text form
+(`format_report`)."""
 
 from __future__ import annotations
 
@@ -70,6 +72,10 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], o
     without first-pass scores get -beta * rank (`prior_note` says what was assumed). Returns (weights, report)."""
     o = options or RerankOptions()
     metric, weights, dev_fraction, seed, prior = o.metric, o.weights, o.dev_fraction, o.seed, o.prior
+    kind = weights.lm_score if weights is not None else o.kinds()[0]  # the LM score `lm_scores` are
+
+    def labelled(w: Weights) -> Weights:  # tuned weights say which LM score they weigh
+        return replace(w, lm_score=kind)
     m = make_metric(metric)
     report: dict = {"metric": m.name, "higher_is_better": m.higher_is_better, "num_utterances": len(lists),
                     "no_lm_features": ["words", "pieces"] if pieces is not None else ["words"]}
@@ -103,12 +109,13 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], o
     t = tune_guarded(ev_dev, Components.of(ev_dev.lists, dev_scores, dev_n), lm_grid=o.lm_grid,
                      length_grid=o.length_grid, bonus_grid=o.bonus_grid, beta=o.beta, prior=prior,
                      resamples=o.resamples, confidence=o.confidence, seed=seed)
-    rows = {"weights": t.weights, "no_lm": t.without_lm.weights, "with_lm": t.with_lm.weights}
+    rows = {"weights": labelled(t.weights), "no_lm": labelled(t.without_lm.weights),
+            "with_lm": labelled(t.with_lm.weights)}
     report.update(
         tuned=True,
-        weights=t.weights.to_dict(),
-        weights_lm=t.with_lm.weights.to_dict(),
-        weights_no_lm=t.without_lm.weights.to_dict(),
+        weights=rows["weights"].to_dict(),
+        weights_lm=rows["with_lm"].to_dict(),
+        weights_no_lm=rows["no_lm"].to_dict(),
         guard=t.guard,
         guard_no_lm=t.no_lm_guard,
         applied=t.applied,
@@ -124,7 +131,54 @@ def rerank_report(lists: Sequence[NBestList], lm_scores: Sequence[np.ndarray], o
     )
     if dev is None:  # the whole input, dev included (tuned on): optimistic next to test
         report["all"] = evaluate_split(ev_all, lm_scores, **rows, pieces=pieces)
-    return t.weights, report
+    return rows["weights"], report
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """What `electric rerank` / `electric eval nbest` read."""
+
+    model: str
+    method: str
+    nbest: str
+    format: str
+
+
+@dataclass(frozen=True)
+class ReportOutput:
+    """What `electric rerank` wrote."""
+
+    out: str
+    ties: int  # lists whose choice was a tie (the earlier position won)
+    dropped_fields: list[str]  # utterance-level fields that could not follow the reordered hypotheses
+
+
+@dataclass(frozen=True)
+class RerankReport:
+    """The whole report of a rerank: the LM score applied and its `rerank_report` (`tuning`: the weights, the
+    guards, each split's figures); with lm_score auto, each LM score's dev result (the choice) and summary; and
+    what the command read and wrote. `to_dict` is the JSON of `--report` and `--json`."""
+
+    lm_score: str  # "sum" or "mean": the LM score of the applied weights
+    tuning: dict  # `rerank_report`'s for that LM score
+    lm_score_dev: dict[str, float] | None = None  # lm_score auto: each LM score's reranked dev result
+    by_lm_score: dict[str, dict] | None = None  # lm_score auto: each LM score's weights and results
+    source: ReportInput | None = None
+    output: ReportOutput | None = None
+
+    def to_dict(self) -> dict:
+        d: dict = {} if self.source is None else {"model": self.source.model, "method": self.source.method,
+                                                  "nbest": self.source.nbest, "format": self.source.format}
+        d.update(lm_score=self.lm_score, **self.tuning)
+        if self.lm_score_dev is not None:
+            d.update(lm_score_dev=self.lm_score_dev, by_lm_score=self.by_lm_score)
+        if self.output is not None:
+            d.update(out=self.output.out, out_ties=self.output.ties, out_dropped_fields=self.output.dropped_fields)
+        return d
+
+    def text(self) -> str:
+        """`format_report` of `to_dict`."""
+        return format_report(self.to_dict())
 
 
 def format_report(report: dict) -> str:
