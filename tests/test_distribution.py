@@ -19,7 +19,7 @@ from electric.checkpoint import install_hint
 
 REPO = Path(__file__).resolve().parents[1]
 # where a user reads or is printed an install hint (tests included: they assert on the hints)
-HINT_PLACES = ("electric", "server", "training", "scripts", "benchmarks", "docs", "tests", "README.md",
+HINT_PLACES = ("electric", "server", "training", "scripts", "benchmarks", "research", "docs", "tests", "README.md",
                "Dockerfile", "pyproject.toml", ".ci/run", "BENCHMARKS.md")
 SUFFIXES = {".py", ".md", ".sh", ".toml", ".txt", ""}
 # the former name as a requirement: `electric[extra]`, or `pip install electric` / `pip install "electric`

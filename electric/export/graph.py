@@ -120,7 +120,7 @@ class _NoPreprocessAdvice(logging.Filter):
 def _without_preprocess_advice() -> Iterator[None]:
     """Drop onnxruntime's "Please consider to run pre-processing before quantization" (a root-logger WARNING
     for every model not run through quant_pre_process): skipping it is deliberate (measured within noise or
-    slower, BENCHMARKS.md; `preprocess=True` runs it), so the advice would only look like a failure."""
+    slower, benchmarks/archive/runtime.md; `preprocess=True` runs it), so the advice would only look like a failure."""
     advice = _NoPreprocessAdvice()
     logging.getLogger().addFilter(advice)
     try:
@@ -184,7 +184,7 @@ def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np
                             calibrate_method=CalibrationMethod.MinMax,
                             # MatMul outputs stay fp32 (no Q after them): onnxruntime then fuses each DQ -> MatMul into
                             # MatMulIntegerToFloat, the int8 GEMM dynamic int8 uses; requantised outputs (QLinearMatMul)
-                            # measured slower and further from fp32 (BENCHMARKS.md)
+                            # measured slower and further from fp32 (benchmarks/archive/runtime.md)
                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT,
                                            "OpTypesToExcludeOutputQuantization": ["MatMul", "Gemm"]})
     except Exception as e:  # noqa: BLE001 - any library failure is one clear error

@@ -6,7 +6,7 @@ A pre-LN model is an ELECTRA model whose layers moved their LayerNorms, keeping 
 `attention.output.LayerNorm` normalises the attention's input and `output.LayerNorm` the feed-forward's, and the
 encoder gains `final_layer_norm`. Its config carries `layer_norm_position: "pre"`; `electra_model` builds one
 and `electric.modeling.loading.load_model` loads one (every loader does). It is a training option
-(`--layer-norm pre`) measured in the stabilisers' ladder (BENCHMARKS.md); no transformers class loads it, so the
+(`--layer-norm pre`) measured in the stabilisers' ladder (research/stabiliser_ladder); no transformers class loads it, so the
 ONNX export and fine-tuning refuse such a checkpoint (`require_post_layer_norm`) rather than load it as the post-LN
 network it is not.
 """
