@@ -191,6 +191,40 @@ def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np
         raise ExportError(f"int8 quantisation of {src.name} failed: {type(e).__name__}: {e}") from e
     if not dst.is_file():
         raise ExportError(f"int8 quantisation of {src.name} wrote nothing")
+    model = onnx.load(str(dst))
+    only_matmuls_read_int8(model.graph)
+    onnx.save(model, str(dst))
+
+
+def only_matmuls_read_int8(graph) -> int:
+    """Give every consumer of a quantised activation other than a MatMul/Gemm the float tensor back, and drop the
+    QuantizeLinear/DequantizeLinear nodes nothing reads any more; returns how many inputs were given back.
+
+    onnxruntime's QDQ quantiser rewires every consumer of a quantised tensor to its DequantizeLinear, so the
+    residual connections (the Add / LayerNorm beside each MatMul) read a rounded copy: error that buys no int8 GEMM,
+    and a DequantizeLinear the runtime cannot fuse away."""
+    float_of = {}  # DequantizeLinear output -> the float tensor its QuantizeLinear read
+    quantized_from = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
+    for n in graph.node:
+        if n.op_type == "DequantizeLinear" and n.input[0] in quantized_from:
+            float_of[n.output[0]] = quantized_from[n.input[0]]
+    given_back = 0
+    for n in graph.node:
+        if n.op_type in ("MatMul", "Gemm", "DequantizeLinear", "QuantizeLinear"):
+            continue
+        for i, name in enumerate(n.input):
+            if name in float_of:
+                n.input[i] = float_of[name]
+                given_back += 1
+    outputs = {o.name for o in graph.output}
+    while True:  # dead DequantizeLinear first, then the QuantizeLinear only they read
+        read = {name for n in graph.node for name in n.input} | outputs
+        dead = [n for n in graph.node if n.op_type in ("DequantizeLinear", "QuantizeLinear")
+                and not any(o in read for o in n.output)]
+        if not dead:
+            return given_back
+        for n in dead:
+            graph.node.remove(n)
 
 
 def quantize_int8_dynamic(src: Path, dst: Path, *, preprocess: bool = False, keep_fp32: Sequence[str] = KEEP_FP32,
