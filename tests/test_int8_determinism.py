@@ -75,6 +75,17 @@ def test_fp32_and_static_int8_score_a_text_the_same_in_any_batch(disc_512):
         assert largest_batch_difference(backend) <= SAME, precision
 
 
+def test_only_the_int8_matmuls_read_quantised_activations(disc_512):
+    import onnx
+
+    out, manifest = disc_512["static"]
+    graph = onnx.load(str(out / manifest["files"]["int8"])).graph
+    dequantized = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear"}
+    readers = {n.op_type for n in graph.node for name in n.input if name in dequantized}
+    assert readers == {"MatMul"}  # the residual Adds and LayerNorms read the float tensor
+    assert sum(n.op_type == "QuantizeLinear" for n in graph.node) > 0
+
+
 def test_dynamic_int8_stays_behind_its_flag_and_moves_with_the_batch(disc_512):
     out, manifest = disc_512["dynamic"]
     assert manifest["int8_method"] == "dynamic" and manifest["parity"]["int8"]["method"] == "dynamic"
