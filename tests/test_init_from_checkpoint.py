@@ -25,7 +25,7 @@ from transformers import (
 
 from electric.checkpoint import CheckpointError
 from electric.modeling.pretrained import discriminator_from, masked_lm_from, read_pretrained
-from training.init_from import adopt_architecture, build_model, resolve_init
+from electric.pretraining.init_from import adopt_architecture, build_model, resolve_init
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_CHECKPOINT = REPO / "runs" / "checkpoints" / "all-MiniLM-L6-v2"

@@ -23,7 +23,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.batches import Batches, step_rng
+from electric.pretraining.batches import Batches, step_rng
 from training.distributed import Dist
 
 REPO = Path(__file__).resolve().parents[1]

@@ -184,9 +184,9 @@ def test_continued_pretraining_starts_from_a_run_on_nbest_references(trained_run
 
 def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
     from electric.pretraining.config import resolve_config
+    from electric.pretraining.init_from import adopt_architecture, build_model, resolve_init
     from electric.pretraining.modeling import SpecialIds
     from electric.tokenization import load_tokenizer
-    from training.init_from import adopt_architecture, build_model, resolve_init
 
     tok = load_tokenizer(trained_run / "discriminator")
     tiny = resolve_config("tiny", "electric", {"init_from": str(trained_run)})

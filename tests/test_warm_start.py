@@ -10,8 +10,8 @@ from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, ElectraForM
 
 from electric.modeling.cloze import ElectricForClozeLM
 from electric.pretraining.config import PretrainConfig, resolve_config
+from electric.pretraining.handover import model_on_masked_lm
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
-from electric.pretraining.warm_start import warm_started_model
 from training.pretrain import main
 from training.schedule import build_optimizer, optimizer_groups, temperature_at
 
@@ -60,7 +60,7 @@ def small_mlm(vocab=50, hidden=32) -> ElectraForMaskedLM:
 def test_a_warm_started_discriminator_has_the_mlms_encoder_and_a_fresh_head_at_the_prior(objective):
     mlm = small_mlm()
     cfg = debug_cfg(objective, hidden_size=32, embedding_size=32, gen_lr=3e-3)
-    model = warm_started_model(cfg, special_ids(), mlm)
+    model = model_on_masked_lm(cfg, special_ids(), mlm)
     disc = model.discriminator
     for name, p in mlm.electra.state_dict().items():
         assert torch.equal(disc.electra.state_dict()[name], p), name
@@ -79,7 +79,7 @@ def test_a_warm_started_discriminator_has_the_mlms_encoder_and_a_fresh_head_at_t
 def test_a_frozen_generator_is_the_mlm_itself_fixed_and_not_sharing_weights():
     mlm = small_mlm()
     cfg = debug_cfg("electra", hidden_size=32, embedding_size=32, generator_mode="frozen", temperature_start=2.0)
-    model = warm_started_model(cfg, special_ids(), mlm)
+    model = model_on_masked_lm(cfg, special_ids(), mlm)
     assert model.generator is mlm and model.frozen_generator
     assert not any(p.requires_grad for p in mlm.parameters())
     model.train()
@@ -180,7 +180,7 @@ def test_frozen_without_a_masked_lm_to_freeze_is_refused(trained_run, tmp_path, 
 
 def test_the_objective_needs_a_warm_start_sources_sizes(tmp_path):
     with pytest.raises(ValueError, match="hidden/embedding/layers/vocab"):
-        warm_started_model(debug_cfg("electra"), special_ids(), small_mlm(hidden=32))
+        model_on_masked_lm(debug_cfg("electra"), special_ids(), small_mlm(hidden=32))
 
 
 def test_the_resume_flags_do_not_include_the_recipe():

@@ -38,18 +38,27 @@ import torch
 from electric.allocator import keep_freed_memory
 from electric.checkpoint import CheckpointError, atomic_dir
 from electric.pretraining import health
+from electric.pretraining.batches import Batches, step_rng
 from electric.pretraining.config import PretrainConfig, RunConfig
 from electric.pretraining.data import DataError, build_datasets
+from electric.pretraining.handover import model_on_masked_lm
+from electric.pretraining.init_from import build_model, resolve_init
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
-from electric.pretraining.warm_start import warm_started_model
+from electric.pretraining.validation import evaluate, unigram_baseline
 from electric.tokenization import load_tokenizer
-from training.batches import Batches, step_rng
 from training.distributed import Dist
-from training.evaluation import evaluate, record_baseline, record_eval, unigram_baseline
-from training.init_from import build_model, resolve_init
 from training.pretrain_args import parse_args, resolve_run
 from training.progress import TrainProgress
-from training.report import print_summary, progress_fields, read_metrics, verdict, write_curves, write_health
+from training.report import (
+    print_summary,
+    progress_fields,
+    read_metrics,
+    record_baseline,
+    record_eval,
+    verdict,
+    write_curves,
+    write_health,
+)
 from training.run_dir import TrainerState, load_checkpoint, save_checkpoint, saved_trainer, truncate_metrics
 from training.schedule import build_optimizer, lr_at, set_lr, temperature_at
 
@@ -325,7 +334,7 @@ def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
     if stage == "warm":
         return PretrainingModel(cfg.warm_stage, special)
     if run.resume and (cfg.warm_start or cfg.generator_mode == "frozen"):  # a discriminator on an MLM's encoder
-        return warm_started_model(cfg, special, PretrainingModel(cfg.warm_stage, special).generator)
+        return model_on_masked_lm(cfg, special, PretrainingModel(cfg.warm_stage, special).generator)
     return build_model(cfg, special, resolve_init(cfg.init_from, cfg.init_generator_from)
                        if cfg.init_from and not run.resume else None)
 
@@ -345,7 +354,7 @@ def switch_to_objective(run: RunConfig, parts: Parts, trainer: TrainerState) -> 
             mlm.save_pretrained(tmp)
             parts.tokenizer.save_pretrained(tmp)
     if handed_over:
-        model = warm_started_model(run.pretrain, parts.special, mlm)
+        model = model_on_masked_lm(run.pretrain, parts.special, mlm)
     else:  # a frozen generator is the MLM itself, whatever its stage
         model = PretrainingModel(run.pretrain, parts.special,
                                  generator=mlm if run.pretrain.generator_mode == "frozen" else None)

@@ -22,7 +22,7 @@ from electric.pretraining.config import (
     resolve_config,
 )
 from electric.pretraining.data import DataError
-from training.init_from import InitSource, adopt_architecture, resolve_init
+from electric.pretraining.init_from import InitSource, adopt_architecture, resolve_init
 from training.run_dir import prepare_out_dir
 
 INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr
@@ -76,8 +76,8 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
                          "loss never pulls on the discriminator's embeddings)")
     ap.add_argument("--layer-norm", choices=("post", "pre"),
                     help="where each layer's LayerNorms sit: post (default; BERT, ELECTRA) or pre (x + f(LN(x)) and a "
-                         "final LayerNorm; Cramming's choice for short runs). Pre-LN checkpoints train, resume and "
-                         "warm-start and score with the torch backend; export and fine-tuning refuse them")
+                         "final LayerNorm; Cramming's choice for short runs). Pre-LN checkpoints train, resume, hand "
+                         "over their encoder and score with the torch backend; export and fine-tuning refuse them")
     ap.add_argument("--dropout", type=float, help="hidden and attention dropout (tiny 0, other presets 0.1)")
     ap.add_argument("--seed", type=int, help="seed for init, masking, sampling and data order")
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",

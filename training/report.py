@@ -1,4 +1,5 @@
-"""What a run shows a person: the progress bar's fields, OUT/curves.png and the closing summary."""
+"""What a run writes down and shows a person: its evaluations in metrics.jsonl (a collapse warned once), the
+progress bar's fields, OUT/curves.png and the closing summary."""
 
 from __future__ import annotations
 
@@ -132,3 +133,32 @@ def print_summary(out: Path, cfg: PretrainConfig, trainer: TrainerState, last: d
     if reason in ("SIGINT", "SIGTERM", "--stop-at", "collapse"):
         lines.append(f"checkpoint saved; continue with: python -m training.pretrain --resume --out {out} --data ...")
     print("\n".join(lines))
+
+
+def record_eval(metrics_path: Path, step: int, trainer: TrainerState, val: dict, last: dict, bar, start: str) -> bool:
+    """Log one evaluation; warn (once) when it finds the discriminator collapsed, with the advice for a run that
+    started `start` (`PretrainConfig.start`). True iff it did."""
+    if not val:
+        return False
+    reasons = health.collapse_reasons_in(val)
+    row = {"step": step, "tokens": trainer.tokens, **{k: round(v, 5) for k, v in val.items()}}
+    if reasons:
+        row["collapsed"] = True
+    with metrics_path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+    last.update(val)
+    if reasons and trainer.collapse is None:
+        trainer.collapse = {"step": step, "reasons": reasons}
+        msg = f"WARNING at step {step}: {health.collapse_advice(start)} ({'; '.join(reasons)})"
+        (bar.write if bar is not None else print)(msg, file=sys.stderr)
+    return bool(reasons)
+
+
+def record_baseline(metrics_path: Path, val: dict) -> None:
+    """Log the evaluation of a run's first weights (step 0, `"baseline": true`): where a run --init-from a checkpoint
+    starts, so that its end can be compared with it (training.report.verdict). No collapse check: a fresh head on a
+    trained encoder has not learned anything yet."""
+    if val:
+        with metrics_path.open("a") as f:
+            f.write(json.dumps({"step": 0, "tokens": 0, "baseline": True, **{k: round(v, 5) for k, v in val.items()}})
+                    + "\n")

@@ -37,8 +37,8 @@ class InitSource:
 
     @property
     def fresh_head(self) -> bool:
-        """True when a discriminator objective puts a fresh head on the encoder (a warm start): the source is not
-        a discriminator already."""
+        """True when a discriminator objective puts a fresh head on the encoder: the source is not a discriminator
+        already."""
         return self.encoder.carries != "discriminator"
 
 

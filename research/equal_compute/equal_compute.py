@@ -297,8 +297,8 @@ def reevaluate(args, run_dir: Path) -> dict:
     from electric.pretraining.config import RunConfig
     from electric.pretraining.data import build_datasets
     from electric.pretraining.modeling import SpecialIds
+    from electric.pretraining.validation import evaluate, unigram_baseline
     from electric.tokenization import load_tokenizer
-    from training.evaluation import evaluate, unigram_baseline
     from training.pretrain import stage_model
 
     torch.set_num_threads(2)

@@ -27,13 +27,13 @@ import torch.nn.functional as F  # noqa: E402
 
 from electric.hardware import cpu_description, resolve_precision  # noqa: E402
 from electric.pretraining import health  # noqa: E402
+from electric.pretraining.batches import collate  # noqa: E402
 from electric.pretraining.config import resolve_config  # noqa: E402
 from electric.pretraining.data import build_datasets  # noqa: E402
 from electric.pretraining.modeling import PretrainingModel, SpecialIds  # noqa: E402
+from electric.pretraining.validation import unigram_baseline  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
 from electric.tokenization import load_tokenizer  # noqa: E402
-from training.batches import collate  # noqa: E402
-from training.evaluation import unigram_baseline  # noqa: E402
 
 WARMUP = 300
 
@@ -62,7 +62,7 @@ def main(argv=None) -> None:
     cfg = resolve_config("tiny", "electra", {"lr": args.lr})
     special = SpecialIds.from_tokenizer(tok)
     if args.init_from:  # any checkpoint --init-from takes: its encoder under a fresh head at the label prior
-        from training.init_from import adopt_architecture, build_model, resolve_init
+        from electric.pretraining.init_from import adopt_architecture, build_model, resolve_init
 
         source = resolve_init(args.init_from)
         model = build_model(adopt_architecture(cfg, source), special, source)

@@ -231,10 +231,10 @@ def checkpoint_cosine(args, data: list[str]) -> float:
 
     from electric.pretraining.config import resolve_config
     from electric.pretraining.data import build_datasets
+    from electric.pretraining.init_from import adopt_architecture, build_model, resolve_init
     from electric.pretraining.modeling import SpecialIds
+    from electric.pretraining.validation import evaluate
     from electric.tokenization import load_tokenizer
-    from training.evaluation import evaluate
-    from training.init_from import adopt_architecture, build_model, resolve_init
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
