@@ -6,10 +6,10 @@ calling one `Engine`.
 
 Startup: uvicorn runs the lifespan, which starts the gRPC server and the engine's loading task and
 returns at once, so /health answers while the models load; /ready (and gRPC health) turn SERVING after
-warm-up. Shutdown (SIGTERM/SIGINT): the engine refuses new requests (503 / UNAVAILABLE); uvicorn accepts the
-connections waiting in its listener's queue, closes it, and waits for every HTTP request that has arrived, read
-or not, to be answered (server/http_protocol.py), then the lifespan stops gRPC and waits for the engine's queue
-to empty. One grace period (`shutdown_grace_s`, counted from the signal) bounds it all: when it is over, the
+warm-up. Shutdown (SIGTERM/SIGINT): the engine refuses new requests (503 / UNAVAILABLE) and every HTTP answer
+closes its connection; uvicorn accepts the connections waiting in its listener's queue as it closes it, and waits
+for every HTTP request sent on an open connection, read or not, to be answered (server/http_protocol.py), then the
+lifespan stops gRPC and waits for the engine's queue to empty. One grace period (`shutdown_grace_s`, counted from the signal) bounds it all: when it is over, the
 engine answers the requests still in flight with `ShuttingDown` (503 / UNAVAILABLE), and the transports get
 FLUSH_S more to send those answers before they cut connections.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import socket
@@ -36,7 +37,7 @@ from server.engine import Engine
 from server.http import add_error_handlers, add_input_limits_to_openapi, add_routes
 from server.http_docs import add_docs_routes
 from server.http_middleware import ObservabilityMiddleware, fast_routes
-from server.http_protocol import HEADERS_TOO_LARGE, HttpProtocol, accept_waiting, http_protocol
+from server.http_protocol import HEADERS_TOO_LARGE, HttpProtocol, close_listeners, http_protocol
 from server.http_ui import add_ui_routes
 from server.prometheus import Metrics
 from server.settings import Settings
@@ -45,7 +46,6 @@ from server.transport import record
 log = logging.getLogger("electric.server")
 SWITCH_INTERVAL_S = 0.0005
 FLUSH_S = 1.0  # after the shutdown grace: time to send the 503 / UNAVAILABLE answers before cutting connections
-ACCEPT_S = 0.5  # at shutdown: the longest the HTTP listener stays open to accept the connections waiting in its queue
 
 DESCRIPTION = """Electric pseudo-log-likelihood scores, n-best reranking, ELECTRA replaced-token detection and
 fine-tuned classifiers, batched across requests. The same calls are served over gRPC (`electric.v1`).
@@ -113,8 +113,9 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
 
 class _Uvicorn(uvicorn.Server):
     """uvicorn.Server that tells the engine to refuse new work the moment a shutdown signal arrives, and that answers
-    every HTTP request which arrived before it shuts down: the connections waiting in the listener's queue are
-    accepted before it closes, and each connection closes once what it holds is answered (HttpProtocol.shutdown)."""
+    every HTTP request sent on a connection it had accepted or queued: the connections waiting in the listener's
+    queue are accepted as it closes (close_listeners), and each connection closes after its next answer, or when
+    nothing of a next request has come for a moment (HttpProtocol.shutdown)."""
 
     def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None], protocol: type[HttpProtocol]):
         super().__init__(config)
@@ -123,12 +124,17 @@ class _Uvicorn(uvicorn.Server):
 
     def handle_exit(self, sig, frame) -> None:
         self._on_exit()
+        self._protocol.shutting_down = True  # from now on every answer closes its connection
         super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets=None) -> None:
         self._protocol.shutting_down = True
-        await accept_waiting(self.servers, ACCEPT_S)
-        await super().shutdown(sockets)
+        accepted = await close_listeners(self.servers, functools.partial(
+            self.config.http_protocol_class, config=self.config, server_state=self.server_state,
+            app_state=self.lifespan.state))
+        if accepted:
+            log.info("accepted %d connections waiting in the listener's queue", accepted)
+        await super().shutdown(sockets)  # closing the closed listeners again does nothing
 
     @contextlib.contextmanager
     def capture_signals(self):

@@ -8,17 +8,23 @@ out. `http_protocol(settings, refused)` makes the class `uvicorn.Config(http=...
   event loop stalled for everyone). The bytes read while a head is incomplete are counted at every read, so at
   most one read (256 KiB) past the limit is ever parsed.
 - **A shutdown that answers what has arrived.** uvicorn closes an idle keep-alive connection at once when it
-  shuts down: a request whose bytes were in the socket, not yet read by a busy event loop, got no answer at all.
-  Here a connection closes at once only when nothing of a next request is there, read or not; otherwise that
-  request is read and answered (503 `shutting_down`, from the engine, which refuses new work from the signal on)
-  and the connection closes after it, as one still answering closes after its response.
+  shuts down: a request whose bytes were in the socket, not yet read by a busy event loop, or on their way from a
+  client that had just read its last answer, got no answer at all. Here an idle connection stays open for
+  `linger_s` more (LINGER_S, at most the shutdown grace) and closes only when nothing of a next request has come,
+  read or not; a request that comes is read and answered (503 `shutting_down`, from the engine, which refuses new
+  work from the signal on) and the connection closes after it, as one still answering closes after its response.
+
+uvicorn has no public hook for either, so this subclasses its private `httptools_impl.HttpToolsProtocol`:
+pyproject.toml pins the exact uvicorn version, and tests/server/test_uvicorn_hooks.py checks the hooks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import select
+import socket
 import time
 from collections.abc import Callable
 
@@ -27,6 +33,8 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from server.settings import Settings
 
 HEADERS_TOO_LARGE = "headers_too_large"  # the error_type of a 431
+LINGER_S = 0.5  # at shutdown, an idle connection waits this long for a next request already on its way
+RECHECK_S = 0.02  # at shutdown, how often an idle connection with bytes not parsed yet looks again
 
 
 class HttpProtocol(HttpToolsProtocol):
@@ -36,6 +44,7 @@ class HttpProtocol(HttpToolsProtocol):
     max_headers = 100
     refused: Callable[[str, str, float], None] = staticmethod(lambda client, error, seconds: None)
     shutting_down = False  # set by the server when it begins to shut down: every answer closes its connection
+    linger_s = LINGER_S
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -45,6 +54,11 @@ class HttpProtocol(HttpToolsProtocol):
         self._head_begun = False  # the parser has begun a message whose headers are not complete
         self._head_t0 = 0.0
         self._refusal: str | None = None  # why this connection's request is refused with a 431
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        if self.shutting_down:  # made after uvicorn asked each connection to shut down: the same rule
+            self.loop.call_later(self.linger_s, self._close_if_quiet)
 
     # ---- reads ---------------------------------------------------------------------------------------------
 
@@ -116,28 +130,50 @@ class HttpProtocol(HttpToolsProtocol):
     # ---- shutdown ------------------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Called by uvicorn when the server shuts down: close the connection now if it is idle and nothing of a
-        next request has arrived; else answer what is there (a request in progress, a head begun, bytes not read
-        yet), then close."""
-        idle = self.cycle is None or self.cycle.response_complete
-        if idle and not self._head_begun and not _unread(self.transport):
-            self.transport.close()
-        elif not idle:
+        """Called by uvicorn when the server shuts down: a connection answering a request closes after its answer; an
+        idle one closes once nothing of a next request has come for `linger_s` (_close_if_quiet)."""
+        if self.cycle is None or self.cycle.response_complete:
+            self.loop.call_later(self.linger_s, self._close_if_quiet)
+        else:
             self.cycle.keep_alive = False  # a next request's cycle learns it from shutting_down (on_headers_complete)
 
+    def _close_if_quiet(self) -> None:
+        """Close an idle connection that holds nothing of a next request, read or not; one that does is looked at
+        again shortly (its request, once read, closes the connection after its answer)."""
+        if self.transport.is_closing() or not (self.cycle is None or self.cycle.response_complete):
+            return
+        if self._head_begun or _unread(self.transport):
+            self.loop.call_later(RECHECK_S, self._close_if_quiet)
+        else:
+            self.transport.close()
 
-async def accept_waiting(servers, limit_s: float) -> None:
-    """Let the event loop accept the connections waiting in the listeners' queues (for up to `limit_s`) before
-    uvicorn closes the listeners: closing one resets the connections in its queue, unanswered, though their
-    requests may have arrived before the signal."""
-    poller = select.poll()
+
+async def close_listeners(servers, make_protocol: Callable[[], asyncio.Protocol]) -> int:
+    """Close the servers' listeners without resetting the connections waiting in their queues, whose requests may
+    have arrived before the signal: each listening socket is duplicated, the servers closed (the event loop accepts
+    no more), then every connection still queued is accepted from the duplicate until none is left and the duplicate
+    closed at once, so the kernel refuses only a connection that completes in the microseconds between the two.
+    The accepted connections are served by protocols from `make_protocol`. Returns how many were accepted."""
+    listeners = []
     for server in servers:
         for sock in server.sockets:
-            poller.register(sock.fileno(), select.POLLIN)
-    deadline = time.monotonic() + limit_s
-    while poller.poll(0) and time.monotonic() < deadline:
-        await asyncio.sleep(0.001)
-    await asyncio.sleep(0.01)  # the accepted connections are made (asyncio makes them in a task)
+            listener = socket.socket(fileno=os.dup(sock.fileno()))
+            listener.setblocking(False)
+            listeners.append(listener)
+        server.close()
+    accepted = []
+    for listener in listeners:
+        with listener:
+            while True:
+                try:
+                    accepted.append(listener.accept()[0])
+                except (BlockingIOError, InterruptedError):
+                    break
+    loop = asyncio.get_running_loop()
+    for conn in accepted:
+        conn.setblocking(False)
+        await loop.connect_accepted_socket(make_protocol, conn)
+    return len(accepted)
 
 
 def _unread(transport) -> bool:
@@ -155,4 +191,5 @@ def http_protocol(settings: Settings, refused: Callable[[str, str, float], None]
     is told of every 431 (to count and log it)."""
     return type("HttpProtocol", (HttpProtocol,), {"max_header_bytes": settings.max_header_bytes,
                                                   "max_headers": settings.max_headers,
+                                                  "linger_s": min(LINGER_S, settings.shutdown_grace_s),
                                                   "refused": staticmethod(refused)})

@@ -8,12 +8,14 @@ reaches its shutdown in production.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -111,4 +113,69 @@ def test_every_request_that_arrived_before_sigterm_is_answered(serving):
             status, _, body = reply
             assert status == 200 or (status == 503 and json.loads(body)["error_type"] == "shutting_down"), body
     _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+
+
+CLIENTS = 32
+
+
+@pytest.mark.integration
+def test_sigterm_under_load_answers_every_request_sent(serving):
+    """32 keep-alive clients, each sending its next request as soon as it has read an answer, and reconnecting when
+    told `connection: close`; SIGTERM arrives in the middle. No request sent is left without an answer: each gets its
+    200, or 503 `shutting_down` when the server read it after the signal; a connection attempt after the listener
+    closed is refused (nothing was sent on it)."""
+    proc, port = serving
+    signalled = threading.Event()
+    lock = threading.Lock()
+    outcomes: collections.Counter = collections.Counter()  # ("before" | "after" the signal, outcome)
+
+    def count(outcome: str, sent_after: bool) -> None:
+        with lock:
+            outcomes["after" if sent_after else "before", outcome] += 1
+
+    def client() -> None:
+        sock, fresh_after = None, False
+        while True:
+            if sock is None:
+                try:
+                    fresh_after = signalled.is_set()
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+                except OSError:  # the listener has closed: the client knows its request was never sent
+                    count("refused", signalled.is_set())
+                    return
+            sent_after = signalled.is_set()
+            try:
+                sock.sendall(request(port))
+                reply = read_response(sock)
+            except OSError:
+                reply = None
+            if reply is None:
+                count("lost on a connection made " + ("after" if fresh_after else "before"), sent_after)
+                sock.close()
+                return
+            status, headers, body = reply
+            assert status == 200 or (status == 503 and json.loads(body)["error_type"] == "shutting_down"), body
+            count(str(status), sent_after)
+            if headers.get("connection") == "close":
+                sock.close()
+                sock = None
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while sum(n for (_, what), n in outcomes.items() if what == "200") < 4 * CLIENTS:  # under load
+        assert time.monotonic() < deadline, outcomes
+        time.sleep(0.01)
+    signalled.set()
+    proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), outcomes
+    _, err = proc.communicate(timeout=60)
+    got = {f"{when} {what}": n for (when, what), n in sorted(outcomes.items())}
+    print(f"SIGTERM under load, {CLIENTS} keep-alive clients: {got}")
+    assert not [k for k in got if "lost" in k], got  # every request sent got an answer
+    assert sum(n for k, n in got.items() if k.endswith("refused")) == CLIENTS, got  # each ended on a closed listener
     assert proc.returncode == 0, err[-3000:]

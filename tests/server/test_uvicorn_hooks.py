@@ -1,0 +1,117 @@
+"""server/http_protocol.py subclasses uvicorn's private httptools protocol (uvicorn has no public hook for a bounded
+request head or for a shutdown that answers what has arrived), and server/app.py drives uvicorn.Server's shutdown.
+So pyproject.toml pins uvicorn to one version, and these tests check the hooks that code relies on: a new uvicorn is
+taken on purpose, with these failing first if its internals moved."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from server.http_protocol import http_protocol
+from server.settings import Settings
+from tests.conftest import REPO
+
+
+def test_uvicorn_is_pinned_to_the_version_installed():
+    pins = re.findall(r'^\s*"(uvicorn[^"]*)"', (REPO / "pyproject.toml").read_text(), re.M)
+    assert pins == [f"uvicorn=={uvicorn.__version__}"]
+
+
+def test_the_private_hooks_are_there():
+    for name in ("connection_made", "data_received", "on_message_begin", "on_url", "on_header", "on_headers_complete",
+                 "on_body", "on_message_complete", "shutdown"):
+        assert callable(getattr(HttpToolsProtocol, name, None)), name
+    for name in ("handle_exit", "shutdown", "capture_signals"):
+        assert callable(getattr(uvicorn.Server, name, None)), name
+    config = uvicorn.Config(app=unavailable, http=http_protocol(Settings(model="unused"), print), log_config=None)
+    config.load()  # what _Uvicorn.shutdown builds a protocol from: config.http_protocol_class, server_state
+    assert issubclass(config.http_protocol_class, HttpToolsProtocol)
+    assert isinstance(uvicorn.Server(config).server_state, ServerState)
+
+
+class FakeTransport:
+    """What the protocol writes and whether it closed; no socket (so nothing is ever unread)."""
+
+    def __init__(self):
+        self.written, self.closed = b"", False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default=None):
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def unavailable(scope, receive, send):  # the engine's answer after the signal, in short
+    await send({"type": "http.response.start", "status": 503, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def connection(**settings) -> tuple[HttpToolsProtocol, FakeTransport, list]:
+    refused: list = []
+    cls = http_protocol(Settings(model="unused", **settings), lambda *a: refused.append(a))
+    protocol = cls(config=uvicorn.Config(app=unavailable, log_config=None), server_state=ServerState(), app_state={})
+    transport = FakeTransport()
+    protocol.connection_made(transport)
+    return protocol, transport, refused
+
+
+def test_a_head_over_the_limit_is_a_431_and_the_connection_closes():
+    async def main():
+        protocol, transport, refused = connection(max_header_bytes=1024)
+        protocol.data_received(b"GET /health HTTP/1.1\r\nx-big: " + b"a" * 2000 + b"\r\n\r\n")
+        return transport, refused
+
+    transport, refused = asyncio.run(main())
+    assert transport.written.startswith(b"HTTP/1.1 431 ") and b'"error_type": "headers_too_large"' in transport.written
+    assert transport.closed and len(refused) == 1
+
+
+def test_at_shutdown_an_idle_connection_waits_for_a_next_request_and_answers_it_before_closing():
+    async def main():
+        protocol, transport, _ = connection(shutdown_grace_s=0.2)
+        type(protocol).shutting_down = True
+        protocol.shutdown()
+        await asyncio.sleep(0.05)
+        open_while_lingering = not transport.closed
+        protocol.data_received(b"POST /v1/score HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+        for _ in range(100):
+            if transport.closed:
+                break
+            await asyncio.sleep(0.01)
+        return open_while_lingering, transport
+
+    open_while_lingering, transport = asyncio.run(main())
+    assert open_while_lingering
+    assert transport.written.startswith(b"HTTP/1.1 503 ") and b"connection: close" in transport.written.lower()
+    assert transport.closed
+
+
+def test_at_shutdown_an_idle_connection_with_nothing_coming_closes_after_the_linger():
+    async def main():
+        protocol, transport, _ = connection(shutdown_grace_s=0.05)
+        type(protocol).shutting_down = True
+        protocol.shutdown()
+        closed_at_once = transport.closed
+        await asyncio.sleep(0.2)
+        return closed_at_once, transport
+
+    closed_at_once, transport = asyncio.run(main())
+    assert not closed_at_once and transport.closed and transport.written == b""
