@@ -25,7 +25,7 @@ def load_tokenizer(path: str | os.PathLike):
     transformers tokenizer (training, fine-tuning, export, the torch backend). Inference on an export uses
     `load_inference_tokenizer`, which needs no transformers."""
     require_extra("loading a tokenizer with transformers", ("transformers",))
-    from transformers import AutoTokenizer, BertTokenizerFast
+    from transformers import AutoTokenizer, BertTokenizerFast  # type: ignore[attr-defined]  # an alias in transformers 5
 
     d = _tokenizer_dir(path)
     try:
@@ -50,7 +50,7 @@ class WordPieceTokenizer:
     """A BERT/ELECTRA tokenizer from tokenizer.json on the Rust `tokenizers` library alone - no transformers, so
     no torch: what inference reads of a tokenizer (the Rust `backend_tokenizer`, the special tokens and their
     ids), under transformers' attribute names. It tokenises as `load_tokenizer`'s tokenizer does
-    (tests/test_server_tokenize.py compares them); encode with `electric.inference.encoding.encode`."""
+    (tests/server/test_server_tokenize.py compares them); encode with `electric.inference.encoding.encode`."""
 
     is_fast = True  # electric.inference.encoding.encode asks
 

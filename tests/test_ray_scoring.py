@@ -82,6 +82,14 @@ def test_bad_records_are_named_by_file_and_line(tmp_path):
     assert "line 4: expected a JSON object with a string 'text'" in read[3][2]
 
 
+def test_nbest_lines_become_lists_and_bad_ones_are_named(tmp_path):
+    p = tmp_path / "in.jsonl"
+    p.write_text('{"input": ["show flights", "show flight"], "output": "show flights"}\n{"input": "one"}\n')
+    (first, nb, err), (_, bad, why) = files.read_shard(files.plan_shards(p, "nbest-jsonl", 10)[0])
+    assert (first, err, nb.utt_id, nb.hyps, nb.ref) == (1, None, "1", ["show flights", "show flight"], "show flights")
+    assert bad is None and why.startswith(f"{p}: line 2: ")
+
+
 def test_a_part_counts_as_finished_only_when_complete(tmp_path):
     shard = {"shard": 3, "count": 2}
     assert not files.finished_part(tmp_path, shard, "jsonl")

@@ -60,7 +60,8 @@ def word_scores(scorer, sentences: list[list[str]]) -> list[list[float | None]]:
         for t in np.flatnonzero(e.candidates):
             k = bisect.bisect_right(st, int(e.offsets[t, 0])) - 1
             if 0 <= k < len(words):
-                scores[k] = float(prob[t]) if scores[k] is None else max(scores[k], float(prob[t]))
+                previous = scores[k]
+                scores[k] = float(prob[t]) if previous is None else max(previous, float(prob[t]))
         out.append(scores)
     return out
 
@@ -115,6 +116,7 @@ def evaluate_detection(labels: list[list[str]], scores: list[list[float | None]]
 def dev_and_test(args: argparse.Namespace):
     """(dev examples, test examples, where each came from), as the module docstring says."""
     fce = TASKS["fce"]
+    assert fce.test is not None  # the FCE task names its test file
     data = Path(args.data)
     test_path = data / fce.test if data.is_dir() else data
     test = fce.read(test_path)

@@ -4,6 +4,7 @@ a pair is right when the good sentence scores strictly higher), per set, per lin
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from electric.textio import quote
@@ -67,7 +68,7 @@ def read_blimp(data: str | Path, limit: int | None = None) -> dict[str, BlimpSet
     return sets
 
 
-def blimp_accuracy(sets: dict[str, list[tuple[str, str]]], score_fn, *, chunk_size: int = 4096,
+def blimp_accuracy(sets: Mapping[str, Sequence[tuple[str, str]]], score_fn, *, chunk_size: int = 4096,
                    progress: bool = False, per_pair: bool = False) -> dict:
     """Accuracy per set, per field (pairs pooled over the field's sets, for `BlimpSet`s that carry one)
     and overall; a pair is right when the good sentence scores strictly higher. `per_pair`: also

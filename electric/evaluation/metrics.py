@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def _pair(y_true: Sequence, y_pred: Sequence) -> tuple[np.ndarray, np.ndarray]:
+def _pair(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     t, p = np.asarray(y_true), np.asarray(y_pred)
     if t.shape != p.shape:
         raise ValueError(f"y_true and y_pred differ in shape: {t.shape} vs {p.shape}")
@@ -45,7 +45,7 @@ def matthews_corrcoef(y_true: Sequence, y_pred: Sequence) -> float:
     return float(mcc(t, p))
 
 
-def precision_recall_fbeta(y_true: Sequence, y_pred: Sequence, positive, beta: float = 1.0) -> dict[str, float]:
+def precision_recall_fbeta(y_true: Sequence | np.ndarray, y_pred: Sequence | np.ndarray, positive, beta: float = 1.0) -> dict[str, float]:
     """Precision, recall and F-beta of the class `positive` (beta 0.5 weighs precision twice as much)."""
     from sklearn.metrics import precision_recall_fscore_support
 
@@ -67,14 +67,14 @@ def macro_f1(y_true: Sequence, y_pred: Sequence) -> float:
     return float(f1_score(t, p, labels=np.unique(t), average="macro", zero_division=0.0))
 
 
-def rankdata(x: Sequence[float]) -> np.ndarray:
+def rankdata(x: Sequence[float] | np.ndarray) -> np.ndarray:
     """1-based ranks, ties given their average rank (scipy.stats.rankdata)."""
     from scipy.stats import rankdata as ranks
 
     return ranks(np.asarray(x, dtype=np.float64))
 
 
-def _correlation(x: Sequence[float], y: Sequence[float], kind: str) -> float:
+def _correlation(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, kind: str) -> float:
     """Pearson's or Spearman's coefficient; 0.0 where it is undefined (a constant series, one example)."""
     from scipy import stats
 
@@ -86,17 +86,17 @@ def _correlation(x: Sequence[float], y: Sequence[float], kind: str) -> float:
     return float(r.statistic)
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     return _correlation(x, y, "pearson")
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Spearman's rank correlation; 0.0 where it is undefined (a constant series, one example). The one Spearman
     of the project: fine-tuning's STS-B score and the export's parity gate (where 0.0 fails the gate) alike."""
     return _correlation(x, y, "spearman")
 
 
-def roc_auc(y_true: Sequence, scores: Sequence[float]) -> float:
+def roc_auc(y_true: Sequence[float] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
     """Area under the ROC curve for binary labels (1/True = positive); tied scores count one half. NaN where it
     is undefined (one class absent), so that a log of training health never stops on it; a caller that must not
     report NaN checks `math.isnan`. The one ROC-AUC of the project."""
@@ -109,7 +109,7 @@ def roc_auc(y_true: Sequence, scores: Sequence[float]) -> float:
     return float(roc_auc_score(pos, s.astype(np.float64)))
 
 
-def best_threshold_fbeta(y_true: Sequence, scores: Sequence[float], beta: float = 0.5) -> dict[str, float]:
+def best_threshold_fbeta(y_true: Sequence[float] | np.ndarray, scores: Sequence[float] | np.ndarray, beta: float = 0.5) -> dict[str, float]:
     """The threshold on `scores` (predict positive when score >= threshold) that maximises F-beta; the
     highest such threshold when several tie. Without positive examples every F is 0 and the threshold is the
     highest score."""

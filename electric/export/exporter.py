@@ -251,7 +251,8 @@ def plan_export(model_dir: str | Path, out_dir: str | Path, options: ExportOptio
     sentences, parity_source = parity_sentences(options.parity_data, default=options.default_sentences)
     pairs = kind in ("classifier", "tagger")
     batches = parity_batches(tokenizer, sentences, max_length, pairs)
-    int8_batches, int8_source = ([], "")
+    int8_batches: list[dict] = []
+    int8_source = ""
     if options.quantize == "int8" and options.int8_method == "static":
         int8_batches, int8_source = static_int8_batches(options, tokenizer, sentences, max_length, pairs)
     return ExportPlan(options, src, out, config, kind, arch, exporter, opset, tokenizer, max_length,
@@ -479,6 +480,7 @@ def copy_model_files(src: Path, tmp: Path) -> None:
 def add_triton_model(plan: ExportPlan, tmp: Path, files: dict, log: Callable[[str], None]) -> None:
     """The Triton model repository entry, of the fp16 graph if there is one, else int8, else fp32."""
     precision = "fp16" if "fp16" in files else "int8" if "int8" in files else "fp32"
+    assert plan.options.triton_repo is not None  # called only when a repository was asked for
     path = write_triton(Path(plan.options.triton_repo), plan.triton_name, tmp / files[precision], precision,
                         plan.options.overwrite)
     log(f"wrote Triton model {path} ({precision})")

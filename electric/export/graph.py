@@ -97,6 +97,8 @@ def export_onnx(model, path: Path, *, opset: int = DEFAULT_OPSET, exporter: str 
                                             optimize=True, verbose=False)
             finally:
                 registry_log.setLevel(level)
+            if program is None:
+                raise ExportError(f"torch.onnx.export (dynamo) returned no program for {path.name}")
             program.save(str(path))
         else:
             raise ValueError(f"exporter {exporter!r}: expected 'legacy' or 'dynamo'")

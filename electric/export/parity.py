@@ -104,7 +104,7 @@ def parity_batches(tokenizer, sentences: Sequence[str], max_length: int, pairs: 
             enc = tokenizer(chunk, padding=True, truncation=True, max_length=limit, return_tensors="np",
                             return_special_tokens_mask=True)
             special = enc["special_tokens_mask"].astype(bool)
-        batch = {k: np.asarray(enc[k], dtype=np.int64) for k in INPUT_NAMES if k in enc}
+        batch: dict[str, np.ndarray] = {k: np.asarray(enc[k], dtype=np.int64) for k in INPUT_NAMES if k in enc}
         batch.setdefault("token_type_ids", np.zeros_like(batch["input_ids"]))
         batch["candidates"] = batch["attention_mask"].astype(bool) & ~special  # (B, T)
         out.append(batch)

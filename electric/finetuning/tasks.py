@@ -95,6 +95,11 @@ def _parse_label(raw: str, task_type: str, label_map: dict[str, str] | None, whe
     return raw
 
 
+def _parse_tag(raw: str, label_map: dict[str, str] | None, where: str) -> str:
+    """One word's tag: a class name (`_parse_label` of a tagging task)."""
+    return str(_parse_label(raw, "tagging", label_map, where))
+
+
 def _column_index(col: str | int, header: list[str] | None, path: Path) -> int:
     if isinstance(col, int):
         return col
@@ -109,7 +114,7 @@ def _column_index(col: str | int, header: list[str] | None, path: Path) -> int:
 
 def read_delimited(path: str | Path, *, task_type: str, text: str | int, label: str | int,
                    pair: str | int | None = None, delimiter: str = "\t", header: bool = True,
-                   label_map: dict[str, str] | None = None, quoting: int = csv.QUOTE_NONE) -> list[Example]:
+                   label_map: dict[str, str] | None = None, quoting: Literal[0, 1, 2, 3] = csv.QUOTE_NONE) -> list[Example]:
     """Rows of a CSV/TSV file. Columns are header names or 0-based indices. Tagging rows hold the words
     and the tags as whitespace-separated strings of equal length."""
     path = Path(path)
@@ -143,7 +148,7 @@ def read_delimited(path: str | Path, *, task_type: str, text: str | int, label: 
                 words, tags = sentence.split(), row[l_i].split()
                 if len(words) != len(tags):
                     raise TaskDataError(f"{where}: {len(words)} words but {len(tags)} tags")
-                examples.append(Example(words, [_parse_label(t, task_type, label_map, where) for t in tags],
+                examples.append(Example(words, [_parse_tag(t, label_map, where) for t in tags],
                                         source=where))
                 continue
             second = None
@@ -185,7 +190,7 @@ def read_jsonl(path: str | Path, *, task_type: str, text: str, label: str, pair:
                 if len(words) != len(tags):
                     raise TaskDataError(f"{where}: {len(words)} words but {len(tags)} tags")
                 examples.append(Example([str(w) for w in words],
-                                        [_parse_label(str(t), task_type, label_map, where) for t in tags],
+                                        [_parse_tag(str(t), label_map, where) for t in tags],
                                         source=where))
                 continue
             sentence = str(obj[text]).strip()
@@ -233,7 +238,7 @@ def read_conll(path: str | Path, *, token_col: int = 0, label_col: int = -1, del
             if not words:
                 start = line_no
             words.append(cols[token_col].strip())
-            tags.append(_parse_label(cols[label_col], "tagging", label_map, f"{path}:{line_no}"))
+            tags.append(_parse_tag(cols[label_col], label_map, f"{path}:{line_no}"))
     flush()
     return _nonempty(path, examples)
 

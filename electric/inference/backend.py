@@ -81,13 +81,13 @@ class TorchBackend:
             self.model = ClozeTokenLogProbs(load_cloze_model(d, dtype or torch.float32)).to(self.device).eval()
         else:
             cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
-            self.model = load_model(d, cls, dtype or torch.float32).to(self.device)
+            self.model = load_model(d, cls, dtype or torch.float32).to(self.device)  # type: ignore[arg-type]  # transformers' stub
         self.tokenizer = load_tokenizer(d)
         self.max_positions = int(self.config.get("max_position_embeddings", 512))
         self.max_length, self.max_length_from = trained_length(d, self.config)
         self.providers = [f"torch:{self.device.type}"]
         self.model_dir = d
-        self.calibration = None  # a checkpoint carries none: `electric export` fits one
+        self.calibration: Calibration | None = None  # a checkpoint carries none: `electric export` fits one
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray:
@@ -120,7 +120,7 @@ def resolve_backend(model_dir: str | Path, backend: str = "auto") -> Literal["on
         return "onnx" if (Path(model_dir) / MANIFEST).is_file() else "torch"
     if backend not in ("onnx", "torch"):
         raise ValueError(f"unknown backend {backend!r} (auto, torch or onnx)")
-    return backend
+    return "onnx" if backend == "onnx" else "torch"
 
 
 def load_backend(model_dir: str | Path, backend: str = "auto", **kwargs) -> Backend:

@@ -287,7 +287,8 @@ def _encode_capped_inputs(rust, flat: list, max_length: int) -> tuple[list, list
     """Encodings of texts and pairs that never tokenise much more of a long text than `max_length` tokens
     (`encode_capped`). A text's cut is True when only its prefix was encoded; a pair's is the pair it encoded
     (each side cut where `encode_capped` cut it: past max_length - 1 whole-word tokens), or None when whole."""
-    encodings, cut = [None] * len(flat), [None] * len(flat)
+    encodings: list = [None] * len(flat)
+    cut: list = [None] * len(flat)
     texts = [k for k, x in enumerate(flat) if isinstance(x, str)]
     if texts:
         for k, e, c in zip(texts, *encode_capped(rust, [flat[k] for k in texts], max_length), strict=True):
@@ -317,6 +318,6 @@ def pair_from_encoding(tokenizer, e, pair: tuple[str, str], index: int, max_leng
     if len(ids) > max_length:
         if not truncate:
             raise InputTooLongError(index, len(ids), max_length, at_least=cut)
-        cut = rust_tokenizer(tokenizer, max_length).encode(pair[0], pair[1], add_special_tokens=True)
-        ids, tt, truncated = cut.ids, cut.type_ids, True
+        whole = rust_tokenizer(tokenizer, max_length).encode(pair[0], pair[1], add_special_tokens=True)
+        ids, tt, truncated = whole.ids, whole.type_ids, True
     return PairEncoded(index, np.asarray(ids, dtype=np.int64), np.asarray(tt, dtype=np.int64), truncated, blank_side)

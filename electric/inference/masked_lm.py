@@ -78,8 +78,7 @@ def load_masked_lm(model_dir: str | Path, device: str | None = None, dtype=None)
     if head_missing:
         raise CheckpointError(f"{str(d)!r} has no trained masked-LM head (missing {sorted(head_missing)[:3]}); "
                               "it is not a masked-LM checkpoint")
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    return model.to(device).eval(), load_tokenizer(d)
+    return model.to(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))).eval(), load_tokenizer(d)
 
 
 def mlm_head(model) -> Callable | None:
@@ -112,7 +111,7 @@ def mlm_token_logprobs(model, encoded: Sequence, *, mask_id: int, pad_id: int, w
     for i, e in enumerate(encoded):
         for t in np.flatnonzero(e.candidates):
             k, p = e.row_position(int(t))
-            extra = ()
+            extra: tuple[int, ...] = ()
             if word_l2r and e.word_ids[t] is not None:
                 w, nxt = e.word_ids[t], int(t) + 1
                 limit = e.length if e.windows is None else e.windows[k].end  # stay inside this row

@@ -85,8 +85,9 @@ def run_logits(backend, encoded: Sequence[Encoded], *, max_batch_tokens: int = D
         for b, i in enumerate(batch):
             results[i] = logits[b, : len(rows[i])]
     per_item: list[list[np.ndarray]] = [[] for _ in encoded]
-    for (i, _k), r in zip(owner, results, strict=True):
-        per_item[i].append(r)
+    for (i, _k), result in zip(owner, results, strict=True):
+        assert result is not None  # every row is in one batch
+        per_item[i].append(result)
     return [e.stitch(rs) for e, rs in zip(encoded, per_item, strict=True)]
 
 

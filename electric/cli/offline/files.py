@@ -20,6 +20,7 @@ import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from electric.checkpoint import atomic_path
 
@@ -159,7 +160,7 @@ def _decode(raw: bytes, where: str) -> tuple[str | None, str | None]:
         return None, f"{where}: byte 0x{raw[e.start]:02x} at byte {e.start} of the line is not UTF-8"
 
 
-def read_shard(shard: dict) -> list[tuple[int, object, str | None]]:
+def read_shard(shard: dict) -> list[tuple[int, Any, str | None]]:
     """(line or record number, payload, error) per record: a text, or an `NBestList` for n-best kinds; a bad
     record has payload None and an error naming the file and line."""
     kind, path, first = shard["kind"], shard["path"], shard["first"]
@@ -177,7 +178,7 @@ def read_shard(shard: dict) -> list[tuple[int, object, str | None]]:
         if field not in table.column_names:
             raise ValueError(f"{path}: no column {field!r} (columns: {', '.join(table.column_names)}); "
                              "name the text column with --text-field")
-        out = []
+        out: list[tuple[int, Any, str | None]] = []
         for i, t in enumerate(table.column(field).to_pylist()):
             where = f"{path}: row {first + i}"
             out.append((first + i, t, None) if isinstance(t, str) else
@@ -193,7 +194,7 @@ def read_shard(shard: dict) -> list[tuple[int, object, str | None]]:
     for i, raw in enumerate(raws):
         line = first + i
         text, err = _decode(raw, f"{path}: line {line}")
-        if err is None and kind != "text":
+        if text is not None and kind != "text":
             text, err = _parse_json_line(text, kind, shard["text_field"], f"{path}: line {line}", line)
         out.append((line, text, err))
     return out
@@ -205,7 +206,8 @@ def _parse_json_line(text: str, kind: str, field: str, where: str, line: int):
     except json.JSONDecodeError as e:
         return None, f"{where}: not JSON ({e.msg} at column {e.colno})"
     if kind == "nbest-jsonl":
-        from electric.evaluation.nbest import NBestError, parse_hyporadise
+        from electric.evaluation.nbest.lists import NBestError
+        from electric.evaluation.nbest.readers import parse_hyporadise
 
         if isinstance(obj, dict) and "id" not in obj:
             obj = {"id": str(line), **obj}

@@ -8,15 +8,23 @@ for every part, so each column is declared here (a JSON-lines part writes the re
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job, where: str) -> tuple[list[dict], dict]:
+if TYPE_CHECKING:
+    from electric.evaluation.nbest import NBestList
+
+
+def score_nbest_records(scorer, read: list[tuple[int, NBestList | None, str | None]], job,
+                        where: str) -> tuple[list[dict], dict]:
     """One record per n-best list of a shard; a list with a hypothesis too long for the model is a bad record
     (`where`: "PATH: line" for JSON lines, "PATH: utterance" for a JSON document)."""
     from electric.evaluation.nbest import ScoredLists, Weights
     from electric.inference.encoding import InputTooLongError
 
     weights = Weights.from_dict(job.weights) if job.weights else None
-    records, bad, stats = [], [], {"records": len(read), "scored": 0, "blank": 0, "tokens": 0}
+    records: list[dict] = []
+    bad: list[str] = []
+    stats = {"records": len(read), "scored": 0, "blank": 0, "tokens": 0}
 
     asked: list[list[str]] = []
 
@@ -25,7 +33,7 @@ def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job,
         return scorer.score(texts, method=job.method)
 
     for line, nb, err in read:
-        if err is None:
+        if nb is not None:  # read without error
             try:
                 scored, _ = ScoredLists.score([nb], score_texts)
             except InputTooLongError as e:
@@ -36,6 +44,7 @@ def score_nbest_records(scorer, read: list[tuple[int, object, str | None]], job,
             bad.append(err)
             records.append({"line": line, "utt_id": None if nb is None else nb.utt_id, "error": err})
             continue
+        assert nb is not None and scored.pieces is not None  # read and scored, so its pieces are known
         pieces = scored.pieces[0]
         rec = {"line": line, "utt_id": nb.utt_id, "hyps": nb.hyps, "score": _floats(scored.sum[0]),
                "mean": _floats(scored.mean[0]), "num_tokens": [int(n) for n in pieces],

@@ -73,7 +73,7 @@ class Summary:
                f"{len(self.bad):,} bad), {self.tokens:,} tokens in {self.seconds:.1f} s: {rate}"]
         if self.skipped_shards:
             out.append(f"{self.skipped_shards} shards were finished by an earlier run and not scored again")
-        nodes = Counter()
+        nodes: Counter[str] = Counter()
         for (node, _pid), n in self.workers.items():
             nodes[node] += n
         if nodes:
@@ -101,7 +101,8 @@ class ShardScorer:
         self.node = ray.get_runtime_context().get_node_id()
 
     def __call__(self, batch: dict) -> dict:
-        rows = {k: [] for k in ("shard", "records", "scored", "tokens", "blank", "bad", "seconds", "node", "pid")}
+        rows: dict[str, list] = {k: [] for k in ("shard", "records", "scored", "tokens", "blank", "bad", "seconds",
+                                                 "node", "pid")}
         for spec in batch["spec"]:
             shard = json.loads(spec)
             t0 = time.perf_counter()
@@ -133,7 +134,7 @@ class ShardScorer:
         return score_text_records(self.scorer, read, self.job, f"{shard['path']}: {unit}")
 
 
-def score_text_records(scorer, read: list[tuple[int, object, str | None]], job: OfflineJob,
+def score_text_records(scorer, read: list[tuple[int, str | None, str | None]], job: OfflineJob,
                        where: str) -> tuple[list[dict], dict]:
     """The records of `electric score` (with "line") for one shard's texts; a text too long for the model (without
     --truncate or --sliding-window) is a bad record, as are the records `read_shard` could not read (`where`:
@@ -145,18 +146,17 @@ def score_text_records(scorer, read: list[tuple[int, object, str | None]], job: 
     while True:
         todo = [i for i in range(len(read)) if i not in bad]
         try:
-            scored, blank, no_token = score_records(scorer, [read[i][1] for i in todo], job.method, job.per_token)
+            texts = [read[i][1] or "" for i in todo]  # read without error: each a text
+            scored, blank, no_token = score_records(scorer, texts, job.method, job.per_token)
             break
         except InputTooLongError as e:
             line = read[todo[e.index]][0]
             bad[todo[e.index]] = (f"{where} {line}: {e.count()} tokens ([CLS] and [SEP] included), more than the "
                                   f"model's maximum of {e.max_length}; pass --truncate or --sliding-window")
-    records = [None] * len(read)
-    for i, err in bad.items():
-        records[i] = blank_record(read[i][1] or "", job.method, job.per_token, error=err)
-    for i, r in zip(todo, scored, strict=True):
-        records[i] = r
-    records = [{"line": line, **r} for (line, _, _), r in zip(read, records, strict=True)]
+    by_index: dict[int, dict] = {i: blank_record(read[i][1] or "", job.method, job.per_token, error=err)
+                                 for i, err in bad.items()}
+    by_index.update(zip(todo, scored, strict=True))
+    records = [{"line": line, **by_index[i]} for i, (line, _, _) in enumerate(read)]
     stats = {"records": len(read), "scored": len(todo) - len(blank) - len(no_token), "blank": len(blank) + len(no_token),
              "tokens": sum(r["num_tokens"] for r in records), "bad": [bad[i] for i in sorted(bad)]}
     return records, stats
@@ -174,11 +174,10 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     console_to_current_stderr()
     if ray.is_initialized():
         return False
-    kwargs = {"include_dashboard": False, "log_to_driver": True}
     if address in (None, "local"):
-        ray.init(address="local", num_cpus=num_cpus, **kwargs)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=True)
     else:
-        ray.init(address=address, **kwargs)
+        ray.init(address=address, include_dashboard=False, log_to_driver=True)
     return True
 
 
@@ -226,10 +225,10 @@ def run_job(job: OfflineJob, shards: list[dict], parts: Path, progress: bool = T
     summary.records = sum(s["count"] for s in shards) - sum(s["count"] for s in todo)  # counted again below
     t0 = time.perf_counter()
     if todo:
-        ds = ray.data.from_items([{"spec": json.dumps(s)} for s in todo], override_num_blocks=len(todo))
+        specs = ray.data.from_items([{"spec": json.dumps(s)} for s in todo], override_num_blocks=len(todo))
         pool = ray.data.ActorPoolStrategy(size=min(job.actors, len(todo)))
-        ds = ds.map_batches(ShardScorer, batch_size=1, compute=pool, num_cpus=job.threads,
-                            fn_constructor_kwargs={"job": job, "parts": str(parts)})
+        ds = specs.map_batches(ShardScorer, batch_size=1, compute=pool, num_cpus=job.threads,
+                               fn_constructor_kwargs={"job": job, "parts": str(parts)})
         for row in ds.iter_rows():
             bad = json.loads(row["bad"])
             if bad and job.on_bad == "fail":

@@ -77,8 +77,8 @@ def prior_scores(nb: NBestList, weights: Weights) -> np.ndarray:
     return -beta * np.arange(len(nb.hyps), dtype=np.float64) + 0.0  # + 0.0: -0.0 (-beta * 0, or beta 0) is 0.0
 
 
-def combine(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
-            pieces: Sequence[float] | None = None) -> np.ndarray:
+def combine(nb: NBestList, lm_scores: Sequence[float] | np.ndarray, weights: Weights,
+            pieces: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
     """total(h) = a(h) + lm * lm(h) + length * words(h) + piece * pieces(h), one value per hypothesis
     (`pieces`: tokenizer pieces per hypothesis, needed only when weights.piece is not 0)."""
     lm = np.asarray(lm_scores, dtype=np.float64)
@@ -125,8 +125,8 @@ class RerankedList:
                                            pieces, strict=True)]}
 
 
-def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
-               pieces: Sequence[float] | None = None) -> RerankedList:
+def rerank_one(nb: NBestList, lm_scores: Sequence[float] | np.ndarray, weights: Weights,
+               pieces: Sequence[float] | np.ndarray | None = None) -> RerankedList:
     total = combine(nb, lm_scores, weights, pieces)
     # stable: ties keep the list's order; a NaN LM score (no token to score) ranks last, never first
     order = sorted(range(len(total)), key=lambda i: (bool(np.isnan(total[i])), -total[i]))
@@ -139,8 +139,8 @@ def rerank_one(nb: NBestList, lm_scores: Sequence[float], weights: Weights,
                         None if pieces is None else [int(pieces[i]) for i in order])
 
 
-def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]], weights: Weights,
-                 pieces: Sequence[Sequence[float]] | None = None) -> list[RerankedList]:
+def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float] | np.ndarray], weights: Weights,
+                 pieces: Sequence[Sequence[float] | np.ndarray] | None = None) -> list[RerankedList]:
     """Reorder every list by total(h) with the given weights and precomputed LM scores (and piece counts, for a
     piece bonus)."""
     if len(lists) != len(lm_scores):

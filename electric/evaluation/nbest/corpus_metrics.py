@@ -80,7 +80,7 @@ class SacreMetric(Metric):
 
         self.name = name
         if name == "bleu":
-            self._m = BLEU()
+            self._m: BLEU | CHRF = BLEU()
             # the statistics do not depend on effective_order; it only silences sacrebleu's sentence-BLEU advice
             self._sentence = BLEU(effective_order=True)
             return
@@ -126,13 +126,14 @@ class Evaluator:
             raise ValueError("no utterances to evaluate")
         self.lists, self.metric = list(lists), metric
         n_max = max(len(nb.hyps) for nb in lists)
-        stats0 = metric.stats(lists[0].ref, lists[0].hyps[:1])
+        refs = [nb.ref for nb in lists if nb.ref is not None]  # every one (checked above)
+        stats0 = metric.stats(refs[0], lists[0].hyps[:1])
         self.stats = np.zeros((len(lists), n_max, stats0.shape[1]))  # (U, N, K)
         self.valid = np.zeros((len(lists), n_max), dtype=bool)  # (U, N)
         self.text_ids = np.full((len(lists), n_max), -1)  # (U, N) the same number for the same text in a list
         for u, nb in enumerate(lists):
             uniq = {h: i for i, h in enumerate(dict.fromkeys(nb.hyps))}
-            st = dict(zip(uniq, metric.stats(nb.ref, list(uniq)), strict=True))
+            st = dict(zip(uniq, metric.stats(refs[u], list(uniq)), strict=True))
             for k, h in enumerate(nb.hyps):
                 self.stats[u, k], self.text_ids[u, k] = st[h], uniq[h]
             self.valid[u, : len(nb.hyps)] = True

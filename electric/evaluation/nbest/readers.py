@@ -133,7 +133,8 @@ def parse_espnet(data, path: str | Path | None = None) -> list[NBestList]:
             raise NBestError(path, f"\"ref\" must be a string, got {type(ref).__name__}", name)
         extra = {k: v for k, v in item.items() if k != "ref" and _hyp_number(k) is None}
         has_scores = scores[0] is not None
-        out.append(NBestList(str(utt_id), hyps, scores if has_scores else None, ref, extra,
+        first_pass = [s for s in scores if s is not None] if has_scores else None
+        out.append(NBestList(str(utt_id), hyps, first_pass, ref, extra,
                              hyp_extra, "score" if has_scores else None))
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,8 +33,8 @@ class Components:
     pieces: np.ndarray | None = None  # tokenizer pieces the LM scored per hypothesis; None: not known
 
     @classmethod
-    def of(cls, lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float]],
-           pieces: Sequence[Sequence[float]] | None = None) -> Components:
+    def of(cls, lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float] | np.ndarray],
+           pieces: Sequence[Sequence[float] | np.ndarray] | None = None) -> Components:
         """Each list padded to the longest of `lists` (N); the padding is never selected (Evaluator.valid)."""
         if len(lm_scores) != len(lists):
             raise ValueError(f"{len(lm_scores)} LM score lists for {len(lists)} n-best lists")
@@ -216,11 +217,11 @@ def tune_guarded(evaluator: Evaluator, comps: Components, *, lm_grid: Sequence[f
     with_lm = tune_weights(evaluator, comps, lm_grid=lm_grid, length_grid=length_grid, beta=beta, prior=prior)
     without_lm = tune_without_lm(evaluator, comps, bonus_grid=bonus_grid, beta=beta, prior=prior)
     first = first_pass_weights(beta, prior)
-    boot = dict(resamples=resamples, seed=seed, confidence=confidence)
     no_lm_sel = evaluator.select(comps.totals(without_lm.weights))
-    guard = paired_bootstrap(evaluator, no_lm_sel, evaluator.select(comps.totals(with_lm.weights)), **boot)
+    boot = functools.partial(paired_bootstrap, evaluator, resamples=resamples, seed=seed, confidence=confidence)
+    guard = boot(no_lm_sel, evaluator.select(comps.totals(with_lm.weights)))
     guard["kept"] = "lm" if guard["significant"] else "no_lm"
-    no_lm_guard = paired_bootstrap(evaluator, evaluator.select(comps.totals(first)), no_lm_sel, **boot)
+    no_lm_guard = boot(evaluator.select(comps.totals(first)), no_lm_sel)
     no_lm_guard["kept"] = "no_lm" if no_lm_guard["significant"] else "first_pass"
     applied = "lm" if guard["significant"] else no_lm_guard["kept"]
     weights = {"lm": with_lm.weights, "no_lm": without_lm.weights, "first_pass": first}[applied]

@@ -15,7 +15,7 @@ def to_hyporadise(lists: Sequence[NBestList]) -> list[dict]:
     have (possible in ESPnet input) cannot be written so and is left out."""
     out = []
     for nb in lists:
-        item = {"input": list(nb.hyps)}
+        item: dict[str, object] = {"input": list(nb.hyps)}
         if nb.ref is not None:
             item["output"] = nb.ref
         if nb.first_pass_scores is not None:
