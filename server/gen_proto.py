@@ -4,7 +4,7 @@
     python -m server.gen_proto --check    # exit 1 when the checked-in stubs differ from the .proto
 
 Needs grpcio-tools (the `dev` extra). The generated files are committed and never edited by hand;
-tests/test_server_proto.py fails when they are out of date.
+tests/server/test_server_proto.py fails when they are out of date.
 
 protoc names Python modules after the .proto path (`electric/v1/...` -> `electric.v1`), which would
 clash with this project's `electric` package, so the generated imports are rewritten to

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ def pytest_configure(config):
 # A test that does one of these things in its own body carries `@pytest.mark.integration` itself.
 INTEGRATION_FIXTURES = {
     "trained_run",  # a debug-preset pretraining run
-    "server",  # a running server (conftest's `http` and `channel` reach it)
+    "server",  # a running server (`http` and `channel` below reach it)
     "models", "onnx_dir", "onnx_dirs", "exported", "cloze_export", "electric_export", "electra_export",  # ONNX exports
 }
 
@@ -166,15 +165,13 @@ def trained_run(wiki_sample, tokenizer_dir, tmp_path_factory) -> Path:
 
 
 # ---- servers: a test module defines a `server` fixture (a running BackgroundServer); these reach it ------------
-
-KEY = "s3cret-key"
-AUTH = {"authorization": f"Bearer {KEY}"}
-GRPC_AUTH = (("authorization", f"Bearer {KEY}"),)
-
+# (what server tests share besides: tests/server/helpers.py)
 
 @pytest.fixture(scope="module")
 def http(server):
     import httpx
+
+    from tests.server.helpers import AUTH
 
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as c:
         yield c
@@ -186,32 +183,3 @@ def channel(server):
 
     with grpc.insecure_channel(server.grpc_target) as ch:
         yield ch
-
-
-def wait_ready(proc, url: str, timeout_s: float = 120.0) -> None:
-    """Wait for a server process (subprocess.Popen with stderr piped) to answer GET {url}/ready with 200; fail
-    with its stderr's tail when it exits first, or when it is not ready after `timeout_s`."""
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        try:
-            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the server did not get ready"
-        time.sleep(0.1)
-
-
-def assert_routes_logged(client, caplog, paths: dict[str, str]) -> None:
-    """GET each of `paths` ({path: the route the access log should name}) and check the access log names it, with
-    404 for the paths holding "nope" and 200 for the rest (caplog at INFO for "electric.access")."""
-    import json
-
-    for path in paths:
-        client.get(path)
-    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "electric.access"]
-    assert [(x["route"], x["status"]) for x in logged] == [
-        (route, 404 if "nope" in path else 200) for path, route in paths.items()]

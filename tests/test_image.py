@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_server_api import assert_close
-from test_server_cli import free_port
+
+from tests.server.helpers import assert_close, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 TAG = "localhost/electric-serve:cpu"

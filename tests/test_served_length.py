@@ -14,7 +14,7 @@ import shutil
 import grpc
 import httpx
 import pytest
-from conftest import AUTH, GRPC_AUTH, KEY, save_random_electra
+from conftest import save_random_electra
 
 from electric.checkpoint import FINETUNE_CONFIG, MANIFEST, CheckpointError, trained_length
 from electric.inference.backend import TorchBackend, load_backend
@@ -24,6 +24,7 @@ from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
+from tests.server.helpers import AUTH, GRPC_AUTH, KEY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

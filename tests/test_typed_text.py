@@ -8,10 +8,11 @@ import json
 
 import numpy as np
 import pytest
-from conftest import AUTH, GRPC_AUTH, KEY, require_shared
+from conftest import require_shared
 
 from electric.inference.encoding import encode, rust_tokenizer
 from electric.tokenization import load_inference_tokenizer, load_tokenizer
+from tests.server.helpers import AUTH, GRPC_AUTH, KEY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

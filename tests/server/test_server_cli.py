@@ -6,24 +6,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import wait_ready
 
 from server.settings import Settings
+from tests.server.helpers import free_port, wait_ready
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def parse(argv: list[str]) -> Settings:

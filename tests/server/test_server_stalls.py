@@ -22,12 +22,12 @@ import threading
 import grpc
 import httpx
 import pytest
-from conftest import AUTH, GRPC_AUTH, KEY
 
 from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
+from tests.server.helpers import AUTH, GRPC_AUTH, KEY, failures
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.integration]
 
@@ -42,12 +42,6 @@ def server(disc_dir):
     s = Settings(model=disc_dir, http_port=0, grpc_port=0, api_key=KEY, threads=1, warmup=False, access_log=False)
     with BackgroundServer(s) as srv:
         yield srv
-
-
-def failures(server, **labels) -> float:
-    from test_server_api import metric
-
-    return metric(httpx.get(f"{server.url}/metrics").text, "electric_request_failures_total", **labels)
 
 
 def alongside(server, big_calls: list) -> list:

@@ -19,14 +19,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import KEY, assert_routes_logged, save_random_electra
+from conftest import save_random_electra
 from starlette.testclient import TestClient
 
 from server.app import BackgroundServer, create_app
 from server.http_ui import UI_ASSETS, UI_DIR
 from server.settings import Settings
+from tests.server.helpers import KEY, assert_routes_logged
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PUBLIC_ROUTES = {"info", "v1/detect", "v1/score", "v1/rerank", "v1/classify"}  # what the page may call
 # CI sets this (.ci/run): a missing browser fails the browser tests instead of skipping them
 REQUIRE_BROWSER = os.environ.get("ELECTRIC_REQUIRE_BROWSER", "") not in ("", "0")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
-from conftest import GRPC_AUTH, KEY
 
 from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
+from tests.server.helpers import GRPC_AUTH, KEY
 
 pytest.importorskip("onnx")
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_thread")]

@@ -12,18 +12,17 @@ import asyncio
 import contextlib
 import json
 import threading
-import time
 
 import grpc
 import httpx
 import numpy as np
 import pytest
-from conftest import AUTH, GRPC_AUTH, KEY  # noqa: F401 (other server tests import them from here)
 
 from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
+from tests.server.helpers import AUTH, GRPC_AUTH, KEY, assert_close, controlled_loader, metric, wait_until
 
 MAX_TOKENS = 48
 MAX_INPUTS = 16
@@ -120,35 +119,6 @@ def direct_scores(model_dir, texts, per_token=True, max_length=MAX_TOKENS, trunc
     scorer = Scorer(load_backend(model_dir), truncate=truncate)
     scorer.max_length = max_length
     return [s.to_dict() for s in scorer.score(texts, per_token=per_token)]
-
-
-def assert_close(a, b, tol=1e-4, path="$"):
-    if isinstance(a, dict):
-        assert set(a) == set(b), f"{path}: keys {sorted(a)} != {sorted(b)}"
-        for k in a:
-            assert_close(a[k], b[k], tol, f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), f"{path}: {len(a)} != {len(b)} items"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_close(x, y, tol, f"{path}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert abs(a - b) <= tol * max(1.0, abs(b)), f"{path}: {a} != {b}"
-    else:
-        assert a == b, f"{path}: {a!r} != {b!r}"
-
-
-def metric(text: str, name: str, **labels) -> float:
-    """The value of one sample in Prometheus text format (0 when absent)."""
-    for line in text.splitlines():
-        if not line.startswith(name):
-            continue
-        head, _, value = line.rpartition(" ")
-        sample, _, lab = head.partition("{")
-        if sample != name:
-            continue
-        if all(f'{k}="{v}"' in lab for k, v in labels.items()):
-            return float(value)
-    return 0.0
 
 
 # ---- routes and RPCs ---------------------------------------------------------------------------------
@@ -526,58 +496,9 @@ def test_the_short_cut_and_fastapis_route_answer_alike(server, http, route, body
 
 # ---- a backend that can be slowed down or broken -------------------------------------------------------------
 
-class ControlledBackend:
-    """Wraps a real backend. After `hold()` every batch waits in the worker thread until `release()`, and
-    `running` is set once one waits: a test keeps the worker busy for exactly as long as it needs, whatever
-    the machine's load. `fail` raises; controlled_loader's `gate` (an Event) blocks loading."""
-
-    def __init__(self, inner):
-        self.inner, self.fail, self.batches = inner, False, []
-        self.running, self._open = threading.Event(), threading.Event()
-        self._open.set()
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def hold(self) -> None:
-        self.running.clear()
-        self._open.clear()
-
-    def release(self) -> None:
-        self._open.set()
-
-    def run(self, input_ids, attention_mask, token_type_ids=None):
-        self.batches.append(input_ids.shape)
-        if self.fail:
-            raise RuntimeError("simulated CUDA failure at /secret/path")
-        self.running.set()
-        if not self._open.wait(120):
-            raise RuntimeError("a held test backend was never released")
-        return self.inner.run(input_ids, attention_mask, token_type_ids)
-
-
-def wait_until(condition, what: str, timeout: float = 60.0) -> None:
-    """Poll `condition()` until it holds; the timeout only bounds a hang, no outcome depends on it."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"still waiting for {what} after {timeout:g} s"
-        time.sleep(0.005)
-
-
 def queued(srv, model: str = "scorer") -> int:
     """Inputs tokenised and waiting in the model's queue for a batch."""
     return len(srv.engine.models[model].pending)
-
-
-def controlled_loader(gate: threading.Event | None = None):
-    from electric.inference.backend import load_backend
-
-    def load(path, backend):
-        if gate is not None:
-            assert gate.wait(60)
-        return ControlledBackend(load_backend(path, backend))
-
-    return load
 
 
 @pytest.fixture(scope="module")

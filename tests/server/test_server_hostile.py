@@ -20,7 +20,6 @@ import grpc
 import httpx
 import numpy as np
 import pytest
-from conftest import GRPC_AUTH, KEY
 
 from electric.evaluation.nbest import NBestList, Weights, rerank_lists
 from electric.inference import encoding
@@ -38,6 +37,7 @@ from server.engine import Engine
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
+from tests.server.helpers import GRPC_AUTH, KEY, failures
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -215,12 +215,6 @@ def server(disc_dir):
 
 def post(http: httpx.Client, route: str, body: bytes, **headers) -> httpx.Response:
     return http.post(route, content=body, headers={"content-type": "application/json", **headers})
-
-
-def failures(server, **labels) -> float:
-    from test_server_api import metric
-
-    return metric(httpx.get(f"{server.url}/metrics").text, "electric_request_failures_total", **labels)
 
 
 DEEP = [  # route, body: each nests too deeply for the parser

@@ -21,16 +21,16 @@ import grpc
 import httpx
 import pytest
 from conftest import save_random_electra
-from test_server_api import GRPC_AUTH, KEY, controlled_loader, metric, wait_until
 
 from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import OPEN_HTTP_PATHS, Settings
+from tests.server.helpers import GRPC_AUTH, KEY, controlled_loader, failures, wait_until
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +65,6 @@ def access(caplog):
 def post_raw(http: httpx.Client, route: str, body: str) -> httpx.Response:
     """POST a JSON text as it is (json= would refuse lone surrogates and NaN)."""
     return http.post(route, content=body.encode(), headers={"content-type": "application/json"})
-
-
-def failures(server, **labels) -> float:
-    return metric(httpx.get(f"{server.url}/metrics").text, "electric_request_failures_total", **labels)
 
 
 # ---- item 2: client input that crashed a handler -------------------------------------------------------------

@@ -8,12 +8,12 @@ import logging
 import re
 
 import pytest
-from conftest import assert_routes_logged
 from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.http_docs import DOCS_ASSETS
 from server.settings import Settings
+from tests.server.helpers import assert_routes_logged
 
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
 

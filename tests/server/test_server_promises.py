@@ -15,17 +15,18 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from conftest import AUTH, GRPC_AUTH, KEY, save_random_electra
+from conftest import save_random_electra
 from jsonschema import Draft202012Validator
 
 from server.app import BackgroundServer
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
+from tests.server.helpers import AUTH, GRPC_AUTH, KEY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "server.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "server.md"
 BODY = '{"texts": ["café au lait", "the cat sat"]}'
 
 
