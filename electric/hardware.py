@@ -1,7 +1,7 @@
 """What this machine's CPU can do fast, read from /proc/cpuinfo, and the training precision that follows.
 
 bf16 is fast on a CPU only with native bf16 instructions (AVX512-BF16 or AMX); on an AVX2-only CPU
-torch emulates it and a bf16 GEMM runs ~25x slower than fp32 (DESIGN §4). So `auto` precision means
+torch emulates it and a bf16 GEMM runs ~25x slower than fp32 (measured on an AVX2-only EPYC). So `auto` precision means
 bf16 on CUDA devices that support it and on CPUs with native bf16, fp32 everywhere else.
 """
 

@@ -69,7 +69,7 @@ def read_lists(path: Path) -> list[dict]:
 def split_atis(atis_train: list[dict], atis_test: list[dict], seed: int = 0) -> tuple[list[str], list[dict]]:
     """(adaptation references, tuning lists): a seeded ADAPT_FRACTION of ATIS train's utterances and the rest,
     both without the utterances whose id or reference is also in ATIS test (the two files share 39). The same
-    split as `scripts/adapt_recipe.py split --seed 0`."""
+    split as `research/adaptation/adapt_recipe.py split --seed 0`."""
     from electric.evaluation.nbest import dev_test_split
 
     test_ids, test_refs = {u["id"] for u in atis_test}, {u["output"] for u in atis_test}

@@ -86,7 +86,7 @@ def test_the_split_keeps_atis_test_out_and_matches_the_adaptation_recipe(quickst
     train = json.loads(require_shared("nbest/atis_train.whisper5best.json").read_text())
     test = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())
     refs, tune = quickstart.split_atis(train, test)
-    assert (len(refs), len(tune)) == (2617, 1308)  # `scripts/adapt_recipe.py split --seed 0`: 39 shared left out
+    assert (len(refs), len(tune)) == (2617, 1308)  # `research/adaptation/adapt_recipe.py split --seed 0`: 39 shared left out
     test_refs = {u["output"] for u in test}
     assert not test_refs & set(refs) and not test_refs & {u["output"] for u in tune}
     assert not {u["id"] for u in tune} & {u["id"] for u in test}

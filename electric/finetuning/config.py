@@ -1,7 +1,7 @@
 """Fine-tuning configuration: one typed dataclass, beside pretraining's `PretrainConfig`.
 
 `FinetuneConfig` holds what a fine-tuning run is: the task, the encoder it starts from, the recipe. Fields left
-at 0 are derived from the task and the encoder's size by `resolved` (ELECTRA's fine-tuning defaults, DESIGN §1),
+at 0 are derived from the task and the encoder's size by `resolved` (the ELECTRA paper's fine-tuning defaults),
 in one place; the result is validated and frozen, and saved as OUT/finetune_config.json.
 """
 

@@ -1,4 +1,4 @@
-"""n-best lists: formats, score combination, weight tuning and error rates (DESIGN §1 "Reranking", §2).
+"""n-best lists: formats, score combination, weight tuning and error rates (docs/scoring.md).
 
 Formats, read into one `NBestList(utt_id, hyps, first_pass_scores, ref, extra)` and written back:
 - `hyporadise`: a JSON list `[{"input": [hyps], "output": ref, "score"|"am_score": [...]?, ...}]`;
