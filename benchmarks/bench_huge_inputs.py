@@ -5,7 +5,7 @@
     python benchmarks/bench_huge_inputs.py --label 512 --positions 512 --text-chars 4000   # a BERT-length model
 
 Serves the benchmarks' random-weight `tiny` int8 export (128 positions, or `--positions`, all served; `python -m
-server`, from `--repo`), then for `--seconds` runs `--concurrency` clients that each POST maximal /v1/score requests
+server`, from `--repo`) or the export `--model DIR`, then for `--seconds` runs `--concurrency` clients that each POST maximal /v1/score requests
 one after the other - as many texts of `--text-chars` characters (`"a " * (chars // 2)`) as fit in the 1 MiB body
 limit (at most 256), `"truncate": true` - and one client that POSTs a 4-word request every 0.2 s. Samples the
 server's RSS every 0.1 s. Prints one line and appends it to `--out` (default benchmarks/results/huge_inputs_v2.md):
@@ -95,12 +95,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="a big request refused with 429 is sent again after its Retry-After, not at once")
     ap.add_argument("--positions", type=int, default=128,
                     help="the random model's position table, all of it served (default 128; 512 as BERT-sized models)")
+    ap.add_argument("--model", help="serve this `electric export` directory instead of the random `tiny` one "
+                    "(e.g. an int8 export of all-MiniLM-L6-v2: 512 positions)")
     ap.add_argument("--work", default=str(REPO / "runs" / "bench-server"), help="models and logs (cached)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "huge_inputs_v2.md"))
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    model = build_model("tiny", work, args.positions)
+    model = Path(args.model) if args.model else build_model("tiny", work, args.positions)
+    if args.model:
+        args.positions = json.loads((model / "electric.json").read_text())["max_length"]
     body = big_body(args.text_chars, args.max_body_bytes)
     http = free_port()
     cmd = [sys.executable, "-m", "server", "--model", str(model), "--http-port", str(http), "--grpc-port", "-1",
@@ -116,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     n_texts = len(json.loads(body)["texts"])
-    line = (f"| {args.label}{' (clients honour Retry-After)' if args.honor_retry_after else ''} | {args.positions} | {args.concurrency} x {n_texts} texts x {args.text_chars} chars "
+    label = args.label + (f", {model.name}" if args.model else "")
+    line = (f"| {label}{' (clients honour Retry-After)' if args.honor_retry_after else ''} | {args.positions} | {args.concurrency} x {n_texts} texts x {args.text_chars} chars "
             f"({len(body)} B) | "
             f"{rest:.0f} | {r['peak_rss_mb']:.0f} | {after:.0f} | {r['small_p50_ms']:.0f} | {r['small_max_ms']:.0f} "
             f"| {r['small_n']} | {json.dumps(r['statuses'], sort_keys=True)} |")
