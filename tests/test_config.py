@@ -58,3 +58,27 @@ def test_tiny_mlm_takes_its_own_lr_and_a_flag_still_wins():
     assert resolve_config("tiny", "mlm").lr == 1e-3  # no discriminator to keep healthy
     assert resolve_config("tiny", "mlm", {"lr": 2e-4}).lr == 2e-4
     assert resolve_config("small", "mlm").lr == resolve_config("small", "electra").lr  # only where measured
+
+
+def test_what_an_init_from_source_implies_is_derived_in_resolve_config_and_a_flag_still_wins():
+    from electric.pretraining.config import CHECKPOINT_TEMPERATURE_START, INIT_FROM_LR_SCALE
+
+    class Source:  # what resolve_config asks of electric.pretraining.init_from.InitSource
+        def __init__(self, carries, generator=None):
+            self.carries, self.generator = carries, generator
+
+        def keeps_head(self, objective):
+            return self.carries == ("mlm" if objective == "mlm" else "discriminator")
+
+        def architecture(self, objective, max_seq_length):
+            return {"hidden_size": 96, "num_attention_heads": 3, "max_seq_length": min(max_seq_length, 100)}
+
+    tiny = resolve_config("tiny", "electric")
+    fresh = resolve_config("tiny", "electric", {"init_from": "ckpt"}, Source("encoder"))
+    assert (fresh.lr, fresh.head_lr_scale, fresh.temperature_start) == (tiny.lr, 30.0, CHECKPOINT_TEMPERATURE_START)
+    assert (fresh.hidden_size, fresh.max_seq_length, fresh.temperature, fresh.warm_start) == (96, 100, 1.0, 0.0)
+    kept = resolve_config("tiny", "electric", {"init_from": "run"}, Source("discriminator", generator="run/generator"))
+    assert (kept.lr, kept.head_lr_scale, kept.temperature_start) == (tiny.lr * INIT_FROM_LR_SCALE, 1.0, 0.0)
+    flags = {"init_from": "run", "lr": 3e-4, "disc_head_lr_scale": 5.0, "temperature_start": 2.0, "hidden_size": 8}
+    given = resolve_config("tiny", "electric", flags, Source("discriminator"))
+    assert (given.lr, given.head_lr_scale, given.temperature_start, given.hidden_size) == (3e-4, 5.0, 2.0, 96)

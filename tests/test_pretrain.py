@@ -161,6 +161,45 @@ def test_help_explains_every_flag():
         assert flag in p.stdout
 
 
+def test_every_config_field_has_one_flag_with_its_help_and_the_presets_values():
+    import dataclasses
+
+    from electric.pretraining.config import PretrainConfig
+    from training.pretrain_args import CONFIG_FLAGS, NOT_GENERATED, build_parser
+
+    actions = {a.dest: a for a in build_parser()._actions if a.option_strings and a.dest != "help"}
+    assert all(a.help and len(a.help) > 10 for a in actions.values())
+    fields = {f.name: f for f in dataclasses.fields(PretrainConfig)}
+    assert all(f.metadata["help"] for f in fields.values())  # one text per field, the flag's help among them
+    assert set(CONFIG_FLAGS) | set(NOT_GENERATED) == set(fields) and set(CONFIG_FLAGS) <= set(actions)
+    assert fields["lr"].metadata["help"] in actions["lr"].help
+    assert "default 0.0005; debug 0.001, tiny 0.0001" in actions["lr"].help and "tiny mlm 0.001" in actions["lr"].help
+    assert actions["time_budget_minutes"].option_strings == ["--time-budget"]  # the names users type stay
+    assert actions["layer_norm"].choices == ("post", "pre") and actions["compile"].default is None
+
+
+def test_the_pretraining_docs_use_only_flags_the_command_has():
+    import re
+    import shlex
+
+    from training.pretrain_args import build_parser
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "pretraining.md").read_text(encoding="utf-8")
+    ap = build_parser()
+    flags = {o for a in ap._actions for o in a.option_strings}
+    commands = [c for c in re.sub(r"\\\n\s*", " ", doc).splitlines()
+                if re.match(r"\s*(python|torchrun)\b.*-m training\.pretrain ", c)]
+    assert len(commands) >= 8
+    for command in commands:
+        words = shlex.split(command.split("-m training.pretrain", 1)[1].split("#")[0])
+        # "..." stands for a flag's value after a flag, for the rest of the command elsewhere
+        argv = [w if w != "..." else "x" for i, w in enumerate(words) if w != "..." or words[i - 1].startswith("--")]
+        ap.parse_args(argv + (["--out", "o"] if "--out" not in argv else []))  # exits on a flag it does not know
+    table = re.search(r"^\| flag \| what \|\n\|[-|]+\|\n((?:\|.*\n)+)", doc, re.M).group(1)  # the flag table
+    table_flags = re.findall(r"^\| `(--[a-z-]+)", table, re.M)
+    assert table_flags and set(table_flags) <= flags
+
+
 def test_continued_pretraining_starts_from_a_run_on_nbest_references(trained_run, tmp_path):
     from conftest import require_shared
 

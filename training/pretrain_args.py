@@ -1,4 +1,9 @@
-"""The pretraining command line, resolved once into a frozen `RunConfig` (`resolve_run`)."""
+"""The pretraining command line, resolved once into a frozen `RunConfig` (`resolve_run`).
+
+One flag per `PretrainConfig` field, generated from the dataclass (its type, its help, the presets' values), as
+server/cli.py generates its flags from `Settings`; the flags that are not a field (the preset, the data, the run
+directory, the run's settings) are written here. Every value a flag implies is derived by
+`electric.pretraining.config.resolve_config`, nowhere else."""
 
 from __future__ import annotations
 
@@ -6,14 +11,17 @@ import argparse
 import dataclasses
 import os
 import sys
+import typing
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Literal
 
 import torch
 
 from electric.checkpoint import CheckpointError
 from electric.hardware import resolve_precision
 from electric.pretraining.config import (
-    CHECKPOINT_TEMPERATURE_START,
+    OBJECTIVE_PRESETS,
     OBJECTIVES,
     PRESETS,
     RESUME_FLAGS,
@@ -22,127 +30,103 @@ from electric.pretraining.config import (
     resolve_config,
 )
 from electric.pretraining.data import DataError
-from electric.pretraining.init_from import InitSource, adopt_architecture, resolve_init
+from electric.pretraining.init_from import InitSource, resolve_init
 from training.run_dir import prepare_out_dir
 
-INIT_FROM_LR_SCALE = 0.2  # continued pretraining (--init-from) defaults to 1/5 of the preset's peak lr
+# Flags that are not generated from a PretrainConfig field: they pick the preset, resolve per device, or set two fields.
+NOT_GENERATED = ("objective", "preset", "precision", "hidden_dropout_prob", "attention_probs_dropout_prob")
+CONFIG_FLAGS = tuple(f.name for f in dataclasses.fields(PretrainConfig) if f.name not in NOT_GENERATED)
+FLAG_NAMES = {"time_budget_minutes": "--time-budget"}  # flags whose name is not the field's
+METAVARS = {"time_budget_minutes": "MINUTES", "disc_head_lr_scale": "X", "init_from": "DIR",
+            "init_generator_from": "DIR", "warm_start": "FRACTION"}
 
 
-def parse_args(argv: list[str] | None = None, description: str | None = None) -> argparse.Namespace:
-    """The command line; `description` heads --help (training.pretrain passes its own docstring)."""
+def field_help(name: str) -> str:
+    """A PretrainConfig field's help: the one text that explains it (electric.pretraining.config)."""
+    return next(f.metadata["help"] for f in dataclasses.fields(PretrainConfig) if f.name == name)
+
+
+def _shown(value: Any) -> str:
+    return "none" if value == "" else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def preset_defaults(name: str, default: Any) -> str:
+    """A field's default as --help states it: the dataclass's, then where a preset (or a preset's objective) sets
+    another, e.g. "default 0.0005; debug 0.001, tiny 0.0001, base 0.0002, large 0.0002, tiny mlm 0.001"."""
+    by_preset = [f"{p} {_shown(v[name])}" for p, v in PRESETS.items() if name in v and v[name] != default]
+    by_preset += [f"{p} {o} {_shown(v[name])}" for (p, o), v in OBJECTIVE_PRESETS.items() if name in v]
+    return f"default {_shown(default)}" + (f"; {', '.join(by_preset)}" if by_preset else "")
+
+
+def add_config_arguments(ap: argparse._ActionsContainer, cls: type, names: tuple[str, ...],
+                         flag_names: dict[str, str], metavars: dict[str, str],
+                         defaults: Callable[[str, Any], str]) -> None:
+    """One flag per field of the dataclass `cls` in `names`, as server/cli.py generates its flags from `Settings`:
+    --field-name (or `flag_names`'), the field's type (a Literal's values as choices; a bool as --x / --no-x), the
+    field's help (metadata "help") with `defaults(name, default)` in brackets, and default None: a flag left out
+    leaves the value to the preset."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name not in names:
+            continue
+        flag = flag_names.get(f.name, "--" + f.name.replace("_", "-"))
+        help_ = f"{f.metadata['help']} [{defaults(f.name, f.default)}]".replace("%", "%%")
+        kind = hints[f.name]
+        if kind is bool:
+            ap.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_)
+            continue
+        choices = typing.get_args(kind) if typing.get_origin(kind) is Literal else None
+        ap.add_argument(flag, dest=f.name, type=str if choices else kind, choices=choices, default=None,
+                        metavar=None if choices else metavars.get(f.name), help=help_)
+
+
+def build_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line: what to train, the data and the run directory, then one flag per PretrainConfig field
+    (generated), then how and where the run goes. `description` heads --help."""
     ap = argparse.ArgumentParser(prog="python -m training.pretrain", description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--objective", choices=OBJECTIVES, default="electric",
-                    help="mlm = BERT baseline; electra = replaced-token detection; electric = energy-based "
-                         "cloze model (NCE with a two-tower noise model). Default electric.")
+                    help=f"{field_help('objective')}. Default electric.")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny",
-                    help="model size and schedule: debug (seconds on CPU), tiny (hidden 128 x 4 layers), "
-                         "small/base/large (ELECTRA paper). Default tiny.")
+                    help=f"{field_help('preset')}; its values are the defaults the flags below override. Default tiny.")
     ap.add_argument("--data", nargs="+", help="training text: files, directories or globs (plain text or "
                                                "WikiExtractor <doc> files)")
     ap.add_argument("--tokenizer", help="tokenizer directory (python -m training.tokenizer, or any local "
                                         "BERT/ELECTRA vocab); default: the one saved with --init-from or --resume")
     ap.add_argument("--out", required=True, help="run directory to write")
-    ap.add_argument("--max-steps", type=int, help="optimizer steps (the schedule decays to 0 here)")
-    ap.add_argument("--time-budget", type=float, dest="time_budget_minutes", metavar="MINUTES",
-                    help="stop after this many minutes; the schedule's length is fitted to it")
-    ap.add_argument("--epochs", type=float, help="stop after this many passes over the data")
-    ap.add_argument("--batch-size", type=int, help="sequences per optimizer step (global, all processes)")
-    ap.add_argument("--grad-accum", type=int, help="micro-steps per optimizer step")
-    ap.add_argument("--lr", type=float, help="peak learning rate")
-    ap.add_argument("--warmup-steps", type=int, help="linear warmup steps (capped at 10%% of the run, but never "
-                                                     "below --min-warmup-steps)")
-    ap.add_argument("--min-warmup-steps", type=int,
-                    help="floor of the 10%% warmup cap, so a short or time-budgeted run still warms up (tiny 300, "
-                         "debug 10, others 1000; 0 = the plain 10%% cap)")
-    ap.add_argument("--max-seq-length", type=int, help="tokens per packed sequence")
-    ap.add_argument("--mask-prob", type=float, help="fraction of tokens masked/replaced (0.15; 0.25 for large)")
-    ap.add_argument("--disc-weight", type=float, help="discriminator loss weight (50)")
-    ap.add_argument("--gen-weight", type=float, help="generator/cloze loss weight (1)")
-    ap.add_argument("--temperature", type=float, help="sampling temperature (1.0)")
-    ap.add_argument("--disc-bias-init", choices=("prior", "zero"),
-                    help="discriminator output bias at start: prior (default; ELECTRA log(p/(1-p)), Electric log V, "
-                         "so the first logits sit at the label prior) or zero (google-research's; can collapse)")
-    ap.add_argument("--disc-head-lr-scale", type=float, metavar="X",
-                    help="the discriminator's head (dense -> dense(1)) trains at X times --lr, so that a fresh head on a "
-                         "trained encoder reaches the output scale the objective needs by itself instead of the "
-                         "encoder aligning every token's state to provide it (a collapse). Default: 30 for a fresh head on "
-                         "a trained encoder (--init-from, a warm start), else 1 (from scratch, or a discriminator "
-                         "checkpoint that keeps its head)")
-    ap.add_argument("--generator-hidden-size", type=int, help="generator width (default hidden/4)")
-    ap.add_argument("--embedding-sharing", choices=("shared", "separate", "gdes"),
-                    help="the generator's embeddings: shared with the discriminator (default, ELECTRA), separate, or "
-                         "gdes (DeBERTa-v3: stopgrad(the discriminator's) + a delta of its own, so the generator's "
-                         "loss never pulls on the discriminator's embeddings)")
-    ap.add_argument("--layer-norm", choices=("post", "pre"),
-                    help="where each layer's LayerNorms sit: post (default; BERT, ELECTRA) or pre (x + f(LN(x)) and a "
-                         "final LayerNorm; Cramming's choice for short runs). Pre-LN checkpoints train, resume, hand "
-                         "over their encoder and score with the torch backend; export and fine-tuning refuse them")
-    ap.add_argument("--dropout", type=float, help="hidden and attention dropout (tiny 0, other presets 0.1)")
-    ap.add_argument("--seed", type=int, help="seed for init, masking, sampling and data order")
-    ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
-                    help="bf16 = autocast (master weights fp32). auto (default): bf16 on CUDA with bf16 support and on "
-                         "CPUs with native bf16 (AVX512-BF16 / AMX), fp32 elsewhere (bf16 is emulated and ~25x "
-                         "slower on AVX2-only CPUs)")
-    ap.add_argument("--compile", action="store_true", default=None, help="torch.compile the models")
-    ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's, one per core)")
-    ap.add_argument("--stop-on-collapse", action="store_true",
-                    help="end the run (checkpoint saved, exit status 3) when the discriminator is found collapsed")
-    ap.add_argument("--num-proc", type=int, help="tokenisation processes (default: CPUs)")
-    ap.add_argument("--log-every", type=int, help="steps between metrics.jsonl lines")
-    ap.add_argument("--eval-every", type=int, help="steps between validation passes")
-    ap.add_argument("--save-every", type=int, help="steps between resumable checkpoints")
-    ap.add_argument("--init-from", metavar="DIR",
-                    help="start from a checkpoint you have (continued pretraining): a run directory, or any local "
-                         "BERT-family directory - BertModel, BertForMaskedLM, BertForPreTraining, ElectraModel, "
-                         "ElectraForPreTraining, ElectraForMaskedLM, or a sentence-transformers folder of one. The run "
-                         "adopts its sizes, positions and tokenizer; its encoder becomes the discriminator (energy "
-                         "model) under a fresh head, or the masked LM for --objective mlm (docs/pretraining.md)")
-    ap.add_argument("--init-generator-from", metavar="DIR",
-                    help="with --init-from: the generator (ElectraForMaskedLM) or cloze model (an Electric run's "
-                         "generator/) to continue; default a fresh one at --generator-hidden-size over the "
-                         "checkpoint's vocabulary")
-    ap.add_argument("--warm-start", type=float, metavar="FRACTION",
-                    help="electra/electric: spend this fraction of the run (--time-budget or --max-steps) on MLM at "
-                         "its own lr first, then hand its encoder to the discriminator and switch objective in the "
-                         "same run (resumable across the switch). At CPU budgets a discriminator from scratch does "
-                         "not learn context; a warm one does (docs/pretraining.md). Default 0 (none)")
-    ap.add_argument("--warm-start-lr", type=float, help="peak lr of the warm start's MLM stage (default: the MLM "
-                                                        "recipe's for the preset, 1e-3 at tiny)")
-    ap.add_argument("--gen-lr", type=float,
-                    help="peak lr of the generator / cloze model, a parameter group of its own (default: --lr)")
-    ap.add_argument("--generator-mode", choices=("joint", "frozen"),
-                    help="joint (default): the generator trains beside the discriminator; frozen (electra, with "
-                         "--warm-start or an MLM --init-from): the MLM itself samples the replacements, fixed "
-                         "(Fast-ELECTRA), smoothed by --temperature-start")
-    ap.add_argument("--temperature-start", type=float,
-                    help="sampling temperature at the start of the objective, falling linearly to --temperature "
-                         "at the end (Fast-ELECTRA's schedule for a frozen generator). Default 0 = constant, except "
-                         "Electric --init-from a checkpoint with a fresh cloze model: 4, easy noise while the cloze "
-                         "model's log q climbs (docs/pretraining.md)")
-    ap.add_argument("--data-from-nbest", nargs="+", default=[], metavar="NBEST",
-                    help="also train on the references (output/ref fields) of these n-best files (any format "
-                         "`electric rerank` reads); keep them apart from the lists you tune or test on")
-    ap.add_argument("--cache-dir", help="datasets cache directory (default: datasets' own)")
-    ap.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    ap.add_argument("--stop-at", type=int, metavar="STEP",
-                    help="checkpoint and stop at this step without changing the schedule (continue with --resume)")
-    ap.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    ap.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
-    return ap.parse_args(argv)
+    recipe = ap.add_argument_group("the model and the recipe (PretrainConfig's fields; saved in OUT/config.json)")
+    add_config_arguments(recipe, PretrainConfig, CONFIG_FLAGS, FLAG_NAMES, METAVARS, preset_defaults)
+    recipe.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                        help="bf16 = autocast (master weights fp32). auto (default): bf16 on CUDA with bf16 support and "
+                             "on CPUs with native bf16 (AVX512-BF16 / AMX), fp32 elsewhere (bf16 is emulated and ~25x "
+                             "slower on AVX2-only CPUs)")
+    recipe.add_argument("--dropout", type=float, help="hidden and attention dropout (hidden_dropout_prob and "
+                        f"attention_probs_dropout_prob) [{preset_defaults('hidden_dropout_prob', 0.1)}]")
+    run = ap.add_argument_group("the run (RunConfig: how and where it runs)")
+    run.add_argument("--data-from-nbest", nargs="+", default=[], metavar="NBEST",
+                     help="also train on the references (output/ref fields) of these n-best files (any format "
+                          "`electric rerank` reads); keep them apart from the lists you tune or test on")
+    run.add_argument("--cache-dir", help="datasets cache directory (default: datasets' own)")
+    run.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    run.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's, one per core)")
+    run.add_argument("--stop-at", type=int, metavar="STEP",
+                     help="checkpoint and stop at this step without changing the schedule (continue with --resume)")
+    run.add_argument("--stop-on-collapse", action="store_true",
+                     help="end the run (checkpoint saved, exit status 3) when the discriminator is found collapsed")
+    run.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    run.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    return ap
 
 
-
-CONFIG_FLAGS = ("max_steps", "time_budget_minutes", "epochs", "batch_size", "grad_accum", "lr", "warmup_steps",
-                "min_warmup_steps", "max_seq_length", "mask_prob", "disc_weight", "gen_weight", "temperature",
-                "disc_bias_init", "disc_head_lr_scale",
-                "generator_hidden_size", "seed", "precision", "compile", "num_proc", "log_every", "eval_every",
-                "save_every", "init_from", "init_generator_from", "warm_start", "warm_start_lr", "gen_lr", "generator_mode", "temperature_start",
-                "embedding_sharing", "layer_norm")
+def parse_args(argv: list[str] | None = None, description: str | None = None) -> argparse.Namespace:
+    """The command line parsed (`build_parser`); `description` heads --help (training.pretrain passes its own
+    docstring)."""
+    return build_parser(description).parse_args(argv)
 
 
 def resolve_run(args: argparse.Namespace) -> RunConfig:
-    """The command line as one RunConfig: checked, derived and frozen here; nothing changes it after."""
+    """The command line as one RunConfig: checked and frozen here; every value one implies is derived by
+    `resolve_config`, from the flags and --init-from's source (resolved once); nothing changes it after."""
     out = Path(args.out)
     prepare_out_dir(out, args.resume, args.overwrite)
     extended = tuple(k for k in RESUME_FLAGS if args.resume and getattr(args, k) is not None)
@@ -154,21 +138,12 @@ def resolve_run(args: argparse.Namespace) -> RunConfig:
         overrides["precision"] = choose_precision(args.precision, args.device)
         if args.dropout is not None:
             overrides["hidden_dropout_prob"] = overrides["attention_probs_dropout_prob"] = args.dropout
-        cfg = resolve_config(args.preset, args.objective, overrides)
-        if cfg.init_from:  # the source's architecture; continuing a trained head (not a fresh one) at a lower lr
-            source = resolve_init(cfg.init_from, cfg.init_generator_from)
-            cfg = adopt_architecture(cfg, source)
-            fresh_head = source.fresh_head if cfg.objective != "mlm" else source.encoder.carries != "mlm"
-            if args.lr is None and not fresh_head:
-                cfg = dataclasses.replace(cfg, lr=cfg.lr * INIT_FROM_LR_SCALE)
-            if args.disc_head_lr_scale is None and not fresh_head:  # a trained head: no faster than the rest
-                cfg = dataclasses.replace(cfg, disc_head_lr_scale=1.0)
-            if args.temperature_start is None and cfg.objective == "electric" and source.generator is None:
-                # a fresh cloze model beside a trained encoder: easy noise first (CHECKPOINT_TEMPERATURE_START)
-                cfg = dataclasses.replace(cfg, temperature_start=CHECKPOINT_TEMPERATURE_START)
-            if cfg.generator_mode == "frozen" and source.encoder.carries != "mlm":
-                raise ValueError(f"--generator-mode frozen needs a masked LM to freeze; --init-from {cfg.init_from!r} "
-                                 f"is a {source.encoder.architecture}")
+        if args.init_from:
+            source = resolve_init(args.init_from, args.init_generator_from or "")
+        cfg = resolve_config(args.preset, args.objective, overrides, source)
+        if source is not None and cfg.generator_mode == "frozen" and source.encoder.carries != "mlm":
+            raise ValueError(f"--generator-mode frozen needs a masked LM to freeze; --init-from {cfg.init_from!r} "
+                             f"is a {source.encoder.architecture}")
     if not args.resume and cfg.generator_mode == "frozen" and not (cfg.warm_start or cfg.init_from):
         raise ValueError("--generator-mode frozen needs a masked LM to freeze: train one first with --warm-start, or "
                          "pass --init-from an MLM run or a BertForMaskedLM / ElectraForMaskedLM directory")

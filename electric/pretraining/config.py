@@ -1,8 +1,10 @@
 """Pretraining configuration: typed frozen dataclasses, presets, and the rules that derive implied values.
 
 `PretrainConfig` is the model and the recipe; `RunConfig` is one run: that config plus how and where it runs
-(data, device, resume, ...). Precedence is defaults -> preset -> explicit overrides (CLI flags). Unknown keys
-are an error. Both are validated when built and never changed after: a different value is a new object.
+(data, device, resume, ...). Precedence is defaults -> preset -> explicit overrides (CLI flags); every value
+implied by others is derived here, in `resolve_config` (what --init-from's source implies) and the properties
+(sizes, the head's lr, the warm start's recipe). Each field carries its help, from which training/pretrain_args.py
+generates its flag. Unknown keys are an error. Both are validated when built and never changed after: a different value is a new object.
 
 OUT/config.json holds a run's `RunConfig`: the `PretrainConfig` fields at the top level (where model-loading
 code and older readers find them) and the run settings under "run" (absent in files written before it).
@@ -16,84 +18,131 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from electric.checkpoint import CheckpointError, atomic_write_text
+
+if TYPE_CHECKING:  # init_from reads checkpoints with torch; a config needs neither
+    from electric.pretraining.init_from import InitSource
 
 Objective = Literal["mlm", "electra", "electric"]
 Precision = Literal["fp32", "bf16"]
 BiasInit = Literal["prior", "zero"]
 GeneratorMode = Literal["joint", "frozen"]
 EmbeddingSharing = Literal["shared", "separate", "gdes"]
+LayerNormPosition = Literal["post", "pre"]
 OBJECTIVES: tuple[str, ...] = ("mlm", "electra", "electric")
 RUN_SECTION = "run"  # the key of a run's settings in OUT/config.json
 RESUME_FLAGS: tuple[str, ...] = ("max_steps", "time_budget_minutes", "epochs")  # what a resumed run may change
 
 
+def described(default: Any, help: str) -> Any:
+    """A field with its default and its help (`dataclasses.field` metadata "help")."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class PretrainConfig:
+    """The model and the recipe. Each field's help is the one text that explains it: the comment here and the
+    --help of its flag in `python -m training.pretrain` (generated from these fields: training/pretrain_args.py)."""
+
     # --- what to train
-    objective: Objective = "electric"  # mlm (BERT baseline), electra (RTD), electric (energy-based cloze)
-    preset: str = "small"  # name of the preset these values started from (informational)
+    objective: Objective = described("electric", "mlm = BERT baseline; electra = replaced-token detection; electric = "
+                                     "energy-based cloze model (NCE with a two-tower noise model)")
+    preset: str = described("small", "model size and schedule: debug (seconds on CPU), tiny (hidden 128 x 4 layers), "
+                                     "small/base/large (ELECTRA paper, table 6)")
     # --- discriminator (or the MLM model for objective=mlm); ELECTRA-small defaults
-    hidden_size: int = 256  # transformer width
-    num_hidden_layers: int = 12  # depth (the generator has the same depth)
-    num_attention_heads: int = 4  # heads of the discriminator
-    intermediate_size: int = 1024  # FFN width of the discriminator
-    embedding_size: int = 128  # shared embedding width; each network projects to its hidden size
-    max_seq_length: int = 128  # tokens per packed sequence, [CLS] and [SEP] included
-    max_position_embeddings: int = 0  # position table size (0 = max(512, max_seq_length)); --init-from adopts its own
-    type_vocab_size: int = 2  # token-type (segment) vocabulary; --init-from adopts the checkpoint's
-    hidden_dropout_prob: float = 0.1  # dropout after embeddings / attention output / FFN
-    attention_probs_dropout_prob: float = 0.1  # dropout on attention weights
+    hidden_size: int = described(256, "transformer width of the discriminator (or of the MLM)")
+    num_hidden_layers: int = described(12, "depth (the generator has the same depth)")
+    num_attention_heads: int = described(4, "attention heads of the discriminator")
+    intermediate_size: int = described(1024, "FFN width of the discriminator")
+    embedding_size: int = described(128, "shared embedding width; each network projects to its hidden size")
+    max_seq_length: int = described(128, "tokens per packed sequence, [CLS] and [SEP] included")
+    max_position_embeddings: int = described(0, "position table size (0 = max(512, max_seq_length)); --init-from "
+                                                "adopts its own")
+    type_vocab_size: int = described(2, "token-type (segment) vocabulary; --init-from adopts the checkpoint's")
+    hidden_dropout_prob: float = described(0.1, "dropout after embeddings / attention output / FFN (--dropout)")
+    attention_probs_dropout_prob: float = described(0.1, "dropout on attention weights (--dropout)")
     # --- generator (electra: masked LM; electric: two-tower cloze model)
-    generator_hidden_size: int = 0  # 0 = hidden_size // 4 (DESIGN §1); heads = max(1, h // 64), FFN = 4h
-    embedding_sharing: EmbeddingSharing = "shared"  # shared (ELECTRA): one embedding module; separate: the
-    #   generator has its own; gdes (DeBERTa-v3): its word embeddings are stopgrad(the discriminator's) + a delta
-    layer_norm: str = "post"  # post (BERT, ELECTRA) or pre (x + f(LN(x)); training only: pre_layer_norm.py)
+    generator_hidden_size: int = described(0, "generator width (0 = hidden_size // 4); its heads = max(1, width // 64), "
+                                              "its FFN = 4 x width")
+    embedding_sharing: EmbeddingSharing = described(
+        "shared", "the generator's embeddings: shared with the discriminator (ELECTRA), separate, or gdes (DeBERTa-v3: "
+                  "stopgrad(the discriminator's) + a delta of its own, so the generator's loss never pulls on the "
+                  "discriminator's embeddings)")
+    layer_norm: LayerNormPosition = described(
+        "post", "where each layer's LayerNorms sit: post (BERT, ELECTRA) or pre (x + f(LN(x)) and a final LayerNorm; "
+                "Cramming's choice for short runs). Pre-LN checkpoints train, resume, hand over their encoder and "
+                "score with the torch backend; export and fine-tuning refuse them")
     # --- objective hyper-parameters (paper names)
-    mask_prob: float = 0.15  # fraction of candidate tokens masked / replaced
-    gen_weight: float = 1.0  # weight of the generator (or cloze) likelihood loss
-    disc_weight: float = 50.0  # weight of the discriminator BCE loss (lambda)
-    temperature: float = 1.0  # sampling temperature for replacements
-    disc_bias_init: BiasInit = "prior"  # discriminator output bias: at the label prior, or 0 (the reference's)
-    disc_head_lr_scale: float = 0.0  # the discriminator head's lr / lr (0 = auto: HEAD_LR_SCALE_ON_TRAINED_ENCODER
-    #   from a checkpoint or a warm start, else 1): a fresh head on a trained encoder reaches the output scale its
-    #   objective needs by itself, instead of the encoder aligning every token's state to give it (a collapse)
+    mask_prob: float = described(0.15, "fraction of candidate tokens masked / replaced")
+    gen_weight: float = described(1.0, "weight of the generator (or cloze) likelihood loss")
+    disc_weight: float = described(50.0, "weight of the discriminator BCE loss (lambda)")
+    temperature: float = described(1.0, "sampling temperature for replacements (--init-from keeps 1)")
+    disc_bias_init: BiasInit = described(
+        "prior", "discriminator output bias at start: prior (ELECTRA log(p/(1-p)), Electric log V, so the first logits "
+                 "sit at the label prior) or zero (google-research's; can collapse)")
+    disc_head_lr_scale: float = described(
+        0.0, "the discriminator's head (dense -> dense(1)) trains at this times --lr, so that a fresh head on a trained "
+             "encoder reaches the output scale its objective needs by itself instead of the encoder aligning every "
+             "token's state to give it (a collapse). 0 = auto: HEAD_LR_SCALE_ON_TRAINED_ENCODER (30) for a fresh head "
+             "on a trained encoder (--init-from, a warm start), else 1 (from scratch, or a checkpoint's own head)")
     # --- optimisation
-    lr: float = 5e-4  # peak learning rate (AdamW)
-    batch_size: int = 128  # sequences per optimizer step, over all processes and micro-steps
-    grad_accum: int = 1  # micro-steps per optimizer step
-    weight_decay: float = 0.01  # not applied to LayerNorm weights or biases
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-6
-    max_grad_norm: float = 1.0  # gradient-norm clip
-    warmup_steps: int = 10_000  # linear warmup; capped at 10% of the run, but see min_warmup_steps
-    min_warmup_steps: int = 1_000  # the 10% cap never cuts warmup below this (0 = the plain 10% cap)
-    max_steps: int = 1_000_000  # total optimizer steps (the schedule decays linearly to 0 here)
-    time_budget_minutes: float = 0.0  # > 0: stop after this wall time; the schedule is fitted to it
-    precision: Precision = "fp32"  # bf16 = autocast (CPU and CUDA); master weights stay fp32
-    compile: bool = False  # torch.compile the training step's modules
-    seed: int = 0  # seeds init, masking, sampling and data order
+    lr: float = described(5e-4, "peak learning rate (AdamW); --init-from continuing the source's own head: 1/5 of "
+                                "the preset's (INIT_FROM_LR_SCALE)")
+    batch_size: int = described(128, "sequences per optimizer step, over all processes and micro-steps")
+    grad_accum: int = described(1, "micro-steps per optimizer step")
+    weight_decay: float = described(0.01, "AdamW weight decay; not applied to LayerNorm weights or biases")
+    adam_beta1: float = described(0.9, "AdamW beta1")
+    adam_beta2: float = described(0.999, "AdamW beta2")
+    adam_eps: float = described(1e-6, "AdamW epsilon")
+    max_grad_norm: float = described(1.0, "gradient-norm clip")
+    warmup_steps: int = described(10_000, "linear warmup steps; capped at 10% of the run, but never below "
+                                          "min_warmup_steps")
+    min_warmup_steps: int = described(1_000, "floor of the 10% warmup cap, so a short or time-budgeted run still "
+                                             "warms up (0 = the plain 10% cap)")
+    max_steps: int = described(1_000_000, "total optimizer steps (the schedule decays linearly to 0 here)")
+    time_budget_minutes: float = described(0.0, "> 0: stop after this many minutes; the schedule's length is fitted "
+                                                "to it")
+    precision: Precision = described("fp32", "bf16 = autocast (CPU and CUDA); master weights stay fp32")
+    compile: bool = described(False, "torch.compile the training step's modules")
+    seed: int = described(0, "seeds init, masking, sampling and data order")
     # --- data
-    num_proc: int = 0  # tokenisation processes (0 = number of CPUs)
-    val_sequences: int = 256  # sequences held out (fixed, seeded) for validation loss
+    num_proc: int = described(0, "tokenisation processes (0 = number of CPUs)")
+    val_sequences: int = described(256, "sequences held out (fixed, seeded) for validation")
     # --- logging and checkpoints
-    log_every: int = 10  # optimizer steps between metrics.jsonl lines
-    eval_every: int = 200  # optimizer steps between validation passes
-    save_every: int = 500  # optimizer steps between resumable checkpoints
-    eval_batches: int = 8  # validation batches per evaluation
-    init_from: str = ""  # start from this run's or checkpoint's weights (any BERT-family directory: init_from.py)
-    init_generator_from: str = ""  # the generator / cloze model to continue (default: the run's, else a fresh one)
+    log_every: int = described(10, "optimizer steps between metrics.jsonl lines")
+    eval_every: int = described(200, "optimizer steps between validation passes")
+    save_every: int = described(500, "optimizer steps between resumable checkpoints")
+    eval_batches: int = described(8, "validation batches per evaluation")
+    # --- where the first weights come from
+    init_from: str = described(
+        "", "start from a checkpoint you have (continued pretraining): a run directory, or any local BERT-family "
+            "directory - BertModel, BertForMaskedLM, BertForPreTraining, ElectraModel, ElectraForPreTraining, "
+            "ElectraForMaskedLM, or a sentence-transformers folder of one. The run adopts its sizes, positions and "
+            "tokenizer; its encoder becomes the discriminator (energy model) under a fresh head, or the masked LM for "
+            "objective mlm (docs/pretraining.md)")
+    init_generator_from: str = described(
+        "", "with --init-from: the generator (ElectraForMaskedLM) or cloze model (an Electric run's generator/) to "
+            "continue; default the run directory's own, else a fresh one at generator_hidden_size over the "
+            "checkpoint's vocabulary")
     # --- warm start (at CPU budgets the binary signal cannot bootstrap context; a likelihood objective can)
-    warm_start: float = 0.0  # electra/electric: this fraction of the run (time budget or max_steps) is MLM first
-    warm_start_lr: float = 0.0  # the MLM stage's peak lr (0 = the MLM recipe's for this preset)
-    gen_lr: float = 0.0  # the generator's (or cloze model's) peak lr, a parameter group of its own (0 = lr)
-    generator_mode: GeneratorMode = "joint"  # joint: trained beside the discriminator; frozen: the MLM of the
-    #   warm start (or --init-from), fixed, as ELECTRA's generator (Fast-ELECTRA)
-    temperature_start: float = 0.0  # > 0: the sampling temperature falls linearly from this to `temperature`
-    epochs: float = 0.0  # > 0: stop after this many passes over the training data
+    warm_start: float = described(
+        0.0, "electra/electric: spend this fraction of the run (time budget or max_steps) on MLM at its own lr first, "
+             "then hand its encoder to the discriminator and switch objective in the same run (resumable across the "
+             "switch). At CPU budgets a discriminator from scratch does not learn context; a warm one does "
+             "(docs/pretraining.md). 0 = none")
+    warm_start_lr: float = described(0.0, "peak lr of the warm start's MLM stage (0 = the MLM recipe's for the preset)")
+    gen_lr: float = described(0.0, "peak lr of the generator / cloze model, a parameter group of its own (0 = lr)")
+    generator_mode: GeneratorMode = described(
+        "joint", "joint: the generator trains beside the discriminator; frozen (electra, with a warm start or an MLM "
+                 "--init-from): the MLM itself samples the replacements, fixed (Fast-ELECTRA), smoothed by "
+                 "temperature_start")
+    temperature_start: float = described(
+        0.0, "> 0: the sampling temperature falls linearly from this to `temperature` over the objective's stage "
+             "(Fast-ELECTRA's schedule for a frozen generator). 0 = constant, except Electric --init-from a checkpoint "
+             "with a fresh cloze model: CHECKPOINT_TEMPERATURE_START (4), easy noise while its log q climbs")
+    epochs: float = described(0.0, "> 0: stop after this many passes over the training data")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -284,8 +333,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 # the v4 study, BLiMP-12 50.8%); at 2 it stays ahead (AUC 0.77, token cosine 0.38) and scores BLiMP-12 at 61.8%,
 # +11.0 points [8.8, 13.1] (BENCHMARKS.md, "The warm start's switch"). A run --init-from a checkpoint keeps 1.
 # Electric from a checkpoint with a fresh cloze model draws its noise at temperature 4 at first, falling to 1 at
-# the end of the run (training/pretrain_args.py sets it where it knows the cloze model is fresh). A fresh cloze model's log q climbs from uniform by several nats in its first ten steps; at
-# temperature 1 the noise and the correction move with it, faster than an energy on a trained encoder can follow:
+# the end of the run (`resolve_config` sets it where --init-from's source brings no cloze model). A fresh cloze
+# model's log q climbs from uniform by several nats in its first ten steps; at temperature 1 the noise and the correction move with it, faster than an energy on a trained encoder can follow:
 # the loss rose 1.8x, gradient norms reached ~250, and the energy AUC dipped below chance (0.48 at step 20) on the way
 # (from all-MiniLM-L6-v2 on Wikipedia, 3 minutes on 2 CPU cores). With the noise easy first and harder as the energy
 # learns, the loss rose 1.1x and the run ended at energy AUC 0.72 against 0.64, unigram-noise AUC 0.73 against 0.71
@@ -303,9 +352,16 @@ OBJECTIVE_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
-def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None = None) -> PretrainConfig:
-    """defaults -> preset -> the preset's values for this objective -> overrides. Overrides whose value is
-    None are ignored (unset flags)."""
+INIT_FROM_LR_SCALE = 0.2  # continued pretraining of a head the source has: 1/5 of the preset's peak lr
+
+
+def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None = None,
+                   source: InitSource | None = None) -> PretrainConfig:
+    """The one place a config is derived: defaults -> preset -> the preset's values for this objective -> what
+    --init-from's `source` implies -> overrides (flags; None = unset, ignored) -> the source's architecture, which no
+    flag changes. From a source (`electric.pretraining.init_from.resolve_init(overrides["init_from"])`): no warm
+    start, temperature 1; continuing the head it has (not a fresh one), the lr at INIT_FROM_LR_SCALE of the preset's
+    and the head at the rest's lr; Electric with a fresh cloze model, noise from CHECKPOINT_TEMPERATURE_START."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     values: dict[str, Any] = {"objective": objective, "preset": preset, **PRESETS[preset],
@@ -313,7 +369,14 @@ def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given.get("init_from"):  # --init-from gives the first weights instead, and was measured at temperature 1
         values.update(warm_start=0.0, temperature=PretrainConfig.temperature)
+    if source is not None:
+        if source.keeps_head(objective):  # continuing a trained head: a lower lr, the head no faster than the rest
+            values.update(lr=values.get("lr", PretrainConfig.lr) * INIT_FROM_LR_SCALE, disc_head_lr_scale=1.0)
+        if objective == "electric" and source.generator is None:  # a fresh cloze model beside a trained encoder
+            values.update(temperature_start=CHECKPOINT_TEMPERATURE_START)
     values.update(given)
+    if source is not None:
+        values.update(source.architecture(objective, values.get("max_seq_length", PretrainConfig.max_seq_length)))
     return PretrainConfig.from_dict(values)
 
 

@@ -1,9 +1,9 @@
 """Where a run's first weights come from: --init-from (a run directory, or any BERT-family checkpoint) and
 --init-generator-from, resolved once into an `InitSource`.
 
-    source = resolve_init("ckpt/all-MiniLM-L6-v2")   # a sentence-transformers BertModel directory
-    cfg = adopt_architecture(cfg, source)            # the checkpoint's sizes, positions, token types
-    model = build_model(cfg, special, source)        # its encoder as the discriminator / energy model
+    source = resolve_init(path)                       # e.g. a sentence-transformers BertModel directory
+    cfg = resolve_config("tiny", "electric", {"init_from": path}, source)  # its sizes, and what it implies
+    model = build_model(cfg, special, source)         # its encoder as the discriminator / energy model
 
 The encoder becomes the discriminator (Electric's energy model) under a fresh head at the label prior, unless the
 source is a discriminator already (ours, or an ELECTRA one), whose head is kept. The generator / cloze model
@@ -18,6 +18,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from electric.checkpoint import CheckpointError, require_local_dir, run_parts
 from electric.modeling.loading import read_model_config
@@ -35,11 +36,29 @@ class InitSource:
     generator: Path | None  # the generator / cloze model to continue, or None (a fresh one)
     tokenizer: Path  # the tokenizer that goes with the encoder
 
-    @property
-    def fresh_head(self) -> bool:
-        """True when a discriminator objective puts a fresh head on the encoder: the source is not a discriminator
-        already."""
-        return self.encoder.carries != "discriminator"
+    def keeps_head(self, objective: str) -> bool:
+        """True when the run continues the head the source has: a discriminator's for electra and electric, a masked
+        LM's for mlm; False when it puts a fresh head on the encoder."""
+        return self.encoder.carries == ("mlm" if objective == "mlm" else "discriminator")
+
+    def architecture(self, objective: str, max_seq_length: int) -> dict[str, Any]:
+        """The config fields the run adopts from the source: its sizes, position and token-type vocabularies, where
+        its LayerNorms sit, `max_seq_length` capped at its positions (and, continuing a generator, its width)."""
+        src = self.encoder.config
+        sizes = {
+            "hidden_size": src["hidden_size"],
+            "num_hidden_layers": src["num_hidden_layers"],
+            "num_attention_heads": src["num_attention_heads"],
+            "intermediate_size": src["intermediate_size"],
+            "embedding_size": src.get("embedding_size", src["hidden_size"]),
+            "max_position_embeddings": src.get("max_position_embeddings", 512),
+            "max_seq_length": min(max_seq_length, src.get("max_position_embeddings", 512)),
+            "type_vocab_size": src.get("type_vocab_size", 2),
+            "layer_norm": src.get("layer_norm_position", "post"),
+        }
+        if self.generator is not None and objective != "mlm":
+            sizes["generator_hidden_size"] = read_model_config(self.generator, "generator")["hidden_size"]
+        return sizes
 
 
 def resolve_init(init_from: str, init_generator_from: str = "") -> InitSource:
@@ -104,20 +123,6 @@ def load_generator(cfg: PretrainConfig, path: Path | None):
 
 
 def adopt_architecture(cfg: PretrainConfig, source: InitSource) -> PretrainConfig:
-    """`cfg` with the architecture of the --init-from source: its sizes, position and token-type vocabularies
-    (and, continuing a generator, its width)."""
-    src = source.encoder.config
-    sizes = {
-        "hidden_size": src["hidden_size"],
-        "num_hidden_layers": src["num_hidden_layers"],
-        "num_attention_heads": src["num_attention_heads"],
-        "intermediate_size": src["intermediate_size"],
-        "embedding_size": src.get("embedding_size", src["hidden_size"]),
-        "max_position_embeddings": src.get("max_position_embeddings", 512),
-        "max_seq_length": min(cfg.max_seq_length, src.get("max_position_embeddings", 512)),
-        "type_vocab_size": src.get("type_vocab_size", 2),
-        "layer_norm": src.get("layer_norm_position", "post"),
-    }
-    if source.generator is not None and cfg.objective != "mlm":
-        sizes["generator_hidden_size"] = read_model_config(source.generator, "generator")["hidden_size"]
-    return dataclasses.replace(cfg, **sizes)
+    """`cfg` with the architecture of the --init-from source (`InitSource.architecture`); the command line gets it
+    from `electric.pretraining.config.resolve_config`, with the rest of what the source implies."""
+    return dataclasses.replace(cfg, **source.architecture(cfg.objective, cfg.max_seq_length))
