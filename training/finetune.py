@@ -8,7 +8,7 @@
 --model is a pretraining run directory (its discriminator/, else generator/ for an MLM run) or any ELECTRA
 model directory with its tokenizer. Heads: ElectraForSequenceClassification (classification, pairs,
 regression) and ElectraForTokenClassification (each word's label on its first piece). Optimisation follows
-ELECTRA (DESIGN §1): AdamW (eps 1e-6, weight decay 0.01 off LayerNorm/bias), layer-wise lr decay 0.8
+ELECTRA's fine-tuning recipe: AdamW (eps 1e-6, weight decay 0.01 off LayerNorm/bias), layer-wise lr decay 0.8
 (0.9 for 24-layer models), linear warmup over 10% of the steps then linear decay (pretraining's schedule and
 AdamW builder, training/schedule.py), 3 epochs (10 for RTE and STS-B). The dev set is scored after each epoch;
 the best epoch's weights are kept and training stops after --patience epochs without improvement.

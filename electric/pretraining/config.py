@@ -18,12 +18,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from electric.checkpoint import CheckpointError, atomic_write_text
-
-if TYPE_CHECKING:  # init_from reads checkpoints with torch; a config needs neither
-    from electric.pretraining.init_from import InitSource
 
 Objective = Literal["mlm", "electra", "electric"]
 Precision = Literal["fp32", "bf16"]
@@ -352,11 +349,22 @@ OBJECTIVE_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+class InitFrom(Protocol):
+    """What `resolve_config` asks of --init-from's source (`electric.pretraining.init_from.InitSource`, which reads
+    the checkpoint; a config needs neither torch nor the files)."""
+
+    generator: Path | None  # the generator / cloze model it continues, or None (a fresh one)
+
+    def keeps_head(self, objective: str) -> bool: ...
+
+    def architecture(self, objective: str, max_seq_length: int) -> dict[str, Any]: ...
+
+
 INIT_FROM_LR_SCALE = 0.2  # continued pretraining of a head the source has: 1/5 of the preset's peak lr
 
 
 def resolve_config(preset: str, objective: str, overrides: dict[str, Any] | None = None,
-                   source: InitSource | None = None) -> PretrainConfig:
+                   source: InitFrom | None = None) -> PretrainConfig:
     """The one place a config is derived: defaults -> preset -> the preset's values for this objective -> what
     --init-from's `source` implies -> overrides (flags; None = unset, ignored) -> the source's architecture, which no
     flag changes. From a source (`electric.pretraining.init_from.resolve_init(overrides["init_from"])`): no warm

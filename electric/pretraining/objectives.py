@@ -74,7 +74,7 @@ def disc_output_bias(objective: str, mask_prob: float, vocab_size: int) -> float
     """Initial bias of the discriminator's output unit, so that its first logits sit at the label prior.
 
     With the bias at 0 the first gradient is the same for every token ("move every logit to the prior"),
-    which AdamW turns into near rank-1 updates that collapse the discriminator (DESIGN §4).
+    which AdamW turns into near rank-1 updates that collapse the discriminator (docs/pretraining.md, "The recipe").
     - electra: log(p / (1 - p)), p = mask_prob, the expected replaced fraction (an untrained generator's
       samples almost never equal the original).
     - electric: log V. The corrected logit is s + log q + log(p / (1 - p)); with q uniform (log q = -log V)
