@@ -129,9 +129,11 @@ class _Uvicorn(uvicorn.Server):
 
     async def shutdown(self, sockets=None) -> None:
         self._protocol.shutting_down = True
-        accepted = await close_listeners(self.servers, functools.partial(
-            self.config.http_protocol_class, config=self.config, server_state=self.server_state,
-            app_state=self.lifespan.state))
+        # uvicorn types http_protocol_class as an asyncio.Protocol; it is config.http, an HttpToolsProtocol subclass
+        make_protocol = functools.partial(self.config.http_protocol_class,  # type: ignore[call-arg]
+                                          config=self.config, server_state=self.server_state,
+                                          app_state=self.lifespan.state)
+        accepted = await close_listeners(self.servers, make_protocol)
         if accepted:
             log.info("accepted %d connections waiting in the listener's queue", accepted)
         await super().shutdown(sockets)  # closing the closed listeners again does nothing
@@ -162,8 +164,9 @@ def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None
 
     protocol = http_protocol(settings, refused)
     config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None, access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=settings.shutdown_grace_s + FLUSH_S,
-                            server_header=False, log_level=settings.log_level, http=protocol)
+                            lifespan="on", server_header=False, log_level=settings.log_level, http=protocol,
+                            # uvicorn hints int seconds, but passes it to asyncio.wait_for: a float is fine
+                            timeout_graceful_shutdown=settings.shutdown_grace_s + FLUSH_S)  # type: ignore[arg-type]
     server = _Uvicorn(config, on_exit, protocol)
 
     def on_fatal() -> None:
@@ -269,6 +272,7 @@ class BackgroundServer:
 
     def _run(self) -> None:
         self.loop = event_loop_factory(self.settings.event_loop)()
+        assert self.server is not None, "start() sets it before it starts this thread"
         try:
             self.loop.run_until_complete(self.server.serve())
         except BaseException as e:  # noqa: BLE001 - reported by start()
@@ -296,10 +300,12 @@ class BackgroundServer:
 
     @property
     def engine(self) -> Engine:
+        assert self.app is not None, "start() sets it"
         return self.app.state.engine
 
     @property
     def port(self) -> int:
+        assert self.server is not None, "start() sets it"
         return http_port(self.server)
 
     @property
@@ -308,15 +314,18 @@ class BackgroundServer:
 
     @property
     def grpc_target(self) -> str:
+        assert self.app is not None, "start() sets it"
         return f"{self.settings.host}:{self.app.state.grpc_port}"
 
     def call(self, fn: Callable[[], Any]) -> None:
         """Run `fn` on the server's event loop."""
+        assert self.loop is not None, "the server's thread sets it as it starts"
         self.loop.call_soon_threadsafe(fn)
 
     def stop(self, timeout: float = 60.0) -> None:
         """Like SIGTERM: refuse new work, drain in-flight requests, stop."""
         if self.server is not None and self._thread is not None and self._thread.is_alive():
+            assert self.loop is not None, "the server's thread sets it as it starts"
             self.loop.call_soon_threadsafe(self.server.handle_exit, None, None)
             self._thread.join(timeout)
 

@@ -98,7 +98,7 @@ class _Item:
 class ModelSlot:
     """One loaded model, its queue and its batching loop."""
 
-    def __init__(self, name: str, path: Path, backend, settings: Settings):
+    def __init__(self, name: str, path: Path, backend, settings: Settings, metrics: SlotMetrics):
         self.name, self.path, self.backend = name, path, backend
         self.kind: str = backend.kind
         self.tokenizer = backend.tokenizer
@@ -127,7 +127,7 @@ class ModelSlot:
         self.tokenizing = False  # a round is in the tokeniser thread
         self.task: asyncio.Task | None = None
         self.tokenize_task: asyncio.Task | None = None
-        self.metrics: SlotMetrics | None = None
+        self.metrics = metrics
 
     def queued(self) -> int:
         """Inputs waiting for a batch, tokenised or not."""
@@ -350,7 +350,8 @@ class Batcher:
         later = [it for r in rounds[1:] for it in r]
         anchor = rounds[0][0].bucket
         order = rounds[0] + [it for it in later if it.bucket == anchor] + [it for it in later if it.bucket < anchor]
-        batch, longest = [], 0
+        batch: list[_Item] = []
+        longest = 0
         for it in order:
             new_longest = max(longest, it.length)
             if batch and (len(batch) + 1 > s.max_batch_size or (len(batch) + 1) * new_longest > s.max_batch_tokens):
@@ -457,8 +458,9 @@ def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
                          _padded_length(slot, max(it.length for it in batch)))  # (B, T)
     tt = None
     if any(isinstance(it.enc, PairEncoded) for it in batch):
-        tt = pad_values([it.enc.token_type_ids if isinstance(it.enc, PairEncoded) else () for it in batch], 0,
-                        ids.shape[1])  # (B, T)
+        rows = [it.enc.token_type_ids if isinstance(it.enc, PairEncoded) else () for it in batch]  # (T,) or ()
+        # electric.batching.pad_values pads arrays as well as lists, though its hint says Sequence[Sequence[int]]
+        tt = pad_values(rows, 0, ids.shape[1])  # type: ignore[arg-type]  # (B, T)
     logits = np.asarray(slot.backend.run(ids, mask, tt))
     if logits.shape[0] != len(batch):
         raise ValueError(f"backend returned {logits.shape[0]} rows for a batch of {len(batch)}")

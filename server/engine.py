@@ -99,7 +99,7 @@ class Engine:
 
     def _load(self, path: Path, backend: str):
         """electric.inference.backend.load_backend, with the ONNX Runtime options when the directory is an export."""
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if resolve_backend(path, backend) == "onnx":
             if self.settings.providers:
                 kwargs["providers"] = self.settings.providers
@@ -124,8 +124,7 @@ class Engine:
                     what = "--model" if name == SCORER else f"--classifier {name}"
                     raise ValueError(f"{what}: {str(path)!r} holds a {backend.kind} model; expected "
                                      f"{' or '.join(kinds)}")
-                slot = ModelSlot(name, path, backend, self.settings)
-                slot.metrics = SlotMetrics(self.metrics, name)
+                slot = ModelSlot(name, path, backend, self.settings, SlotMetrics(self.metrics, name))
                 slot.metrics.queued.set_function(slot.queued)
                 self.models[name] = slot
                 self.batcher.start(slot)
@@ -172,6 +171,7 @@ class Engine:
                         await self.detect(batch, truncate=True, _internal=True)
                 else:
                     await self.classify(slot.name, texts=batch, truncate=True, _internal=True)
+        assert self._loop is not None, "start() set it before warming up"
         await self._loop.run_in_executor(self.batcher.worker, _release_memory, list(self.models.values()))
 
     def begin_shutdown(self) -> None:
@@ -192,6 +192,7 @@ class Engine:
         return max(0.0, self.settings.shutdown_grace_s - elapsed)
 
     def _arm_grace(self) -> None:
+        assert self._loop is not None, "begin_shutdown() scheduled this on it"
         self._loop.call_later(self.grace_left(), self._end_grace)
 
     def _end_grace(self) -> None:
@@ -242,6 +243,7 @@ class Engine:
         """Idle for IDLE_TRIM_S: give the memory a burst left behind back to the kernel - each runtime's arena, then
         the heap - in the inference thread, so no batch runs beside it."""
         self._trim = None
+        assert self._loop is not None, "_admitted() scheduled this on it"
         with contextlib.suppress(RuntimeError):  # the thread pool is already shut down
             self._loop.run_in_executor(self.batcher.worker, _release_memory, list(self.models.values()))
 
@@ -299,6 +301,7 @@ class Engine:
         discriminator, the cloze score of a cloze model)."""
         with self._admitted(_internal):
             slot = self._slot(None, SCORER_KINDS)
+            assert slot.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
             texts = self._texts(texts, "texts")
             timing = Timing()
             results = await self._submit(slot, texts, truncate, _input_name,
@@ -326,6 +329,7 @@ class Engine:
         the others are the server's defaults."""
         with self._admitted():
             slot = self._slot(None, SCORER_KINDS)
+            assert slot.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
             if not lists:
                 raise ValidationError("no n-best lists given")
             flat, where, nbests = [], [], []
@@ -375,11 +379,13 @@ class Engine:
             if (texts is None) == (pairs is None) or (texts is not None and pairs is not None):
                 raise ValidationError("give either \"texts\" or \"pairs\"")
             timing = Timing()
+            inputs: list[str] | list[tuple[str, ...]]
             if texts is not None:
                 post = (pipelines.post_tags(slot.labels) if slot.kind == "tagger" else
                         pipelines.post_classify(slot.labels, slot.regression))
                 inputs, names = self._texts(texts, "texts"), _input_name
             else:
+                assert pairs is not None, "texts or pairs, not both (checked above)"
                 if slot.kind == "tagger":
                     raise ValidationError(f"classifier {slot.name!r} tags tokens of single texts; send \"texts\"")
                 self._check_count(len(pairs), "pairs")

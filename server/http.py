@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,7 @@ def json_bytes(data: object) -> bytes:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _json(data: object, status: int = 200, headers: dict | None = None) -> Response:
+def _json(data: object, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     return Response(json_bytes(data), status_code=status, headers=headers, media_type="application/json")
 
 
@@ -96,6 +96,7 @@ async def _call(request: Request, coro) -> Answer:
     """Await an engine call in this task; if the client goes away first, cancel it (dropping its queued inputs)
     and raise ClientGone. One watcher task per request, no asyncio.wait (whose checks cost more than the rest)."""
     task = asyncio.current_task()
+    assert task is not None, "awaited in the request's task"
     armed = True
 
     def client_gone(w: asyncio.Future) -> None:
@@ -314,20 +315,21 @@ def add_input_limits_to_openapi(app: FastAPI, settings: Settings) -> None:
             for sub in schema:
                 limit(sub)
 
-    def openapi() -> dict:
-        if app.openapi_schema is None:
-            schema = build()
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for handler in HANDLERS.values():  # the scoring routes' request bodies (_request_body)
-                body = handler.schema.model_json_schema(ref_template="#/components/schemas/{model}")
-                for model in (*body.pop("$defs", {}).values(), body):
-                    for field in model.get("properties", {}).values():
-                        if field.get("default", 0) is None:
-                            del field["default"]  # as FastAPI writes an optional field
-                    components[model["title"]] = model
-            for name, fields in INPUT_TEXTS.items():
-                for f in fields:
-                    limit(components.get(name, {}).get("properties", {}).get(f))
-        return app.openapi_schema
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()  # FastAPI's own, which keeps it as app.openapi_schema
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for handler in HANDLERS.values():  # the scoring routes' request bodies (_request_body)
+            body = handler.schema.model_json_schema(ref_template="#/components/schemas/{model}")
+            for model in (*body.pop("$defs", {}).values(), body):
+                for field in model.get("properties", {}).values():
+                    if field.get("default", 0) is None:
+                        del field["default"]  # as FastAPI writes an optional field
+                components[model["title"]] = model
+        for name, fields in INPUT_TEXTS.items():
+            for f in fields:
+                limit(components.get(name, {}).get("properties", {}).get(f))
+        return schema
 
-    app.openapi = openapi
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema

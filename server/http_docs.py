@@ -34,10 +34,14 @@ def add_docs_routes(app: FastAPI) -> None:
     def root(request: Request) -> str:
         return request.scope.get("root_path", "").rstrip("/")
 
+    def openapi_url(request: Request) -> str:
+        assert app.openapi_url is not None, "the pages are for an app that serves its schema"
+        return root(request) + app.openapi_url
+
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         assets = root(request) + DOCS_ASSETS
-        return get_swagger_ui_html(openapi_url=root(request) + app.openapi_url, title=f"{app.title} - Swagger UI",
+        return get_swagger_ui_html(openapi_url=openapi_url(request), title=f"{app.title} - Swagger UI",
                                    swagger_js_url=f"{assets}/swagger-ui-bundle.js",
                                    swagger_css_url=f"{assets}/swagger-ui.css",
                                    swagger_favicon_url=f"{assets}/favicon.png",
@@ -46,6 +50,6 @@ def add_docs_routes(app: FastAPI) -> None:
     @app.get("/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
         assets = root(request) + DOCS_ASSETS
-        return get_redoc_html(openapi_url=root(request) + app.openapi_url, title=f"{app.title} - ReDoc",
+        return get_redoc_html(openapi_url=openapi_url(request), title=f"{app.title} - ReDoc",
                               redoc_js_url=f"{assets}/redoc.standalone.js", redoc_favicon_url=f"{assets}/favicon.png",
                               with_google_fonts=False)

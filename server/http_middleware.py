@@ -31,7 +31,8 @@ QUIET_PATHS = ("/health", "/ready", "/metrics")  # probes: counted, not logged
 
 def fast_routes(app: FastAPI) -> dict[str, APIRoute]:
     """The POST routes of HANDLERS, by path: what ObservabilityMiddleware may answer without FastAPI."""
-    return {r.path: r for r in app.routes if isinstance(r, APIRoute) and r.path in HANDLERS and "POST" in r.methods}
+    return {r.path: r for r in app.routes
+            if isinstance(r, APIRoute) and r.path in HANDLERS and r.methods is not None and "POST" in r.methods}
 
 
 class ObservabilityMiddleware:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import email.message
 import json
 import secrets
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, SecretStr
@@ -57,7 +57,7 @@ def json_list(body: object, name: str) -> list | None:
     return value if isinstance(value, list) else None
 
 
-def check_counts(body: object, limit: int, field: Callable[[Any, str], Sized | None] = json_list) -> None:
+def check_counts(body: object, limit: int, field: Callable[[Any, str], Collection[Any] | None] = json_list) -> None:
     """PayloadTooLarge when a request's lists of inputs (INPUT_LISTS, and LIST_INPUTS summed over its `lists`) hold
     more than `limit` items, from their lengths alone. `field(message, name)` is a message's list `name` or None:
     `json_list` for a parsed JSON body, a protobuf accessor for gRPC."""
@@ -122,7 +122,7 @@ def validate(schema: type[Model], data: object) -> Model:
         raise ValidationError(describe_errors(e.errors(include_url=False, include_input=False))) from None
 
 
-def describe_errors(errors: list[dict]) -> str:
+def describe_errors(errors: Sequence[Mapping[str, Any]]) -> str:
     """pydantic's error list -> one sentence: `texts[2]: Input should be a valid string; ...`. A list gives one
     error at most, at its first bad element (the request schemas validate lists with fail_fast)."""
     parts = []

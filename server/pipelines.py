@@ -9,7 +9,7 @@ as `electric rerank` does. (Before the forward pass, the batcher encodes with th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,11 +31,11 @@ def post_detect(calibration: Calibration | None) -> Post:
     return lambda enc, row: electra_detect(enc, row, calibration)
 
 
-def post_classify(labels: Sequence[str], regression: bool) -> Post:
+def post_classify(labels: list[str], regression: bool) -> Post:
     """Label probabilities (or a regression value) of one text or pair."""
     return lambda enc, row: classify.classify_row(labels, regression, row, enc.truncated)
 
 
-def post_tags(labels: Sequence[str]) -> Post:
+def post_tags(labels: list[str]) -> Post:
     """Per-token labels of one text."""
     return lambda enc, row: classify.tag_row(labels, enc, row)

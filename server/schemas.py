@@ -11,9 +11,10 @@ by the transports too, from the lists' lengths, before validation).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict, JsonValue
 from pydantic_core import PydanticCustomError
 
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT
@@ -21,7 +22,7 @@ from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # every request model
 
 
-def _examples(*examples: dict, **schema: object) -> ConfigDict:
+def _examples(*examples: JsonDict, **schema: JsonValue) -> ConfigDict:
     """A request model's config: strict, with `examples` for /docs and further JSON-schema keywords (`oneOf`)."""
     return ConfigDict(**_STRICT, json_schema_extra={"examples": list(examples), **schema})
 
@@ -35,10 +36,10 @@ def _unicode(text: str) -> str:
     return text
 
 
-def _form(given: str, absent: tuple[str, ...]) -> dict:
+def _form(given: str, absent: tuple[str, ...]) -> JsonDict:
     """One form of a request, as a branch of its JSON schema's `oneOf`: the field `given` is there and not null, the
     fields `absent` are missing or null. A body giving both forms, or neither, matches no branch."""
-    null = {"type": "null"}
+    null: JsonDict = {"type": "null"}
     return {"required": [given], "properties": {given: {"not": null}, **{f: null for f in absent}}}
 
 
@@ -80,7 +81,7 @@ class ErrorResponse(BaseModel):
                   "send \"truncate\": true", "error_type": "validation_error"}]})
 
 
-ERROR_RESPONSES = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {  # FastAPI's `responses`
     400: {"model": ErrorResponse, "description": "the body could not be read (`http_error`), e.g. it is not UTF-8"},
     401: {"model": ErrorResponse, "description": "missing or wrong API key"},
     413: {"model": ErrorResponse, "description": "body over max_body_bytes or more inputs than allowed"},

@@ -56,4 +56,4 @@ def log_request(transport: str, route: str, status: int | str, error_type: str |
                    inference_ms=round(timing.inference * 1e3, 3))
     # as access_log.info(line), without looking up the caller's file and line (no format uses them)
     access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, json.dumps(rec, separators=(",", ":")),
-                                            None, None))
+                                            (), None))
