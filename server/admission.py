@@ -58,6 +58,7 @@ class Pace:
         self.size = length_bucket(max_tokens) - self.first + 1
         self.units = np.zeros(self.size)  # decayed sums over each bucket's batches
         self.seconds_spent = np.zeros(self.size)
+        self._per_unit: np.ndarray | None = None  # seconds_per_unit, until the next batch
 
     def index(self, length: int) -> int:
         return min(length_bucket(length) - self.first, self.size - 1)
@@ -78,19 +79,47 @@ class Pace:
         i = self.index(padded_length)
         self.units[i] = RATE_DECAY * self.units[i] + sum(cost(n, self.hidden_size) for n in lengths)
         self.seconds_spent[i] = RATE_DECAY * self.seconds_spent[i] + seconds
+        self._per_unit = None
 
     def seconds_per_unit(self) -> np.ndarray | None:
         """Per bucket; None until a batch was measured."""
-        measured = np.flatnonzero(self.units > 0)
-        if measured.size == 0:
-            return None
-        pace = self.seconds_spent[measured] / self.units[measured]
-        longer = np.searchsorted(measured, np.arange(self.size))  # the nearest measured bucket at or above each
-        return pace[np.minimum(longer, measured.size - 1)]
+        if self._per_unit is None:
+            measured = np.flatnonzero(self.units > 0)
+            if measured.size == 0:
+                return None
+            pace = self.seconds_spent[measured] / self.units[measured]
+            longer = np.searchsorted(measured, np.arange(self.size))  # the nearest measured bucket at or above each
+            self._per_unit = pace[np.minimum(longer, measured.size - 1)]
+        return self._per_unit
 
     @staticmethod
     def seconds(work: np.ndarray, per_unit: np.ndarray) -> float:
         return float(work @ per_unit)
+
+
+class Backlog:
+    """The work admitted to one model and not yet done: each request holds its own (units per bucket, `Pace.work`),
+    this holds their sum, kept as requests arrive, are tokenised, run and leave, so that admission needs the
+    requests one by one only when the sum alone says the deadline may be near."""
+
+    def __init__(self, size: int):
+        self.total = np.zeros(size)
+
+    def enter(self, work: np.ndarray) -> None:
+        self.total += work
+
+    def replace(self, old: np.ndarray, new: np.ndarray) -> None:
+        """A request's estimate `old` became `new` (it was tokenised)."""
+        self.total += new - old
+
+    def ran(self, work: np.ndarray, bucket: int, units: float) -> None:
+        """`units` of one request's `work` at `bucket` ran: both go down (never below 0)."""
+        done = min(work[bucket], units)
+        work[bucket] -= done
+        self.total[bucket] = max(0.0, self.total[bucket] - done)
+
+    def leave(self, work: np.ndarray) -> None:
+        np.maximum(self.total - work, 0.0, out=self.total)
 
 
 class Estimator:
@@ -125,17 +154,22 @@ def _refuse_past(seconds: float, deadline_s: float, why: str, hint: str = "") ->
                          f"(request_timeout_s); retry in ~{wait} s{hint}", retry_after=wait)
 
 
-def check_deadline(work: np.ndarray, others: Iterable[np.ndarray], pace: Pace, deadline_s: float) -> None:
-    """Overloaded when a request of `work` (units per bucket), sharing the model round robin with requests that have
-    `others` left, is predicted to finish after `deadline_s` (the transports answer 429 with Retry-After, or
-    RESOURCE_EXHAUSTED)."""
+def check_deadline(work: np.ndarray, backlog: Backlog, others: Iterable[np.ndarray], pace: Pace,
+                   deadline_s: float) -> None:
+    """Overloaded when a request of `work` (units per bucket), sharing the model round robin with the admitted
+    requests (`backlog`: their sum; `others`: each one's work left), is predicted to finish after `deadline_s` (the
+    transports answer 429 with Retry-After, or RESOURCE_EXHAUSTED). The requests are looked at one by one only when
+    waiting for all of them would be past the deadline."""
     per_unit = pace.seconds_per_unit()
     if per_unit is None:
         return
-    ahead = [t for t in (pace.seconds(w, per_unit) for w in others) if t > 0]
-    if not ahead:
+    ahead_total = float(backlog.total @ per_unit)
+    if ahead_total <= 0:
         return
-    mine = pace.seconds(work, per_unit)
+    mine = float(work @ per_unit)
+    if mine + ahead_total <= DEADLINE_SHARE * deadline_s:
+        return
+    ahead = [t for t in (float(w @ per_unit) for w in others) if t > 0]
     finish = mine + sum(min(t, mine) for t in ahead)
     _refuse_past(finish, deadline_s, f"behind {len(ahead)} others this request would finish in ~{{seconds:.0f}} s",
                  ", or send fewer or shorter inputs")
@@ -144,11 +178,10 @@ def check_deadline(work: np.ndarray, others: Iterable[np.ndarray], pace: Pace, d
 BIG_BODY_BYTES = 64 << 10  # a body this large carries tens of thousands of characters: likely big work
 
 
-def check_backlog(others: Iterable[np.ndarray], pace: Pace, deadline_s: float) -> None:
-    """Overloaded when the work already admitted (`others`, units per bucket left) alone takes the model past
-    `deadline_s`: then a big request would not finish in time whatever it holds, and is refused before its body is
-    read."""
+def check_backlog(backlog: Backlog, pace: Pace, deadline_s: float) -> None:
+    """Overloaded when the work already admitted (`backlog`) alone takes the model past `deadline_s`: then a big
+    request would not finish in time whatever it holds, and is refused before its body is read."""
     per_unit = pace.seconds_per_unit()
     if per_unit is not None:
-        _refuse_past(sum(pace.seconds(w, per_unit) for w in others), deadline_s,
+        _refuse_past(float(backlog.total @ per_unit), deadline_s,
                      "~{seconds:.0f} s of admitted work is ahead of a large request")

@@ -40,7 +40,7 @@ from electric.checkpoint import training_health
 from electric.inference import classify
 from electric.inference.encoding import Encoded, InputTooLongError, PairEncoded, encode_requests
 from electric.inference.scoring import METHODS_OF_KIND
-from server.admission import Estimator, Pace, cost, input_chars
+from server.admission import Backlog, Estimator, Pace, cost, input_chars
 from server.errors import BackendError, ServerError, Timeout, ValidationError
 from server.prometheus import Metrics
 from server.settings import Settings
@@ -62,6 +62,9 @@ class Timing:
     tokens: int = 0
 
 
+_NO_WORK = np.zeros(0)  # a request's work before submit sets it
+
+
 class _Request:
     """One call's inputs (texts or pairs) on their way through tokenisation and batches. `post(encoded, row)`
     turns one input's row of logits into its result; `names(i)` names input i in error messages."""
@@ -80,7 +83,7 @@ class _Request:
         self.last_batch = -1
         self.started = False
         self.warmup = False  # the start-up warm-up's: kept out of the request metrics
-        self.work: np.ndarray | None = None  # model work left per length bucket (server/admission.Pace): estimated,
+        self.work: np.ndarray = _NO_WORK  # model work left per length bucket (server/admission.Pace): estimated,
         # exact once tokenised
 
 
@@ -118,6 +121,7 @@ class ModelSlot:
         # admission by work (server/admission.py): the requests sharing this model and the rate it works at
         self.estimator = Estimator(self.max_tokens)
         self.pace = Pace(int(backend.config.get("hidden_size") or 256), self.max_tokens)
+        self.backlog = Backlog(self.pace.size)
         self.active: set[_Request] = set()  # submitted, not yet answered
         self.arrivals: list[_Request] = []  # submitted, not yet tokenised
         self.arrived = asyncio.Event()
@@ -213,9 +217,10 @@ class Batcher:
         loop = asyncio.get_running_loop()
         req = _Request(inputs, truncate, names, post, loop, timing)
         req.warmup = self.warming
-        req.work = work
+        req.work = work if work is not None else slot.pace.work(())
         self.requests.add(req)
         slot.active.add(req)
+        slot.backlog.enter(req.work)
         if slot.tokenizing and sum(map(input_chars, inputs)) <= INLINE_TOKENIZE_CHARS:
             self._tokenize_inline(slot, [req])  # not behind the big round in the tokeniser thread
         else:
@@ -228,6 +233,7 @@ class Batcher:
             timer.cancel()
             self.requests.discard(req)
             slot.active.discard(req)
+            slot.backlog.leave(req.work)
             if not req.future.done():
                 req.future.cancel()  # the client went away: drop its queued inputs
 
@@ -293,7 +299,9 @@ class Batcher:
                                                          f"the tokenizer drops (zero-width, control or lone "
                                                          f"combining characters)"))
                 continue
-            req.work = slot.pace.work(e.length for e in enc)
+            exact = slot.pace.work(e.length for e in enc)
+            slot.backlog.replace(req.work, exact)
+            req.work = exact
             whole = [(x, e) for x, e in zip(req.inputs, enc, strict=True) if e.length < slot.max_tokens]  # untruncated
             chars += sum(input_chars(x) for x, _ in whole)
             tokens += sum(e.length - 2 for _, e in whole)
@@ -390,10 +398,7 @@ class Batcher:
         pace = slot.pace
         pace.add([it.length for it in batch], _padded_length(slot, max(it.length for it in batch)), dt)
         for it in batch:
-            work = it.request.work
-            if work is not None:
-                i = pace.index(it.length)
-                work[i] = max(0.0, work[i] - cost(it.length, pace.hidden_size))
+            slot.backlog.ran(it.request.work, pace.index(it.length), cost(it.length, pace.hidden_size))
         m = slot.metrics
         if all(it.request.warmup for it in batch):
             m.warmup_batches.inc()

@@ -255,8 +255,7 @@ class Engine:
         if length < BIG_BODY_BYTES or slot is None or not self.ready:
             return None
         try:
-            check_backlog((r.work for r in slot.active if r.work is not None), slot.pace,
-                          self.settings.request_timeout_s)
+            check_backlog(slot.backlog, slot.pace, self.settings.request_timeout_s)
         except Overloaded as e:
             return e
         return None
@@ -413,7 +412,7 @@ class Engine:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
         work = slot.pace.work(slot.estimator.lengths(map(input_chars, inputs)))
         if not self.batcher.warming:
-            check_deadline(work, (r.work for r in slot.active if r.work is not None), slot.pace,
+            check_deadline(work, slot.backlog, (r.work for r in slot.active), slot.pace,
                            self.settings.request_timeout_s)
         return await self.batcher.submit(slot, inputs, truncate, names, post, timing, work)
 

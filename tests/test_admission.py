@@ -4,7 +4,7 @@ request is refused, and what a client is told."""
 import numpy as np
 import pytest
 
-from server.admission import Estimator, Pace, check_backlog, check_deadline, cost
+from server.admission import Backlog, Estimator, Pace, check_backlog, check_deadline, cost
 from server.errors import Overloaded
 
 H = 128  # hidden size of the paces below
@@ -15,6 +15,18 @@ def pace(units_per_second: float, length: int = 16, max_tokens: int = 512) -> Pa
     p = Pace(H, max_tokens)
     p.add([length], length, cost(length, H) / units_per_second)
     return p
+
+
+def backlog(works) -> Backlog:
+    b = Backlog(Pace(H, 512).size)
+    for w in works:
+        b.enter(w)
+    return b
+
+
+def deadline(mine, others, p, deadline_s=30.0):
+    """check_deadline of `mine` behind `others` (each request's work), their backlog kept as the batcher keeps it."""
+    check_deadline(mine, backlog(others), others, p, deadline_s)
 
 
 def work(units: float, length: int = 16, max_tokens: int = 512) -> np.ndarray:
@@ -63,9 +75,9 @@ def test_a_long_request_is_judged_by_the_pace_at_its_length_not_at_short_ones():
     p.add([16] * 64, 16, seconds=64 * cost(16, H) / 100_000)  # short inputs: 100k units a second
     p.add([512] * 4, 512, seconds=4 * cost(512, H) / 10_000)  # 512 tokens: ten times slower a unit
     big = p.work([512] * 256)  # ~22 s at 10k units a second, 2.2 s at the short inputs' pace
-    check_deadline(big, [p.work([16])], p, deadline_s=30.0)
+    deadline(big, [p.work([16])], p)
     with pytest.raises(Overloaded):  # 22 s + 22 s behind another one like it, past 24 s
-        check_deadline(big, [big.copy()], p, deadline_s=30.0)
+        deadline(big, [big.copy()], p)
 
 
 def test_the_estimate_counts_characters_caps_at_the_served_length_and_learns_the_tokenizer():
@@ -80,21 +92,38 @@ def test_the_estimate_counts_characters_caps_at_the_served_length_and_learns_the
 
 
 def test_never_refused_before_a_pace_is_known_or_when_the_model_has_nothing_else_to_do():
-    check_deadline(work(1e12), [work(1e12)], Pace(H, 512), 30.0)
-    check_deadline(work(1e12), [], pace(1.0), 30.0)
-    check_deadline(work(1e12), [work(0.0), work(0.0)], pace(1.0), 30.0)  # requests whose work is all done
+    deadline(work(1e12), [work(1e12)], Pace(H, 512))
+    deadline(work(1e12), [], pace(1.0))
+    deadline(work(1e12), [work(0.0), work(0.0)], pace(1.0))  # requests whose work is all done
 
 
 def test_a_big_request_behind_big_ones_is_refused_with_when_to_retry():
     with pytest.raises(Overloaded) as e:
-        check_deadline(work(10_000), [work(10_000)] * 5, pace(1_000), deadline_s=30.0)  # 10 + 50 s > 24 s
+        deadline(work(10_000), [work(10_000)] * 5, pace(1_000))  # 10 + 50 s > 24 s
     assert e.value.retry_after == 36 and e.value.headers() == {"retry-after": "36"}
     assert "60 s" in e.value.message and "30 s" in e.value.message and "5 others" in e.value.message
 
 
 def test_a_small_request_is_admitted_beside_the_same_big_ones():
     # round robin: it waits for its share of each big request, its own size, not for all of them
-    check_deadline(work(50), [work(10_000)] * 5, pace(1_000), deadline_s=30.0)  # (50 + 5 * 50) / 1k = 0.3 s
+    deadline(work(50), [work(10_000)] * 5, pace(1_000))  # (50 + 5 * 50) / 1k = 0.3 s
+
+
+def test_the_backlog_follows_its_requests_from_arrival_to_leaving():
+    p = Pace(H, 512)
+    b = Backlog(p.size)
+    estimate, exact = p.work([512, 512]), p.work([300, 20])
+    b.enter(estimate)
+    b.replace(estimate, exact)
+    np.testing.assert_allclose(b.total, exact)
+    b.ran(exact, p.index(20), cost(20, H))
+    assert exact[p.index(20)] == 0 and b.total[p.index(20)] == 0
+    b.ran(exact, p.index(300), 1e9)  # more than is left: both stop at 0
+    assert exact.sum() == 0 and b.total.sum() == 0
+    other = p.work([64])
+    b.enter(other)
+    b.leave(other)
+    assert b.total.sum() == 0
 
 
 def test_overloaded_without_a_retry_time_sends_no_header():
@@ -102,11 +131,11 @@ def test_overloaded_without_a_retry_time_sends_no_header():
 
 
 def test_a_backlog_past_the_deadline_refuses_big_bodies_before_they_are_read():
-    check_backlog([], pace(1_000), 30.0)
-    check_backlog([work(10_000), work(10_000)], Pace(H, 512), 30.0)  # no pace yet
-    check_backlog([work(10_000), work(10_000)], pace(1_000), 30.0)  # 20 s of work: within 24 s
+    check_backlog(backlog([]), pace(1_000), 30.0)
+    check_backlog(backlog([work(10_000), work(10_000)]), Pace(H, 512), 30.0)  # no pace yet
+    check_backlog(backlog([work(10_000), work(10_000)]), pace(1_000), 30.0)  # 20 s of work: within 24 s
     with pytest.raises(Overloaded) as e:
-        check_backlog([work(10_000)] * 3, pace(1_000), 30.0)  # 30 s
+        check_backlog(backlog([work(10_000)] * 3), pace(1_000), 30.0)  # 30 s
     assert e.value.retry_after == 6 and "30 s of admitted work" in e.value.message
 
 
