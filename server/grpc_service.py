@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import logging
 import math
 import time
 from collections.abc import Callable
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 from pydantic import SecretStr
 
@@ -86,6 +85,15 @@ def _non_finite(msg, path: str = "") -> str | None:
     return None
 
 
+@functools.cache
+def _has_floats(descriptor) -> bool:
+    """Whether messages of this type can hold a float anywhere (nested messages included): only those are walked by
+    `_non_finite` (a ScoreRequest, texts and flags, is not)."""
+    return any(fd.type in (fd.TYPE_DOUBLE, fd.TYPE_FLOAT)
+               or (fd.type == fd.TYPE_MESSAGE and fd.message_type is not descriptor and _has_floats(fd.message_type))
+               for fd in descriptor.fields)
+
+
 def rpc(route: str):
     """Wrap a servicer method returning (Answer | None, response): the input count, then validation of float
     fields, error mapping, metrics, access log."""
@@ -97,7 +105,7 @@ def rpc(route: str):
             status, error_type, timing = "OK", None, None
             try:
                 check_counts(request, self.settings.max_inputs_per_request, _repeated)
-                bad = _non_finite(request)
+                bad = _non_finite(request) if _has_floats(request.DESCRIPTOR) else None
                 if bad:
                     raise ValidationError(bad)
                 answer, response = await fn(self, request, context)
@@ -121,7 +129,7 @@ def rpc(route: str):
                 await _abort(context, err)
             finally:
                 record(self.metrics, self.settings, "grpc", route, status, error_type, time.perf_counter() - t0,
-                       timing, context.peer())
+                       timing, context.peer() if self.settings.access_log else "")
 
         return wrapper
 
@@ -129,6 +137,8 @@ def rpc(route: str):
 
 
 class _Base:
+    SERVICE: str  # its service's name in electric.proto
+
     def __init__(self, engine: Engine):
         self.engine, self.metrics, self.settings = engine, engine.metrics, engine.settings
 
@@ -173,6 +183,8 @@ def _classification(c) -> pb.TextClassification:
 # ---- services --------------------------------------------------------------------------------------
 
 class ScoringService(_Base, pb_grpc.ScoringServicer):
+    SERVICE = "Scoring"
+
     @rpc("/electric.v1.Scoring/Score")
     async def Score(self, request: pb.ScoreRequest, context) -> tuple[Answer, pb.ScoreResponse]:
         a = await self.engine.score(list(request.texts), per_token=request.per_token, truncate=request.truncate)
@@ -192,6 +204,8 @@ class ScoringService(_Base, pb_grpc.ScoringServicer):
 
 
 class DetectionService(_Base, pb_grpc.DetectionServicer):
+    SERVICE = "Detection"
+
     @rpc("/electric.v1.Detection/Detect")
     async def Detect(self, request: pb.DetectRequest, context) -> tuple[Answer, pb.DetectResponse]:
         a = await self.engine.detect(list(request.texts), truncate=request.truncate)
@@ -199,6 +213,8 @@ class DetectionService(_Base, pb_grpc.DetectionServicer):
 
 
 class ClassificationService(_Base, pb_grpc.ClassificationServicer):
+    SERVICE = "Classification"
+
     @rpc("/electric.v1.Classification/Classify")
     async def Classify(self, request: pb.ClassifyRequest, context) -> tuple[Answer, pb.ClassifyResponse]:
         texts = list(request.texts) if len(request.texts) else None
@@ -210,6 +226,8 @@ class ClassificationService(_Base, pb_grpc.ClassificationServicer):
 
 
 class InfoService(_Base, pb_grpc.InfoServicer):
+    SERVICE = "Info"
+
     @rpc("/electric.v1.Info/GetInfo")
     async def GetInfo(self, request: pb.InfoRequest, context) -> tuple[None, pb.InfoResponse]:
         i = self.engine.info()
@@ -246,33 +264,36 @@ def _tolerant(parse: Callable[[bytes], object]) -> Callable[[bytes], object]:
     return tolerant_parse
 
 
-class DecodeGuard(grpc.aio.ServerInterceptor):
-    """Bytes that are not a valid request message (not protobuf, a string field that is not UTF-8) get
-    INVALID_ARGUMENT with a plain message, instead of grpc's UNKNOWN naming a Python exception. Unary calls."""
+def _guarded(behaviour, method: str, engine: Engine):
+    """`behaviour` (a servicer method), unless its request could not be decoded: then INVALID_ARGUMENT."""
 
-    def __init__(self, engine: Engine):
-        self._engine = engine
-        self._guarded: dict[str, tuple] = {}  # method -> (its handler, the guarded handler): made once, not per call
+    async def guarded(request, context):
+        if isinstance(request, _Undecodable):
+            return await _refuse(context, request.error, method, engine, time.perf_counter())
+        return await behaviour(request, context)
 
-    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
-        handler = await continuation(details)
-        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
-            return handler
-        known = self._guarded.get(details.method)
-        if known is None or known[0] is not handler:
-            known = self._guarded[details.method] = (handler, self._guard(handler, details.method))
-        return known[1]
+    return guarded
 
-    def _guard(self, handler, method: str):
-        behaviour = handler.unary_unary
 
-        async def guarded(request, context):
-            if isinstance(request, _Undecodable):
-                return await _refuse(context, request.error, method, self._engine, time.perf_counter())
-            result = behaviour(request, context)
-            return await result if inspect.isawaitable(result) else result
-
-        return handler._replace(request_deserializer=_tolerant(handler.request_deserializer), unary_unary=guarded)
+def add_service(server: grpc.aio.Server, engine: Engine, servicer: object, service, messages) -> None:
+    """Register `servicer`'s methods of `service` (a ServiceDescriptor; its request and response classes in the
+    `messages` module), as grpc's generated add_*Servicer_to_server does, but with unary requests that are not a valid
+    message of their type (not protobuf, a string field that is not UTF-8) answered INVALID_ARGUMENT with a plain
+    message instead of grpc's UNKNOWN naming a Python exception. Done once here rather than by an interceptor, which
+    would run on every call."""
+    handlers = {}
+    for m in service.methods:
+        request, response = getattr(messages, m.input_type.name), getattr(messages, m.output_type.name)
+        behaviour = getattr(servicer, m.name)
+        if m.server_streaming:  # health's Watch: as grpc registers it
+            handlers[m.name] = grpc.unary_stream_rpc_method_handler(
+                behaviour, request_deserializer=request.FromString, response_serializer=response.SerializeToString)
+        else:
+            handlers[m.name] = grpc.unary_unary_rpc_method_handler(
+                _guarded(behaviour, f"/{service.full_name}/{m.name}", engine),
+                request_deserializer=_tolerant(request.FromString), response_serializer=response.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
 
 
 class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
@@ -307,19 +328,18 @@ class GrpcServer:
     """The grpc.aio server with our services, health and reflection; started inside the running loop."""
 
     def __init__(self, engine: Engine, settings: Settings):
-        interceptors: list[grpc.aio.ServerInterceptor] = [DecodeGuard(engine)]  # sees the handler the next one picks
+        interceptors: list[grpc.aio.ServerInterceptor] = []
         if settings.api_key is not None:
             interceptors.append(ApiKeyInterceptor(settings.api_key, engine))
         self.server = grpc.aio.server(interceptors=interceptors, options=[
             ("grpc.max_receive_message_length", settings.max_body_bytes),
             ("grpc.so_reuseport", 0),
         ])
-        pb_grpc.add_ScoringServicer_to_server(ScoringService(engine), self.server)
-        pb_grpc.add_DetectionServicer_to_server(DetectionService(engine), self.server)
-        pb_grpc.add_ClassificationServicer_to_server(ClassificationService(engine), self.server)
-        pb_grpc.add_InfoServicer_to_server(InfoService(engine), self.server)
+        for servicer in (ScoringService(engine), DetectionService(engine), ClassificationService(engine),
+                         InfoService(engine)):
+            add_service(self.server, engine, servicer, pb.DESCRIPTOR.services_by_name[servicer.SERVICE], pb)
         self.health = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        add_service(self.server, engine, self.health, health_pb2.DESCRIPTOR.services_by_name["Health"], health_pb2)
         reflection.enable_server_reflection(SERVICES + (health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
         self.host, self.settings = settings.host, settings
         self.port = self.server.add_insecure_port(f"{_host(settings.host)}:{settings.grpc_port}")
