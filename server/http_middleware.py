@@ -95,7 +95,9 @@ class ObservabilityMiddleware:
                     response = await answer(HANDLERS[route.path], Request(scope, limited_receive))
                     await response(scope, limited_receive, timed_send)
             except asyncio.CancelledError:  # only uvicorn cancels a request: FLUSH_S after the shutdown grace
-                asyncio.current_task().uncancel()
+                task = asyncio.current_task()
+                assert task is not None  # this coroutine runs in the request's task
+                task.uncancel()
                 await fail(ShuttingDown.after_grace(self.settings.shutdown_grace_s))
             except Exception as e:  # noqa: BLE001 - typed errors as they are, anything else without a traceback
                 err = e if isinstance(e, ServerError) else None

@@ -81,7 +81,7 @@ class TorchBackend:
             self.model = ClozeTokenLogProbs(load_cloze_model(d, dtype or torch.float32)).to(self.device).eval()
         else:
             cls = getattr(transformers, next(a for a in self.config["architectures"] if a in ARCHITECTURE_KINDS))
-            self.model = load_model(d, cls, dtype or torch.float32).to(self.device)  # type: ignore[arg-type]  # transformers' stub
+            self.model = load_model(d, cls, dtype or torch.float32).to(self.device)
         self.tokenizer = load_tokenizer(d)
         self.max_positions = int(self.config.get("max_position_embeddings", 512))
         self.max_length, self.max_length_from = trained_length(d, self.config)

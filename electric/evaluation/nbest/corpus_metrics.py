@@ -80,12 +80,12 @@ class SacreMetric(Metric):
 
         self.name = name
         if name == "bleu":
-            self._m: BLEU | CHRF = BLEU()
+            self._bleu = BLEU()
             # the statistics do not depend on effective_order; it only silences sacrebleu's sentence-BLEU advice
             self._sentence = BLEU(effective_order=True)
             return
-        self._m = CHRF()
-        missing = [m for m in self._CHRF_METHODS if not callable(getattr(self._m, m, None))]
+        self._chrf = CHRF()
+        missing = [m for m in self._CHRF_METHODS if not callable(getattr(self._chrf, m, None))]
         if missing:
             raise RuntimeError(f"sacrebleu {sacrebleu.__version__} has no CHRF.{missing[0]}, which chrF's "
                                "sufficient statistics come from; install sacrebleu>=2.3,<3")
@@ -94,16 +94,17 @@ class SacreMetric(Metric):
         if self.name == "bleu":
             rows = [self._sentence.sentence_score(h, [ref]) for h in hyps]
             return np.array([[s.sys_len, s.ref_len, *s.counts, *s.totals] for s in rows], dtype=np.float64)
-        return np.asarray(self._m._extract_corpus_statistics(list(hyps), [[ref] * len(hyps)]), dtype=np.float64)
+        return np.asarray(self._chrf._extract_corpus_statistics(list(hyps), [[ref] * len(hyps)]), dtype=np.float64)
 
     def score(self, total):
         if self.name == "bleu":
-            n, m = self._m.max_ngram_order, [int(round(x)) for x in total]
-            return float(self._m.compute_bleu(correct=m[2: 2 + n], total=m[2 + n:], sys_len=m[0], ref_len=m[1],
-                                              smooth_method=self._m.smooth_method,
-                                              smooth_value=self._m.smooth_value,
-                                              effective_order=self._m.effective_order, max_ngram_order=n).score)
-        return float(self._m._compute_score_from_stats([float(x) for x in total]).score)
+            bleu = self._bleu
+            n, m = bleu.max_ngram_order, [int(round(x)) for x in total]
+            return float(bleu.compute_bleu(correct=m[2: 2 + n], total=m[2 + n:], sys_len=m[0], ref_len=m[1],
+                                           smooth_method=bleu.smooth_method, smooth_value=bleu.smooth_value,
+                                           effective_order=bleu.effective_order, max_ngram_order=n).score)
+        # sacrebleu hints counts as ints; these sums of counts are whole numbers held as floats
+        return float(self._chrf._compute_score_from_stats([float(x) for x in total]).score)  # type: ignore[misc]
 
 
 def make_metric(name: str) -> Metric:
