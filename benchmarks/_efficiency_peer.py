@@ -83,28 +83,36 @@ def wrk(url: str, c: int, seconds: float, bodies: Path, script: Path) -> dict:
 
 
 def peer_rows(checkpoint: Path, engines: list[str], concurrency: list[int], texts: list[str], work: Path,
-              warmup: float, seconds: float, script: Path, batch_size: int = 32, log=print) -> list[dict]:
+              warmup: float, seconds: float, script: Path, batch_size: int = 32, log=print,
+              one_core: bool = True) -> list[dict]:
     """[{"engine", "concurrency", "req_s", "p99_ms", "server_cpu_ms_per_req", "errors"}] for each engine and
-    concurrency; an engine that does not start gets one row with its "error"."""
+    concurrency, the engine with its own thread defaults (all cores) and, with `one_core`, again pinned to one core
+    (`taskset -c 0`, OMP_NUM_THREADS=1: "infinity ENGINE, 1 core"); an engine that does not start gets one row with
+    its "error"."""
     exe = peer_infinity.install(work / "peer-infinity", log=log)
     bodies = work / "peer.jsonl"
     bodies.write_text("".join(json.dumps({"model": SERVED_NAME, "input": [t]}) + "\n" for t in texts))
     rows = []
-    for engine in engines:
+    pinned = [False, True] if one_core and shutil.which("taskset") else [False]
+    for engine, pin in ((e, p) for e in engines for p in pinned):
         port = free_port()
+        name = f"infinity {engine}" + (", 1 core" if pin else "")
         if engine == "optimum":  # started in the model's directory as ".": infinity 0.0.78 hands optimum the .onnx
             model = optimum_model_dir(checkpoint, work).resolve()  # file's path as found there, which must be bare
             cmd, cwd = peer_command(exe, Path("."), engine, port, batch_size), model
         else:
             cmd, cwd = peer_command(exe, checkpoint.resolve(), engine, port, batch_size), Path.cwd()
-        server = ServerProcess(cmd, port, work.resolve() / f"peer-{engine}.log", ready_path="/health",
-                               env=peer_infinity.ENV, cwd=cwd)
+        env = dict(peer_infinity.ENV)
+        if pin:
+            cmd, env["OMP_NUM_THREADS"] = ["taskset", "-c", "0", *cmd], "1"
+        server = ServerProcess(cmd, port, work.resolve() / f"peer-{engine}{'-1core' if pin else ''}.log",
+                               ready_path="/health", env=env, cwd=cwd)
         try:
             server.wait_ready(timeout=600)
         except (RuntimeError, TimeoutError) as e:
             server.stop()
-            log(f"[infinity {engine}] did not start: {e}")
-            rows.append({"engine": f"infinity {engine}", "error": str(e)})
+            log(f"[{name}] did not start: {e}")
+            rows.append({"engine": name, "error": str(e)})
             continue
         try:
             for c in concurrency:
@@ -114,13 +122,13 @@ def peer_rows(checkpoint: Path, engines: list[str], concurrency: list[int], text
                 res = wrk(server.url, c, seconds, bodies, script)
                 cpu = cpu_seconds(server.proc.pid) - cpu0
                 n = res["requests"]
-                row = {"engine": f"infinity {engine}", "concurrency": c,
+                row = {"engine": name, "concurrency": c,
                        "req_s": round(n / (res["duration_us"] / 1e6), 2),
                        "p99_ms": round(res["p99_us"] / 1e3, 3) if n else None,
                        "server_cpu_ms_per_req": round(cpu * 1e3 / n, 3) if n else None,
                        "errors": res["errors"], "wall_s": round(time.perf_counter() - t0, 1)}
                 rows.append(row)
-                log(f"[infinity {engine}] c={c}: {row['req_s']} req/s, p99 {row['p99_ms']} ms, "
+                log(f"[{name}] c={c}: {row['req_s']} req/s, p99 {row['p99_ms']} ms, "
                     f"server {row['server_cpu_ms_per_req']} CPU ms/req")
         finally:
             server.stop()
