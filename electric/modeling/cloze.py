@@ -82,7 +82,9 @@ class ElectricForClozeLM(ElectraPreTrainedModel):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings.word_embeddings
 
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        if not isinstance(value, nn.Embedding):  # transformers' signature takes any module; ours is an embedding
+            raise TypeError(f"the cloze model's input embeddings are an nn.Embedding, not a {type(value).__name__}")
         self.embeddings.word_embeddings = value
 
     def get_output_embeddings(self) -> nn.Linear:

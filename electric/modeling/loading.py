@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, PreTrainedModel
+from transformers import AutoConfig
 from transformers.utils import logging as hf_logging
 
 import electric.modeling.cloze  # noqa: F401 - registers the cloze model, so AutoConfig reads its config.json
 from electric.checkpoint import CheckpointError, require_local_dir
-from electric.modeling.pre_layer_norm import is_pre_layer_norm, load_pre_layer_norm
+from electric.modeling.pre_layer_norm import ModelT, is_pre_layer_norm, load_pre_layer_norm
 
 
 def read_model_config(model_dir: str | os.PathLike, what: str = "model") -> dict[str, Any]:
@@ -51,8 +51,8 @@ def no_progress_bar() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def load_model(model_dir: str | os.PathLike, cls: type[PreTrainedModel], dtype: torch.dtype | None = None,
-               **kwargs: Any) -> PreTrainedModel:
+def load_model(model_dir: str | os.PathLike, cls: type[ModelT], dtype: torch.dtype | None = None,
+               **kwargs: Any) -> ModelT:
     """`cls` (a transformers or Electric class, or an Auto class) from `model_dir`, in eval mode, in `dtype` when
     given; `kwargs` go to `from_pretrained` (e.g. attn_implementation). CheckpointError when it does not load."""
     read_model_config(model_dir)
@@ -61,10 +61,12 @@ def load_model(model_dir: str | os.PathLike, cls: type[PreTrainedModel], dtype: 
         config = AutoConfig.from_pretrained(d)
         if is_pre_layer_norm(config):
             model = load_pre_layer_norm(cls, d, config)
-            model = model.to(dtype) if dtype is not None else model
+            # transformers' stub types PreTrainedModel.to's wrapper as taking a model, not nn.Module.to's arguments
+            model = model.to(dtype) if dtype is not None else model  # type: ignore[arg-type]
         else:
+            in_dtype: dict[str, Any] = {"dtype": dtype} if dtype is not None else {}
             with no_progress_bar():
-                model = cls.from_pretrained(d, **({"dtype": dtype} if dtype is not None else {}), **kwargs)
+                model = cls.from_pretrained(d, **in_dtype, **kwargs)
     except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise CheckpointError(f"could not load {cls.__name__} from {str(d)!r}: {e}") from e
     return model.eval()

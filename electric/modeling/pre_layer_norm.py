@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -22,6 +23,8 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.models.electra.modeling_electra import ElectraEncoder, ElectraLayer
 
 from electric.checkpoint import CheckpointError
+
+ModelT = TypeVar("ModelT", bound=PreTrainedModel)
 
 
 def is_pre_layer_norm(config: PretrainedConfig) -> bool:
@@ -63,17 +66,17 @@ class PreLayerNormEncoder(ElectraEncoder):
         return out
 
 
-def electra_model(cls: type[PreTrainedModel], config: PretrainedConfig) -> PreTrainedModel:
+def electra_model(cls: type[ModelT], config: PretrainedConfig) -> ModelT:
     """`cls(config)` (an ELECTRA class with `.electra`), its encoder pre-LN when the config says so."""
     model = cls(config)
     if is_pre_layer_norm(config):
-        model.electra.encoder = PreLayerNormEncoder(config)
-        model.electra.encoder.apply(model._init_weights)
+        encoder = PreLayerNormEncoder(config)
+        model.get_submodule("electra").encoder = encoder
+        encoder.apply(model._init_weights)
     return model
 
 
-def load_pre_layer_norm(cls: type[PreTrainedModel], model_dir: str | Path,
-                        config: PretrainedConfig) -> PreTrainedModel:
+def load_pre_layer_norm(cls: type[ModelT], model_dir: str | Path, config: PretrainedConfig) -> ModelT:
     """The pre-LN checkpoint in `model_dir` as `cls` built pre-LN (`electric.modeling.loading.load_model` calls it)."""
     from safetensors.torch import load_file
 

@@ -174,7 +174,8 @@ def _encoder_and_head(src: Pretrained) -> tuple[dict[str, torch.Tensor], dict[st
     return encoder, head
 
 
-def _load_encoder(model: torch.nn.Module, encoder: dict[str, torch.Tensor], where: str | Path) -> None:
+def _load_encoder(model: ElectraForPreTraining | ElectraForMaskedLM, encoder: dict[str, torch.Tensor],
+                  where: str | Path) -> None:
     missing, unexpected = model.electra.load_state_dict(encoder, strict=False)
     missing = [k for k in missing if not k.endswith("position_ids")]
     unexpected = [k for k in unexpected if not k.endswith("position_ids")]

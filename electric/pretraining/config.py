@@ -353,7 +353,9 @@ class InitFrom(Protocol):
     """What `resolve_config` asks of --init-from's source (`electric.pretraining.init_from.InitSource`, which reads
     the checkpoint; a config needs neither torch nor the files)."""
 
-    generator: Path | None  # the generator / cloze model it continues, or None (a fresh one)
+    @property
+    def generator(self) -> Path | None:
+        """The generator / cloze model it continues, or None (a fresh one)."""
 
     def keeps_head(self, objective: str) -> bool: ...
 

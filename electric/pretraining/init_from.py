@@ -18,7 +18,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from electric.checkpoint import CheckpointError, require_local_dir, run_parts
 from electric.modeling.loading import read_model_config
@@ -26,6 +26,11 @@ from electric.modeling.pretrained import Pretrained, discriminator_from, masked_
 from electric.pretraining import objectives as obj
 from electric.pretraining.config import PretrainConfig
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
+
+if TYPE_CHECKING:
+    from transformers import ElectraForMaskedLM
+
+    from electric.modeling.cloze import ElectricForClozeLM
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,7 @@ def resolve_init(init_from: str, init_generator_from: str = "") -> InitSource:
     generator = None
     if parts:
         disc, gen = parts.get("discriminator"), parts.get("generator")
-        encoder = read_pretrained(disc or gen, "--init-from")
+        encoder = read_pretrained(disc or parts["generator"], "--init-from")  # a run directory has one or both
         generator = gen if disc is not None else None  # a run's own generator goes with its discriminator
     else:
         encoder = read_pretrained(d, "--init-from")
@@ -103,7 +108,7 @@ def build_model(cfg: PretrainConfig, special: SpecialIds, source: InitSource | N
     return PretrainingModel(cfg, special, discriminator=disc, generator=load_generator(cfg, source.generator))
 
 
-def load_generator(cfg: PretrainConfig, path: Path | None):
+def load_generator(cfg: PretrainConfig, path: Path | None) -> ElectraForMaskedLM | ElectricForClozeLM | None:
     """The generator to continue from `path` when it is the kind the objective trains, else None (a fresh one)."""
     if path is None:
         return None
@@ -113,7 +118,8 @@ def load_generator(cfg: PretrainConfig, path: Path | None):
     from electric.modeling.loading import load_model, read_model_config
 
     cloze = read_model_config(path, "generator").get("model_type") == ElectricForClozeLM.config_class.model_type
-    gen = load_model(path, ElectricForClozeLM if cloze else ElectraForMaskedLM).train()
+    gen: ElectraForMaskedLM | ElectricForClozeLM = (load_model(path, ElectricForClozeLM) if cloze
+                                                   else load_model(path, ElectraForMaskedLM)).train()
     expected = "ElectricForClozeLM" if cfg.objective == "electric" else "ElectraForMaskedLM"
     if type(gen).__name__ != expected:
         print(f"note: the generator in {str(path)!r} is a {type(gen).__name__}, objective {cfg.objective} needs "

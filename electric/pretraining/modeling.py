@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -92,12 +93,16 @@ class PretrainingModel(nn.Module):
     generator is frozen.
     """
 
+    special_ids: torch.Tensor  # (S,) the special tokens' ids: a buffer, never chosen for replacement
+    discriminator: ElectraForPreTraining | None
+    generator: ElectraForMaskedLM | ElectricForClozeLM
+
     def __init__(
         self,
         cfg: PretrainConfig,
         special: SpecialIds,
         discriminator: ElectraForPreTraining | None = None,
-        generator: nn.Module | None = None,
+        generator: ElectraForMaskedLM | ElectricForClozeLM | None = None,
     ):
         super().__init__()
         self.cfg = cfg
@@ -143,15 +148,29 @@ class PretrainingModel(nn.Module):
     def gdes(self) -> bool:
         return self.cfg.embedding_sharing == "gdes" and self.discriminator is not None
 
-    def _generator_word_embeddings(self) -> nn.Parameter:
+    @property
+    def masked_lm(self) -> ElectraForMaskedLM:
+        """The generator of objectives mlm and electra: a masked LM."""
+        assert isinstance(self.generator, ElectraForMaskedLM), f"objective {self.cfg.objective} has a cloze model"
+        return self.generator
+
+    @property
+    def cloze(self) -> ElectricForClozeLM:
+        """The generator of objective electric: the two-tower cloze model."""
+        assert isinstance(self.generator, ElectricForClozeLM), f"objective {self.cfg.objective} has a masked LM"
+        return self.generator
+
+    def _generator_word_embeddings(self) -> torch.Tensor:
         g = self.generator
         return (g.embeddings if isinstance(g, ElectricForClozeLM) else g.electra.embeddings).word_embeddings.weight
 
     def generator_word_weight(self) -> torch.Tensor | None:
         """GDES: the generator's word embeddings (V, E), stopgrad(the discriminator's) + its own delta; else None
         (the generator uses its own module's, shared or not)."""
-        if not self.gdes:
-            return None
+        return self._gdes_word_weight() if self.gdes else None
+
+    def _gdes_word_weight(self) -> torch.Tensor:
+        assert self.discriminator is not None  # gdes implies a discriminator
         return self.discriminator.electra.embeddings.word_embeddings.weight.detach() + self.gdes_delta
 
     @torch.no_grad()
@@ -159,7 +178,7 @@ class PretrainingModel(nn.Module):
         """GDES: write the generator's effective word embeddings into its own module (and so its tied output
         layer), so that its saved directory is a plain transformers model."""
         if self.gdes:
-            self._generator_word_embeddings().copy_(self.generator_word_weight())
+            self._generator_word_embeddings().copy_(self._gdes_word_weight())
 
     def train(self, mode: bool = True) -> PretrainingModel:
         super().train(mode)
@@ -215,16 +234,17 @@ class PretrainingModel(nn.Module):
 
     def _discriminate(self, disc_inputs, attention_mask, details: bool):
         """Discriminator outputs s (B, T), and its last layer (B, T, H) when details are asked for."""
+        assert self.discriminator is not None  # objectives electra and electric have one
         out = self.discriminator(disc_inputs, attention_mask=attention_mask, output_hidden_states=details)
         return out.logits, (out.hidden_states[-1] if details else None)
 
     def _mlm(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
         s = self.special
         inputs = bert_mask_inputs(input_ids, chosen, s.mask, s.vocab_size, rng)  # (B, T)
-        logits, h = self._masked_lm_logits(self.generator, inputs, attention_mask, chosen)  # (N, V), (B, T, H)
+        logits, h = self._masked_lm_logits(self.masked_lm, inputs, attention_mask, chosen)  # (N, V), (B, T, H)
         targets = input_ids[chosen]  # (N,)
         loss = obj.mlm_loss(logits, targets)
-        out = {"loss": loss, "gen_loss": loss.detach(), "gen_acc": obj.accuracy(logits, targets)}
+        out: dict[str, Any] = {"loss": loss, "gen_loss": loss.detach(), "gen_acc": obj.accuracy(logits, targets)}
         if details:
             out["details"] = _details(None, None, None, attention_mask, h, logits, targets)
         return out
@@ -232,7 +252,7 @@ class PretrainingModel(nn.Module):
     def _electra(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
         gen_inputs = electra_mask_inputs(input_ids, chosen, self.special.mask, rng)  # (B, T)
         with torch.no_grad() if self.frozen_generator else contextlib.nullcontext():
-            gen_logits, _ = self._masked_lm_logits(self.generator, gen_inputs, attention_mask, chosen,
+            gen_logits, _ = self._masked_lm_logits(self.masked_lm, gen_inputs, attention_mask, chosen,
                                                    self.generator_word_weight())  # (N, V)
         targets = input_ids[chosen]  # (N,)
         sampled = sample_replacements(gen_logits, self.sample_temperature, rng)  # (N,)
@@ -252,8 +272,8 @@ class PretrainingModel(nn.Module):
         words = self.generator_word_weight()  # (V, E) with GDES, else None: the generator's own
         # on CPU the towers' small masked attention (tiny: 1 head of 32) trains faster unfused (~5% of a step)
         with sdpa_kernel(SDPBackend.MATH) if input_ids.device.type == "cpu" else contextlib.nullcontext():
-            feats = self.generator.cloze_hidden(input_ids, attention_mask, words)  # (B, T, E) on the clean input
-        head = self.generator.lm_head
+            feats = self.cloze.cloze_hidden(input_ids, attention_mask, words)  # (B, T, E) on the clean input
+        head = self.cloze.lm_head
         products = F.linear(feats[real], head.weight if words is None else words)  # (N_real, V), bias apart
         is_cand = candidates[real]  # (N_real,)
         is_chosen = chosen[real]  # (N_real,)
