@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
@@ -58,6 +58,9 @@ from electric.modeling.pre_layer_norm import require_post_layer_norm
 from electric.tokenization import load_tokenizer
 from electric.words import IGNORE_INDEX, align_word_labels, pieces_to_words
 from training.schedule import adamw, set_lr, warmup_then_decay
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 # ---- setup ---------------------------------------------------------------------------------------
 
@@ -153,18 +156,18 @@ def build_task(args: argparse.Namespace) -> tuple[Task, TaskData]:
     return task, load_task_data(task, None, train=args.train, dev=args.dev, test=args.test, **common)
 
 
-def build_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> torch.nn.Module:
+def build_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> PreTrainedModel:
     """The task head on the pretrained encoder, label names in its config."""
     import transformers
     from transformers import AutoConfig, ElectraForSequenceClassification, ElectraForTokenClassification
 
     cls = ElectraForTokenClassification if cfg.task_type == "tagging" else ElectraForSequenceClassification
     names = labels if cfg.task_type != "regression" else ["score"]
-    overrides = dict(num_labels=len(names), id2label=dict(enumerate(names)),
-                     label2id={n: i for i, n in enumerate(names)}, hidden_dropout_prob=cfg.dropout,
-                     attention_probs_dropout_prob=cfg.dropout, classifier_dropout=None,
-                     problem_type="regression" if cfg.task_type == "regression" else
-                     None if cfg.task_type == "tagging" else "single_label_classification")
+    overrides: dict[str, Any] = dict(num_labels=len(names), id2label=dict(enumerate(names)),
+                                     label2id={n: i for i, n in enumerate(names)}, hidden_dropout_prob=cfg.dropout,
+                                     attention_probs_dropout_prob=cfg.dropout, classifier_dropout=None,
+                                     problem_type="regression" if cfg.task_type == "regression" else
+                                     None if cfg.task_type == "tagging" else "single_label_classification")
     require_post_layer_norm(model_dir, "fine-tuning")
     torch.manual_seed(cfg.seed)  # the new head's init depends on --seed
     if cfg.random_init:
@@ -175,8 +178,9 @@ def build_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> torc
     transformers.logging.set_verbosity_error()  # we report what was (not) loaded ourselves
     transformers.utils.logging.disable_progress_bar()
     try:
-        model, info = cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, output_loading_info=True,
-                                          **overrides)
+        # transformers' stub types from_pretrained as returning the model, not (model, info) with output_loading_info
+        model, info = cls.from_pretrained(model_dir, ignore_mismatched_sizes=True,  # type: ignore[misc]
+                                          output_loading_info=True, **overrides)
     except (OSError, ValueError) as e:
         raise CheckpointError(f"could not load {str(model_dir)!r}: {e}") from e
     finally:
@@ -188,7 +192,7 @@ def build_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> torc
     return model
 
 
-def param_groups(model: torch.nn.Module, cfg: FinetuneConfig) -> list[dict]:
+def param_groups(model: PreTrainedModel, cfg: FinetuneConfig) -> list[dict]:
     """Layer-wise lr decay as in ELECTRA's _get_layer_lrs: depth 0 = embeddings, i+1 = encoder layer i,
     n+2 = the task head; lr = cfg.lr * layer_decay ** (n + 2 - depth). No weight decay on LayerNorm/bias."""
     n = model.config.num_hidden_layers
@@ -230,12 +234,30 @@ def encode(examples: list[Example], tokenizer, task_type: str, label2id: dict[st
         enc = tokenizer([e.text for e in examples], is_split_into_words=True, truncation=True, max_length=max_len,
                         split_special_tokens=True)
         word_ids = [enc.word_ids(i) for i in range(len(examples))]
-        labels = [align_word_labels(w, [label2id[t] for t in e.label]) for w, e in zip(word_ids, examples, strict=True)]
-        return EncodedSplit(enc["input_ids"], enc["token_type_ids"], labels, word_ids, [len(e.text) for e in examples])
+        tags = [align_word_labels(w, [label2id[t] for t in tags_of(e)]) for w, e in zip(word_ids, examples, strict=True)]
+        return EncodedSplit(enc["input_ids"], enc["token_type_ids"], tags, word_ids, [len(e.text) for e in examples])
     pairs = [e.text_pair for e in examples] if any(e.text_pair is not None for e in examples) else None
     enc = tokenizer([e.text for e in examples], pairs, truncation=True, max_length=max_len, split_special_tokens=True)
-    labels = [float(e.label) if task_type == "regression" else label2id[e.label] for e in examples]
+    labels = [target_of(e) if task_type == "regression" else label2id[class_of(e)] for e in examples]
     return EncodedSplit(enc["input_ids"], enc["token_type_ids"], labels)
+
+
+def tags_of(e: Example) -> list[str]:
+    """A tagging example's label: one tag per word."""
+    assert isinstance(e.label, list), f"{e.source}: a tagging example's label is a list of tags"
+    return e.label
+
+
+def target_of(e: Example) -> float:
+    """A regression example's label: its target, as a float."""
+    assert not isinstance(e.label, list), f"{e.source}: a regression example's label is one number"
+    return float(e.label)
+
+
+def class_of(e: Example) -> str:
+    """A classification example's label: its class name (not a tagging example's tags, nor a regression target)."""
+    assert not isinstance(e.label, (list, float)), f"{e.source}: {e.label!r} is not a class name"
+    return e.label
 
 
 def collate(enc: EncodedSplit, rows: list[int], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -275,6 +297,7 @@ def predict(model, enc: EncodedSplit, cfg: FinetuneConfig, pad_id: int, device, 
             if enc.word_ids is None:
                 preds[i] = values[b]
                 continue
+            assert enc.n_words is not None  # a tagging split has both
             words = pieces_to_words(enc.word_ids[i], values[b], enc.n_words[i], reduce="first")
             cut += sum(w is None for w in words)
             preds[i] = [fallback if w is None else w for w in words]
@@ -284,7 +307,7 @@ def predict(model, enc: EncodedSplit, cfg: FinetuneConfig, pad_id: int, device, 
 
 def score(task: Task, examples: list[Example], preds: list, labels: list[str]) -> dict[str, float]:
     if task.task_type == "regression":
-        return task_metrics(task, [float(e.label) for e in examples], preds)
+        return task_metrics(task, [target_of(e) for e in examples], preds)
     if task.task_type == "tagging":
         return task_metrics(task, [e.label for e in examples], [[labels[t] for t in p] for p in preds])
     return task_metrics(task, [e.label for e in examples], [labels[p] for p in preds])
@@ -324,8 +347,8 @@ def train(cfg: FinetuneConfig, data: TaskData, model, tokenizer, out: Path, devi
     start = time.time()
     best, history = run_epochs(cfg, parts)
     if best["state"] is None:
-        print(f"error: the dev {parts.task.metrics[0]} was NaN after every epoch (did training diverge? try a lower "
-              "--lr)", file=sys.stderr)
+        print(f"error: the dev {primary_metric(parts.task)} was NaN after every epoch (did training diverge? try a "
+              "lower --lr)", file=sys.stderr)
         return 1
     finish(cfg, parts, best, history, out, time.time() - start)
     return 0
@@ -340,7 +363,7 @@ class Parts:
     labels: list[str]
     label2id: dict[str, int]
     tokenizer: Any
-    model: torch.nn.Module
+    model: PreTrainedModel
     optimizer: torch.optim.Optimizer
     device: torch.device
     train_enc: EncodedSplit
@@ -349,6 +372,12 @@ class Parts:
     warmup: int
     fallback: int  # tagging: the label of a word cut off by truncation (O, or the most frequent training tag)
     autocast: Callable[[], contextlib.AbstractContextManager]  # bf16 autocast, or nothing
+
+
+def primary_metric(task: Task) -> str:
+    """The dev metric that selects the best epoch: the task's first (`load_task_data` resolves them)."""
+    assert task.metrics is not None, f"task {task.name}'s metrics are not resolved"
+    return task.metrics[0]
 
 
 def setup(cfg: FinetuneConfig, data: TaskData, model, tokenizer, device: str | None) -> Parts:
@@ -360,7 +389,7 @@ def setup(cfg: FinetuneConfig, data: TaskData, model, tokenizer, device: str | N
     dev_enc = encode(data.dev, tokenizer, cfg.task_type, label2id, cfg.max_seq_length)
     fallback = 0
     if cfg.task_type == "tagging":
-        counts = Counter(t for e in data.train for t in e.label)
+        counts = Counter(t for e in data.train for t in tags_of(e))
         fallback = label2id["O"] if "O" in label2id else label2id[counts.most_common(1)[0][0]]
     model.to(dev).train()
     optimizer = adamw(param_groups(model, cfg), cfg, fused=False)
@@ -370,7 +399,7 @@ def setup(cfg: FinetuneConfig, data: TaskData, model, tokenizer, device: str | N
         else contextlib.nullcontext
     print(f"{task.name}: {len(data.train)} train / {len(data.dev)} dev examples, {len(labels) or 'regression'} "
           f"labels, {total_steps} steps ({cfg.epochs} epochs x {steps_per_epoch}), lr {cfg.lr:g}, layer decay "
-          f"{cfg.layer_decay}, selecting on dev {task.metrics[0]}", file=sys.stderr)
+          f"{cfg.layer_decay}, selecting on dev {primary_metric(task)}", file=sys.stderr)
     return Parts(data, task, labels, label2id, tokenizer, model, optimizer, dev, train_enc, dev_enc, total_steps,
                  int(cfg.warmup_fraction * total_steps), fallback, autocast)
 
@@ -378,7 +407,7 @@ def setup(cfg: FinetuneConfig, data: TaskData, model, tokenizer, device: str | N
 def run_epochs(cfg: FinetuneConfig, parts: Parts) -> tuple[dict, list[dict]]:
     """Train epoch by epoch, scoring dev after each: (the best epoch's score, weights and dev metrics; the
     per-epoch history). Stops after cfg.patience epochs without a better dev score."""
-    model, optimizer, primary = parts.model, parts.optimizer, parts.task.metrics[0]
+    model, optimizer, primary = parts.model, parts.optimizer, primary_metric(parts.task)
     pad_id, total_steps, warmup = parts.tokenizer.pad_token_id, parts.total_steps, parts.warmup
     generator = torch.Generator().manual_seed(cfg.seed)
     best: dict = {"score": -math.inf, "epoch": 0, "state": None, "dev": {}}
@@ -428,8 +457,9 @@ def finish(cfg: FinetuneConfig, parts: Parts, best: dict, history: list[dict], o
     model, data, labels, task = parts.model, parts.data, parts.labels, parts.task
     model.load_state_dict(best["state"])
     result = {"task": task.name, "task_type": cfg.task_type, "model": cfg.model, "random_init": cfg.random_init,
-              "labels": labels, "metric": task.metrics[0], "best_epoch": best["epoch"], "epochs_run": len(history),
-              "train_examples": len(data.train), "dev_examples": len(data.dev), "files": data.files,
+              "labels": labels, "metric": primary_metric(task), "best_epoch": best["epoch"],
+              "epochs_run": len(history), "train_examples": len(data.train), "dev_examples": len(data.dev),
+              "files": data.files,
               "dev": {k: round(v, 5) for k, v in best["dev"].items()}, "history": history}
     if cfg.task_type == "tagging":
         result["dev_words_truncated"] = best["cut"]
@@ -446,7 +476,7 @@ def finish(cfg: FinetuneConfig, parts: Parts, best: dict, history: list[dict], o
     model.config.architectures = [type(model).__name__]
     model.config.finetuning_task = task.name
     with atomic_dir(out) as tmp:
-        model.to("cpu").save_pretrained(tmp)
+        model.to("cpu").save_pretrained(tmp)  # type: ignore[arg-type]  # transformers' stub of PreTrainedModel.to
         parts.tokenizer.save_pretrained(tmp)
         (tmp / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
         (tmp / FINETUNE_CONFIG).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")

@@ -166,6 +166,7 @@ def start_or_resume(run: RunConfig, parts: Parts) -> TrainerState:
         if trainer.processes != d.world:  # each process's data position is its own
             raise CheckpointError(f"--resume: {str(out)!r} was checkpointed by {trainer.processes} processes, this "
                                   f"run has {d.world}; resume with the same number (nodes x processes per node)")
+        assert trainer.batches is not None  # every checkpoint saves the data position
         parts.batches.load_state_dict(trainer.batches)
         if "max_steps" in run.extended:
             trainer.run_steps = cfg.max_steps
@@ -183,18 +184,26 @@ def start_or_resume(run: RunConfig, parts: Parts) -> TrainerState:
     return trainer
 
 
-def step_module(model: PretrainingModel, cfg: PretrainConfig, d: Dist) -> torch.nn.Module:
-    """What a micro-step calls: the model, in DDP over several processes, compiled with --compile."""
+@dataclass(frozen=True)
+class StepModule:
+    """What a micro-step calls, and the context in which its backward pass skips DDP's gradient all-reduce."""
+
+    model: Callable[..., Any]  # the model, in DDP over several processes, compiled with --compile
+    no_sync: Callable[[], contextlib.AbstractContextManager]  # DDP's no_sync; nothing in one process
+
+
+def step_module(model: PretrainingModel, cfg: PretrainConfig, d: Dist) -> StepModule:
+    """The model as a micro-step calls it: in DDP over several processes, compiled with --compile."""
     step_model: torch.nn.Module = model
+    no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
     if d.world > 1:
-        step_model = torch.nn.parallel.DistributedDataParallel(
+        ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[d.device.index] if d.device.type == "cuda" else None, find_unused_parameters=False)
-    if cfg.compile:
-        step_model = torch.compile(step_model)
-    return step_model
+        step_model, no_sync = ddp, ddp.no_sync
+    return StepModule(torch.compile(step_model) if cfg.compile else step_model, no_sync)
 
 
-def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, trainer: TrainerState) -> tuple[str, dict]:
+def take_steps(run: RunConfig, parts: Parts, step_model: StepModule, trainer: TrainerState) -> tuple[str, dict]:
     """Optimizer steps until the schedule ends or something stops the run: (why it stopped, the latest logged
     values). Logs every log_every steps, evaluates every eval_every, checkpoints every save_every."""
     cfg, d, metrics_path = parts.model.cfg, parts.d, Path(run.out) / "metrics.jsonl"  # cfg: this stage's recipe
@@ -259,7 +268,7 @@ def take_steps(run: RunConfig, parts: Parts, step_model: torch.nn.Module, traine
     return ("time budget" if budget_s and trainer.total_steps < run.pretrain.max_steps else "max steps"), last
 
 
-def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfig, step: int,
+def optimizer_step(step_model: StepModule, parts: Parts, cfg: PretrainConfig, step: int,
                    lr: float) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
     """One optimizer step at learning rate `lr`, over grad_accum micro-steps: (the metrics' means, still on the
     device; the gradient norm before clipping; the tokens seen, over all processes)."""
@@ -272,9 +281,9 @@ def optimizer_step(step_model: torch.nn.Module, parts: Parts, cfg: PretrainConfi
         ids, mask = ids.to(d.device, non_blocking=True), mask.to(d.device, non_blocking=True)
         last_micro = micro == cfg.grad_accum - 1
         # Gradients are all-reduced once per optimizer step, on the last micro-step.
-        no_sync = contextlib.nullcontext if last_micro or d.world == 1 else step_model.no_sync
+        no_sync = contextlib.nullcontext if last_micro else step_model.no_sync
         with no_sync(), parts.autocast():
-            res = step_model(ids, mask, step_rng(cfg.seed, step, micro * d.world + d.rank, d.device))
+            res = step_model.model(ids, mask, step_rng(cfg.seed, step, micro * d.world + d.rank, d.device))
         (res["loss"] / cfg.grad_accum).backward()
         for k, v in res.items():
             sums[k] = sums.get(k, 0) + v.detach() / cfg.grad_accum
@@ -334,7 +343,7 @@ def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
     if stage == "warm":
         return PretrainingModel(cfg.warm_stage, special)
     if run.resume and (cfg.warm_start or cfg.generator_mode == "frozen"):  # a discriminator on an MLM's encoder
-        return model_on_masked_lm(cfg, special, PretrainingModel(cfg.warm_stage, special).generator)
+        return model_on_masked_lm(cfg, special, PretrainingModel(cfg.warm_stage, special).masked_lm)
     return build_model(cfg, special, resolve_init(cfg.init_from, cfg.init_generator_from)
                        if cfg.init_from and not run.resume else None)
 
@@ -346,7 +355,7 @@ def switch_to_objective(run: RunConfig, parts: Parts, trainer: TrainerState) -> 
     An MLM still in its unigram phase (a short run: it predicts the corpus' word frequencies from one state shared
     by every token, token cosine >= health.COLLAPSE_MIN_COSINE) is not handed over: its encoder would start the
     discriminator collapsed, so the discriminator starts fresh instead (BENCHMARKS.md, "The warm start's switch")."""
-    mlm, d = parts.model.generator, parts.d
+    mlm, d = parts.model.masked_lm, parts.d
     cosine = warm_encoder_cosine(run, parts) if d.main else 0.0
     handed_over = bool(d.broadcast_int(int(not cosine >= health.COLLAPSE_MIN_COSINE)))  # nan: hand over
     if d.main:

@@ -196,7 +196,7 @@ def nbest_references(paths: list[str]) -> str | None:
         if missing:
             raise DataError(f"--data-from-nbest {path}: {len(missing)} utterance(s) have no reference "
                             f"(first: {missing[0]!r})")
-        refs += [nb.ref for nb in lists]
+        refs += [nb.ref for nb in lists if nb.ref]  # every one, after the check
     fd, name = tempfile.mkstemp(prefix="electric-nbest-refs-", suffix=".txt")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write("".join(f"{r}\n\n" for r in refs))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from electric.checkpoint import TRAINING_HEALTH, atomic_write_text, install_hint
@@ -106,7 +107,7 @@ def write_health(out: Path, trainer: TrainerState, warnings: list[str]) -> None:
 
 
 def print_summary(out: Path, cfg: PretrainConfig, trainer: TrainerState, last: dict, reason: str,
-                  warnings: list[str] = ()) -> None:
+                  warnings: Sequence[str] = ()) -> None:
     el = trainer.elapsed
     lines = [
         f"stopped after {trainer.step} steps ({reason}); {trainer.tokens:,} tokens in {el / 60:.1f} min "

@@ -23,7 +23,7 @@ def train_tokenizer(data: list[str], vocab_size: int, out: str | Path, max_docum
                     min_frequency: int = 2, overwrite: bool = False):
     """Train WordPiece on the documents in `data` and save a transformers tokenizer directory to `out`."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import BertTokenizerFast
+    from transformers import BertTokenizerFast  # type: ignore[attr-defined]  # an alias in transformers 5
 
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
