@@ -84,6 +84,14 @@ def _error(request: Request, err: ServerError) -> Response:
     return error_response(err)
 
 
+def uncancel(task: asyncio.Task) -> None:
+    """Take back one cancellation of `task` that was caught and answered (Python 3.11+ counts them, and a task with
+    one pending is cancelled again at its next await; 3.10 counts none)."""
+    take_back = getattr(task, "uncancel", None)
+    if take_back is not None:
+        take_back()
+
+
 async def _until_disconnect(request: Request) -> None:
     """Returns when the client closes the connection (the body has been read already)."""
     while True:
@@ -110,7 +118,7 @@ async def _call(request: Request, coro) -> Answer:
     except asyncio.CancelledError:
         if not (watch.done() and not watch.cancelled()):
             raise  # uvicorn cancels what still runs after the shutdown grace: the engine call drops its inputs
-        task.uncancel()
+        uncancel(task)
         raise ClientGone() from None
     finally:
         armed = False

@@ -19,7 +19,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import Mount
 
 from server.errors import BackendError, PayloadTooLarge, ServerError, ShuttingDown
-from server.http import HANDLERS, answer, error_response, header
+from server.http import HANDLERS, answer, error_response, header, uncancel
 from server.prometheus import Metrics
 from server.settings import Settings
 from server.transport import record
@@ -97,7 +97,7 @@ class ObservabilityMiddleware:
             except asyncio.CancelledError:  # only uvicorn cancels a request: FLUSH_S after the shutdown grace
                 task = asyncio.current_task()
                 assert task is not None  # this coroutine runs in the request's task
-                task.uncancel()
+                uncancel(task)
                 await fail(ShuttingDown.after_grace(self.settings.shutdown_grace_s))
             except Exception as e:  # noqa: BLE001 - typed errors as they are, anything else without a traceback
                 err = e if isinstance(e, ServerError) else None
