@@ -2,11 +2,10 @@
 
     Engine.submit ──▶ slot.arrivals ──▶ tokenise loop ──▶ slot.pending ──▶ batch loop ──▶ worker thread ──▶ backend.run
 
-- Batching: every input of every request goes into its model's queue. When the worker is free, the
-  batcher takes the oldest input, then more from the same length bucket (powers of two) and then from
-  shorter buckets, while the batch stays within `max_batch_tokens` padded tokens and `max_batch_size`
-  inputs. Inputs that arrive while a batch runs are batched together next (continuous batching);
-  `max_wait_ms` > 0 also lets an idle worker wait that long for company.
+- Batching: every input of every request goes into its model's queue; when the worker is free, the next batch
+  is taken by the rule `Batcher.take_batch` states (round robin over requests, within `max_batch_tokens` padded
+  tokens and `max_batch_size` inputs). Inputs that arrive while a batch runs are batched together next (continuous
+  batching); `max_wait_ms` > 0 also lets an idle worker wait that long for company.
 - Cancellation: when a client goes away (HTTP disconnect, gRPC cancel, timeout) its queued inputs are
   dropped before they reach the model.
 - Tokenisation: the inputs of all the requests that arrived since the last round are tokenised together,
