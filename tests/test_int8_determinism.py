@@ -75,15 +75,18 @@ def test_fp32_and_static_int8_score_a_text_the_same_in_any_batch(disc_512):
         assert largest_batch_difference(backend) <= SAME, precision
 
 
-def test_only_the_int8_matmuls_read_quantised_activations(disc_512):
+def test_only_the_int8_matmuls_read_quantised_activations_and_carry_their_bias(disc_512):
     import onnx
 
     out, manifest = disc_512["static"]
     graph = onnx.load(str(out / manifest["files"]["int8"])).graph
     dequantized = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear"}
     readers = {n.op_type for n in graph.node for name in n.input if name in dequantized}
-    assert readers == {"MatMul"}  # the residual Adds and LayerNorms read the float tensor
+    assert readers <= {"MatMul"}  # the residual Adds and LayerNorms read the float tensor
     assert sum(n.op_type == "QuantizeLinear" for n in graph.node) > 0
+    # each int8 MatMul and its bias are one node, as in dynamic int8's graph
+    fused = [n for n in graph.node if n.op_type == "MatMulIntegerToFloat"]
+    assert fused and all(n.domain == "com.microsoft" and n.input[6] for n in fused)
 
 
 def test_dynamic_int8_stays_behind_its_flag_and_moves_with_the_batch(disc_512):
