@@ -11,7 +11,8 @@ of the two is done: it should finish after
 
     t + sum_j min(t_j, t)     seconds,  t_j = the time of what remains of request j.
 
-A request predicted to finish after its deadline (`DEADLINE_SHARE` of request_timeout_s) is refused at once with
+A request predicted to finish after its deadline (`DEADLINE_SHARE` of request_timeout_s; `WARMUP_PACE_SHARE` while a
+length it or the admitted work holds has been timed by the warm-up alone) is refused at once with
 `Overloaded` (429 / RESOURCE_EXHAUSTED, with Retry-After: when what is ahead of it should have drained) instead of
 being queued, computed and dropped at the deadline. Small requests are refused only when the server is far behind:
 their share of the others' work is their own size. A request is never refused when the model has nothing else to
@@ -36,6 +37,9 @@ from electric.batching import length_bucket
 from server.errors import Overloaded
 
 DEADLINE_SHARE = 0.8  # of request_timeout_s: the rest is left for tokenisation, post-processing and the network
+# the share while a length's pace comes from the warm-up alone: it ran on an idle machine, and the first requests of
+# a burst run beside the burst's own parsing and clients (measured 1.3x slower on 2 cores at 512 tokens)
+WARMUP_PACE_SHARE = 0.4
 RATE_DECAY = 0.8  # weight of a length's previous batches in its measured pace, a batch at a time
 CHARS_PER_TOKEN = 4.0  # the first estimate, before any text was tokenised (English WordPiece: 4-5)
 
@@ -59,6 +63,7 @@ class Pace:
         self.units = np.zeros(self.size)  # decayed sums over each bucket's batches
         self.seconds_spent = np.zeros(self.size)
         self._per_unit: np.ndarray | None = None  # seconds_per_unit, until the next batch
+        self.served = np.zeros(self.size, dtype=bool)  # a batch of requests (not only the warm-up's) ran there
 
     def index(self, length: int) -> int:
         return min(length_bucket(length) - self.first, self.size - 1)
@@ -74,9 +79,11 @@ class Pace:
             w[self.index(n)] += cost(n, self.hidden_size)
         return w
 
-    def add(self, lengths: Sequence[int], padded_length: int, seconds: float) -> None:
-        """A batch of inputs of `lengths`, padded to `padded_length`, ran in `seconds`: its bucket's pace."""
+    def add(self, lengths: Sequence[int], padded_length: int, seconds: float, served: bool = True) -> None:
+        """A batch of inputs of `lengths`, padded to `padded_length`, ran in `seconds`: its bucket's pace (`served`:
+        requests' inputs, not only the warm-up's)."""
         i = self.index(padded_length)
+        self.served[i] |= served
         self.units[i] = RATE_DECAY * self.units[i] + sum(cost(n, self.hidden_size) for n in lengths)
         self.seconds_spent[i] = RATE_DECAY * self.seconds_spent[i] + seconds
         self._per_unit = None
@@ -95,6 +102,12 @@ class Pace:
     @staticmethod
     def seconds(work: np.ndarray, per_unit: np.ndarray) -> float:
         return float(work @ per_unit)
+
+    def share(self, *works: np.ndarray) -> float:
+        """The share of the deadline admission may fill with `works`: DEADLINE_SHARE once every length they hold has
+        been timed on served batches, WARMUP_PACE_SHARE while one is timed by the warm-up alone."""
+        timed_by_warmup = any(((w > 0) & ~self.served).any() for w in works)
+        return WARMUP_PACE_SHARE if timed_by_warmup else DEADLINE_SHARE
 
 
 class Backlog:
@@ -144,22 +157,24 @@ def input_chars(x: str | tuple[str, str]) -> int:
     return len(x) if isinstance(x, str) else len(x[0]) + len(x[1])
 
 
-def _refuse_past(seconds: float, deadline_s: float, why: str, hint: str = "") -> None:
-    """Overloaded (with Retry-After) when `seconds` of model time is past DEADLINE_SHARE of `deadline_s`; `why` may
-    name {seconds}."""
-    budget = DEADLINE_SHARE * deadline_s
+def _refuse_past(seconds: float, deadline_s: float, why: str, hint: str = "", share: float = DEADLINE_SHARE) -> None:
+    """Overloaded (with Retry-After) when `seconds` of model time is past `share` of `deadline_s`; `why` may name
+    {seconds}."""
+    budget = share * deadline_s
     if seconds > budget:
         wait = math.ceil(seconds - budget)
         raise Overloaded(f"the model is busy: {why.format(seconds=seconds)}, past the deadline of {deadline_s:g} s "
                          f"(request_timeout_s); retry in ~{wait} s{hint}", retry_after=wait)
 
 
-def check_deadline(work: np.ndarray, backlog: Backlog, others: Iterable[np.ndarray], pace: Pace,
-                   deadline_s: float) -> None:
+def check_deadline(work: np.ndarray, backlog: Backlog, others: Iterable[tuple[np.ndarray, float]], pace: Pace,
+                   deadline_s: float, waited: float = 0.0) -> None:
     """Overloaded when a request of `work` (units per bucket), sharing the model round robin with the admitted
-    requests (`backlog`: their sum; `others`: each one's work left), is predicted to finish after `deadline_s` (the
-    transports answer 429 with Retry-After, or RESOURCE_EXHAUSTED). The requests are looked at one by one only when
-    waiting for all of them would be past the deadline."""
+    requests (`backlog`: their sum; `others`: each one's work left and the seconds it has waited so far; `waited`:
+    the longest of those), is predicted to finish after its deadline, or to push an admitted request that would have
+    finished in time past its own (each admitted request shares the model with it too). The transports answer 429
+    with Retry-After, or RESOURCE_EXHAUSTED. The requests are looked at one by one only when the work admitted and
+    this request's together would take the oldest admitted request past its deadline."""
     per_unit = pace.seconds_per_unit()
     if per_unit is None:
         return
@@ -167,12 +182,29 @@ def check_deadline(work: np.ndarray, backlog: Backlog, others: Iterable[np.ndarr
     if ahead_total <= 0:
         return
     mine = float(work @ per_unit)
-    if mine + ahead_total <= DEADLINE_SHARE * deadline_s:
+    share = pace.share(work, backlog.total)
+    budget = share * deadline_s
+    if mine + ahead_total <= budget - waited:
         return
-    ahead = [t for t in (float(w @ per_unit) for w in others) if t > 0]
-    finish = mine + sum(min(t, mine) for t in ahead)
-    _refuse_past(finish, deadline_s, f"behind {len(ahead)} others this request would finish in ~{{seconds:.0f}} s",
-                 ", or send fewer or shorter inputs")
+    pairs = [(pace.seconds(w, per_unit), e) for w, e in others]
+    left = np.array([t for t, _ in pairs], dtype=float)  # (n,) seconds of work left, each admitted request
+    age = np.array([e for _, e in pairs], dtype=float)  # (n,) seconds each has waited
+    busy = left > 0
+    left, age = left[busy], age[busy]
+    finish = mine + float(np.minimum(left, mine).sum())
+    _refuse_past(finish, deadline_s, f"behind {left.size} others this request would finish in ~{{seconds:.0f}} s",
+                 ", or send fewer or shorter inputs", share)
+    # round robin: request j finishes after sum_k min(t_k, t_j) of the admitted, and min(mine, t_j) more with this one
+    order = np.argsort(left)
+    t = left[order]
+    before = np.cumsum(t) - t + t * (t.size - np.arange(t.size))  # sum_k min(t_k, t_j), j in ascending order
+    due = age[order] + before
+    after = due + np.minimum(t, mine)
+    pushed = (due <= budget) & (after > budget)
+    if pushed.any():
+        late = float(after[pushed].max())
+        _refuse_past(late, deadline_s, "it would push a request admitted before it past its deadline (~{seconds:.0f} s "
+                     "of its own)", ", or send fewer or shorter inputs", share)
 
 
 BIG_BODY_BYTES = 64 << 10  # a body this large carries tens of thousands of characters: likely big work

@@ -121,12 +121,13 @@ class ModelSlot:
         self.estimator = Estimator(self.max_tokens)
         self.pace = Pace(int(backend.config.get("hidden_size") or 256), self.max_tokens)
         self.backlog = Backlog(self.pace.size)
-        self.active: set[_Request] = set()  # submitted, not yet answered
+        self.active: dict[_Request, None] = {}  # submitted, not yet answered; the oldest first
         self.arrivals: list[_Request] = []  # submitted, not yet tokenised
         self.arrived = asyncio.Event()
         self.pending: list[_Item] = []  # tokenised, waiting for a batch
         self.wakeup = asyncio.Event()
         self.running = False  # a batch is in the worker thread
+        self.busy_since: float | None = None  # the last batch's end, while inputs were left waiting behind it
         self.tokenizing = False  # a round is in the tokeniser thread
         self.task: asyncio.Task | None = None
         self.tokenize_task: asyncio.Task | None = None
@@ -218,7 +219,7 @@ class Batcher:
         req.warmup = self.warming
         req.work = work if work is not None else slot.pace.work(())
         self.requests.add(req)
-        slot.active.add(req)
+        slot.active[req] = None
         slot.backlog.enter(req.work)
         if slot.tokenizing and sum(map(input_chars, inputs)) <= INLINE_TOKENIZE_CHARS:
             self._tokenize_inline(slot, [req])  # not behind the big round in the tokeniser thread
@@ -231,7 +232,7 @@ class Batcher:
         finally:
             timer.cancel()
             self.requests.discard(req)
-            slot.active.discard(req)
+            slot.active.pop(req, None)
             slot.backlog.leave(req.work)
             if not req.future.done():
                 req.future.cancel()  # the client went away: drop its queued inputs
@@ -393,9 +394,15 @@ class Batcher:
             return
         finally:
             slot.running = False
-        dt = time.perf_counter() - t0
+        t_end = time.perf_counter()
+        dt = t_end - t0
+        # the pace admission predicts with: from the previous batch's end when inputs were waiting then, so that
+        # what keeps the worker from the next batch under load (the event loop parsing bodies, tokenising) counts
         pace = slot.pace
-        pace.add([it.length for it in batch], _padded_length(slot, max(it.length for it in batch)), dt)
+        pace.add([it.length for it in batch], _padded_length(slot, max(it.length for it in batch)),
+                 t_end - (slot.busy_since if slot.busy_since is not None else t0),
+                 served=not all(it.request.warmup for it in batch))
+        slot.busy_since = t_end if slot.pending else None
         for it in batch:
             slot.backlog.ran(it.request.work, pace.index(it.length), cost(it.length, pace.hidden_size))
         m = slot.metrics

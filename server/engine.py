@@ -412,8 +412,10 @@ class Engine:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
         work = slot.pace.work(slot.estimator.lengths(map(input_chars, inputs)))
         if not self.batcher.warming:
-            check_deadline(work, slot.backlog, (r.work for r in slot.active), slot.pace,
-                           self.settings.request_timeout_s)
+            now = time.perf_counter()
+            oldest = next(iter(slot.active), None)
+            check_deadline(work, slot.backlog, ((r.work, now - r.t_enqueued) for r in slot.active), slot.pace,
+                           self.settings.request_timeout_s, now - oldest.t_enqueued if oldest is not None else 0.0)
         return await self.batcher.submit(slot, inputs, truncate, names, post, timing, work)
 
     def info(self) -> dict:

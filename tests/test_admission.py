@@ -26,7 +26,7 @@ def backlog(works) -> Backlog:
 
 def deadline(mine, others, p, deadline_s=30.0):
     """check_deadline of `mine` behind `others` (each request's work), their backlog kept as the batcher keeps it."""
-    check_deadline(mine, backlog(others), others, p, deadline_s)
+    check_deadline(mine, backlog(others), [(w, 0.0) for w in others], p, deadline_s)
 
 
 def work(units: float, length: int = 16, max_tokens: int = 512) -> np.ndarray:
@@ -80,6 +80,17 @@ def test_a_long_request_is_judged_by_the_pace_at_its_length_not_at_short_ones():
         deadline(big, [big.copy()], p)
 
 
+def test_a_pace_timed_by_the_warm_up_alone_fills_less_of_the_deadline():
+    p = Pace(H, max_tokens=512)
+    p.add([512] * 4, 512, seconds=4 * cost(512, H) / 1_000, served=False)  # the warm-up: 1k units a second
+    big = work(10_000, length=512)  # 10 s at that pace
+    deadline(big, [], p)  # alone: never refused
+    with pytest.raises(Overloaded):  # 20 s behind one like it: past 0.4 x 30 s while only the warm-up timed it
+        deadline(big, [big.copy()], p)
+    p.add([512] * 16, 512, seconds=16 * cost(512, H) / 1_000)  # a batch of requests ran at 512 tokens
+    deadline(big, [big.copy()], p)  # 20 s: within 0.8 x 30 s
+
+
 def test_the_estimate_counts_characters_caps_at_the_served_length_and_learns_the_tokenizer():
     e = Estimator(max_tokens=512)
     assert e.lengths([40, 4000]) == [12, 512]  # 40 chars / 4 + [CLS] [SEP]; truncated to the served length
@@ -124,6 +135,18 @@ def test_the_backlog_follows_its_requests_from_arrival_to_leaving():
     b.enter(other)
     b.leave(other)
     assert b.total.sum() == 0
+
+
+def test_a_request_that_would_push_an_admitted_one_past_its_deadline_is_refused():
+    p = pace(1_000)  # seconds = units / 1000
+    old = work(2_000)  # 2 s left of a request that has waited 21 s: due at 21 + 2 = 23 s, within 24 s
+    new = work(5_000)  # 5 s: alone behind it, due at 5 + 2 = 7 s, well in time itself
+    with pytest.raises(Overloaded) as e:  # but round robin it would delay the old one by 2 s, to 25 s
+        check_deadline(new, backlog([old]), [(old, 21.0)], p, 30.0, waited=21.0)
+    assert "past its deadline" in e.value.message
+    check_deadline(new, backlog([old]), [(old, 10.0)], p, 30.0, waited=10.0)  # had it waited 10 s: due at 14 s
+    doomed = [(old, 29.0)]  # already past its deadline: this request is not what makes it late
+    check_deadline(new, backlog([old]), doomed, p, 30.0, waited=29.0)
 
 
 def test_overloaded_without_a_retry_time_sends_no_header():
