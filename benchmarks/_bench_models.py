@@ -61,7 +61,7 @@ def random_discriminator(size: str, tok_dir: Path, out: Path, max_positions: int
     return out
 
 
-def build_model(size: str, work: Path, positions: int = 128) -> Path:
+def random_discriminator_export(size: str, work: Path, positions: int = 128) -> Path:
     """A random-weight ElectraForPreTraining of `size` and `positions` (served at all of them) with a WordPiece
     tokenizer, exported with int8."""
     out = work / (f"{size}-onnx" if positions == 128 else f"{size}-{positions}-onnx")

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
-from _bench_models import build_model  # noqa: E402
+from _bench_models import random_discriminator_export  # noqa: E402
 from _server_harness import ServerProcess, free_port, machine, rss_mb  # noqa: E402
 
 SMALL = {"texts": ["show me flights today"]}
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    model = Path(args.model) if args.model else build_model("tiny", work, args.positions)
+    model = Path(args.model) if args.model else random_discriminator_export("tiny", work, args.positions)
     if args.model:
         args.positions = json.loads((model / "electric.json").read_text())["max_length"]
     body = big_body(args.text_chars, args.max_body_bytes)

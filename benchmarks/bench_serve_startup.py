@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
-from _bench_models import build_model  # noqa: E402
+from _bench_models import random_discriminator_export  # noqa: E402
 from _server_harness import free_port, rss_mb  # noqa: E402
 
 HEAVY = ("torch", "transformers", "grpc")
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     args.work.mkdir(parents=True, exist_ok=True)
-    model = build_model("tiny", args.work)
+    model = random_discriminator_export("tiny", args.work)
     base_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     tmp = tempfile.TemporaryDirectory(prefix="serve-startup-")
     variants = [("this checkout", sys.executable, REPO, True)]

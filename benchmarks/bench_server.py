@@ -28,7 +28,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _bench_models import SIZES, build_model, export_checkpoint, model_label, nbest_lists, sentences  # noqa: E402
+from _bench_models import (  # noqa: E402
+    SIZES,
+    export_checkpoint,
+    model_label,
+    nbest_lists,
+    random_discriminator_export,
+    sentences,
+)
 from _peer_comparison import run_peer  # noqa: E402
 from _raw_engines import raw_runtime  # noqa: E402
 from _server_harness import Server, batch_stats, load_grpc, load_http, machine, rss_mb  # noqa: E402
@@ -87,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or None
     load_start = os.getloadavg()
     rows, raws, notes, nbest_rows = [], {}, [], []
-    models = [(size, build_model(size, work)) for size in args.sizes or ()]
+    models = [(size, random_discriminator_export(size, work)) for size in args.sizes or ()]
     for d in args.model or ():
         label = model_label(d)
         try:

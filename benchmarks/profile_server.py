@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
-from _bench_models import SIZES, build_model, sentences  # noqa: E402
+from _bench_models import SIZES, random_discriminator_export, sentences  # noqa: E402
 from _server_harness import Server, load_grpc, load_http  # noqa: E402
 
 # (stage, pattern on "function (file:line)"; py-spy writes methods as Class.method) - a sample goes to the
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         keep = Path(args.keep or tmp)
         keep.mkdir(parents=True, exist_ok=True)
         for size in args.sizes:
-            model = build_model(size, work)
+            model = random_discriminator_export(size, work)
             server = Server(model, args.threads or None, keep / f"server-{size}.log", args.server_args.split())
             try:
                 server.wait_ready()

@@ -210,7 +210,7 @@ def test_keeps_best_epoch_and_stops_early(disc_dir, tmp_path, monkeypatch):
 def test_layerwise_lr_decay_and_weight_decay_groups(disc_dir):
     cfg = FinetuneConfig(task="sst2", task_type="classification", model=str(disc_dir)).resolved(
         num_hidden_layers=2, hidden_size=64)
-    model = finetune.build_model(cfg, disc_dir, ["negative", "positive"])
+    model = finetune.finetuning_model(cfg, disc_dir, ["negative", "positive"])
     scale = {}
     for g in param_groups(model, cfg):
         for p in g["params"]:

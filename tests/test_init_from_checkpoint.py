@@ -25,7 +25,7 @@ from transformers import (
 
 from electric.checkpoint import CheckpointError
 from electric.modeling.pretrained import discriminator_from, masked_lm_from, read_pretrained
-from electric.pretraining.init_from import adopt_architecture, build_model, resolve_init
+from electric.pretraining.init_from import adopt_architecture, pretraining_model, resolve_init
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_CHECKPOINT = REPO / "runs" / "checkpoints" / "all-MiniLM-L6-v2"
@@ -138,7 +138,7 @@ def test_the_run_adopts_the_checkpoints_sizes_and_builds_a_fresh_generator_at_th
     cfg = adopt_architecture(resolve_config("tiny", "electric", {"init_from": str(st_dir)}), source)
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size) == (48, 2, 4, 96)
     assert (cfg.embedding_size, cfg.max_position_embeddings, cfg.type_vocab_size, cfg.max_seq_length) == (48, 96, 3, 96)
-    model = build_model(cfg, SpecialIds.from_tokenizer(load_tokenizer(source.tokenizer)), source)
+    model = pretraining_model(cfg, SpecialIds.from_tokenizer(load_tokenizer(source.tokenizer)), source)
     assert model.generator.config.hidden_size == 12 and model.generator.embeddings is model.discriminator.electra.embeddings
     bert = BertModel.from_pretrained(st_dir)
     assert torch.equal(model.discriminator.electra.encoder.layer[1].output.dense.weight,
@@ -239,7 +239,7 @@ def test_a_fresh_head_on_a_trained_encoder_trains_at_its_own_lr(st_dir):
     assert cfg.head_lr_scale == 30.0  # from a checkpoint: auto
     assert resolve_config("debug", "electra").head_lr_scale == 1.0  # from scratch
     assert resolve_config("debug", "electra", {"disc_head_lr_scale": 5.0}).head_lr_scale == 5.0
-    model = build_model(cfg, SpecialIds.from_tokenizer(load_tokenizer(source.tokenizer)), source)
+    model = pretraining_model(cfg, SpecialIds.from_tokenizer(load_tokenizer(source.tokenizer)), source)
     scale = {id(p): g["lr_scale"] for g in build_optimizer(model, cfg).param_groups for p in g["params"]}
     for name, p in model.named_parameters():
         if name.startswith(HEAD):

@@ -223,7 +223,7 @@ def test_continued_pretraining_starts_from_a_run_on_nbest_references(trained_run
 
 def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
     from electric.pretraining.config import resolve_config
-    from electric.pretraining.init_from import adopt_architecture, build_model, resolve_init
+    from electric.pretraining.init_from import adopt_architecture, pretraining_model, resolve_init
     from electric.pretraining.modeling import SpecialIds
     from electric.tokenization import load_tokenizer
 
@@ -235,7 +235,7 @@ def test_init_from_loads_the_source_weights_into_both_networks(trained_run):
     assert (tiny.hidden_size, tiny.num_hidden_layers) == (128, 4), "a new config; the preset's is unchanged"
     special = SpecialIds(tok.pad_token_id, tok.mask_token_id, tok.cls_token_id, tok.sep_token_id, len(tok),
                          tuple(tok.all_special_ids))
-    model = build_model(cfg, special, source)
+    model = pretraining_model(cfg, special, source)
     src = load_file(trained_run / "discriminator" / "model.safetensors")
     for k, v in model.discriminator.state_dict().items():
         if k in src:

@@ -156,7 +156,7 @@ def build_task(args: argparse.Namespace) -> tuple[Task, TaskData]:
     return task, load_task_data(task, None, train=args.train, dev=args.dev, test=args.test, **common)
 
 
-def build_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> PreTrainedModel:
+def finetuning_model(cfg: FinetuneConfig, model_dir: Path, labels: list[str]) -> PreTrainedModel:
     """The task head on the pretrained encoder, label names in its config."""
     import transformers
     from transformers import AutoConfig, ElectraForSequenceClassification, ElectraForTokenClassification
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         max_pos = int(enc_cfg.get("max_position_embeddings", 512))
         if cfg.max_seq_length > max_pos:
             raise ValueError(f"--max-seq-length {cfg.max_seq_length} exceeds the model's {max_pos} positions")
-        model = build_model(cfg, model_dir, data.labels)
+        model = finetuning_model(cfg, model_dir, data.labels)
     except (CheckpointError, TaskDataError, FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

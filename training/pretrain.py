@@ -42,7 +42,7 @@ from electric.pretraining.batches import Batches, step_rng
 from electric.pretraining.config import PretrainConfig, RunConfig
 from electric.pretraining.data import DataError, build_datasets
 from electric.pretraining.handover import model_on_masked_lm
-from electric.pretraining.init_from import build_model, resolve_init
+from electric.pretraining.init_from import pretraining_model, resolve_init
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from electric.pretraining.validation import evaluate, unigram_baseline
 from electric.tokenization import load_tokenizer
@@ -337,14 +337,14 @@ def evaluate_and_log(run: RunConfig, parts: Parts, trainer: TrainerState, last: 
 
 def stage_model(run: RunConfig, special: SpecialIds) -> PretrainingModel:
     """The model of the run's current stage: the warm start's MLM, the objective's model on a warm encoder, or
-    `build_model`'s. Resuming, its shape only: the checkpoint's weights replace its own."""
+    `pretraining_model`'s. Resuming, its shape only: the checkpoint's weights replace its own."""
     cfg = run.pretrain
     stage = saved_trainer(Path(run.out)).stage if run.resume else ("warm" if cfg.warm_start else "main")
     if stage == "warm":
         return PretrainingModel(cfg.warm_stage, special)
     if run.resume and (cfg.warm_start or cfg.generator_mode == "frozen"):  # a discriminator on an MLM's encoder
         return model_on_masked_lm(cfg, special, PretrainingModel(cfg.warm_stage, special).masked_lm)
-    return build_model(cfg, special, resolve_init(cfg.init_from, cfg.init_generator_from)
+    return pretraining_model(cfg, special, resolve_init(cfg.init_from, cfg.init_generator_from)
                        if cfg.init_from and not run.resume else None)
 
 

@@ -3,7 +3,7 @@
 
     source = resolve_init(path)                       # e.g. a sentence-transformers BertModel directory
     cfg = resolve_config("tiny", "electric", {"init_from": path}, source)  # its sizes, and what it implies
-    model = build_model(cfg, special, source)         # its encoder as the discriminator / energy model
+    model = pretraining_model(cfg, special, source)   # its encoder as the discriminator / energy model
 
 The encoder becomes the discriminator (Electric's energy model) under a fresh head at the label prior, unless the
 source is a discriminator already (ours, or an ELECTRA one), whose head is kept. The generator / cloze model
@@ -85,7 +85,7 @@ def resolve_init(init_from: str, init_generator_from: str = "") -> InitSource:
     return InitSource(encoder, generator, encoder.tokenizer_dir)
 
 
-def build_model(cfg: PretrainConfig, special: SpecialIds, source: InitSource | None) -> PretrainingModel:
+def pretraining_model(cfg: PretrainConfig, special: SpecialIds, source: InitSource | None) -> PretrainingModel:
     """A fresh model, or one whose weights come from `source` (`cfg` has its architecture: `adopt_architecture`)."""
     if source is None:
         return PretrainingModel(cfg, special)

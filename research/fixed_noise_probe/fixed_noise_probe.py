@@ -62,10 +62,10 @@ def main(argv=None) -> None:
     cfg = resolve_config("tiny", "electra", {"lr": args.lr})
     special = SpecialIds.from_tokenizer(tok)
     if args.init_from:  # any checkpoint --init-from takes: its encoder under a fresh head at the label prior
-        from electric.pretraining.init_from import adopt_architecture, build_model, resolve_init
+        from electric.pretraining.init_from import adopt_architecture, pretraining_model, resolve_init
 
         source = resolve_init(args.init_from)
-        model = build_model(adopt_architecture(cfg, source), special, source)
+        model = pretraining_model(adopt_architecture(cfg, source), special, source)
     else:
         model = PretrainingModel(cfg, special)
     disc = model.discriminator

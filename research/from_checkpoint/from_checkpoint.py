@@ -231,7 +231,7 @@ def checkpoint_cosine(args, data: list[str]) -> float:
 
     from electric.pretraining.config import resolve_config
     from electric.pretraining.data import build_datasets
-    from electric.pretraining.init_from import adopt_architecture, build_model, resolve_init
+    from electric.pretraining.init_from import adopt_architecture, pretraining_model, resolve_init
     from electric.pretraining.modeling import SpecialIds
     from electric.pretraining.validation import evaluate
     from electric.tokenization import load_tokenizer
@@ -244,7 +244,7 @@ def checkpoint_cosine(args, data: list[str]) -> float:
     tok = load_tokenizer(source.tokenizer)
     special = SpecialIds.from_tokenizer(tok)
     _, val = build_datasets([str(REPO / d) for d in data], tok, cfg.max_seq_length, cfg.val_sequences, num_proc=1)
-    model = build_model(cfg, special, source)
+    model = pretraining_model(cfg, special, source)
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if cfg.precision == "bf16" \
         else contextlib.nullcontext
     return evaluate(model, val, cfg, special.pad, torch.device("cpu"), autocast)["val_token_cosine"]
