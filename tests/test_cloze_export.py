@@ -60,7 +60,8 @@ def test_the_graph_outputs_one_log_prob_per_position_and_keeps_the_head_fp32(exp
     from electric.export.graph import module_path
 
     made_by = {o: n.op_type for n in int8.node for o in n.output}
-    quantised = [n for n in int8.node if n.op_type == "MatMul" and made_by.get(n.input[1]) == "DequantizeLinear"]
+    quantised = [n for n in int8.node if n.op_type == "MatMulIntegerToFloat"
+                 or (n.op_type == "MatMul" and made_by.get(n.input[1]) == "DequantizeLinear")]
     kept = [n for n in int8.node if n.op_type == "MatMul" and "/lm_head/" in module_path(n)]
     assert quantised and kept  # encoder int8 (static QDQ) ...
     assert all(made_by.get(i) != "DequantizeLinear" for n in kept for i in n.input)  # ... vocabulary layer fp32

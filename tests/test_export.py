@@ -122,11 +122,13 @@ def test_exported_runs_at_new_shapes_like_torch(exported, disc_dir):
 
 
 def static_int8_matmuls(nodes) -> tuple[list[str], list[str]]:
-    """(quantised, fp32) MatMul names of a QDQ graph: a quantised one takes both inputs from DequantizeLinear."""
+    """(quantised, fp32) MatMul names of a static int8 graph: a quantised one is a MatMulIntegerToFloat (with its
+    bias) or a MatMul taking both inputs from DequantizeLinear."""
     made_by = {o: n.op_type for n in nodes for o in n.output}
     matmuls = [n for n in nodes if n.op_type == "MatMul"]
     quantised = [n.name for n in matmuls if all(made_by.get(i) == "DequantizeLinear" for i in n.input)]
-    return quantised, [n.name for n in matmuls if n.name not in quantised]
+    fp32 = [n.name for n in matmuls if n.name not in quantised]
+    return quantised + [n.name for n in nodes if n.op_type == "MatMulIntegerToFloat"], fp32
 
 
 def test_int8_graph_quantises_the_encoder_only(exported):

@@ -257,6 +257,8 @@ def int8_matmuls_with_bias(model) -> int:
             continue
         add = after[0]
         bias = next((name for name in add.input if name != mm.output[0]), "")
+        while bias not in weights and bias in made_by and made_by[bias].op_type == "Identity":
+            bias = made_by[bias].input[0]  # the exporter shares equal weights (e.g. zero biases) through Identity
         if bias not in weights:
             continue
         zero = lambda dq: dq.input[2] if len(dq.input) > 2 else ""  # noqa: E731
