@@ -200,11 +200,13 @@ def check_deadline(work: np.ndarray, backlog: Backlog, others: Iterable[tuple[np
     before = np.cumsum(t) - t + t * (t.size - np.arange(t.size))  # sum_k min(t_k, t_j), j in ascending order
     due = age[order] + before
     after = due + np.minimum(t, mine)
-    pushed = (due <= budget) & (after > budget)
+    # the admitted requests' own deadline (the full share: the warm-up's caution was for admitting them)
+    theirs = DEADLINE_SHARE * deadline_s
+    pushed = (due <= theirs) & (after > theirs)
     if pushed.any():
         late = float(after[pushed].max())
         _refuse_past(late, deadline_s, "it would push a request admitted before it past its deadline (~{seconds:.0f} s "
-                     "of its own)", ", or send fewer or shorter inputs", share)
+                     "of its own)", ", or send fewer or shorter inputs")
 
 
 BIG_BODY_BYTES = 64 << 10  # a body this large carries tens of thousands of characters: likely big work
