@@ -75,9 +75,9 @@ CLIENTS = 32
 @pytest.mark.integration
 def test_sigterm_under_load_answers_every_request_sent(serving):
     """32 keep-alive clients, each sending its next request as soon as it has read an answer, and reconnecting when
-    told `connection: close`; SIGTERM arrives in the middle. No request sent is left without an answer: each gets its
-    200, or 503 `shutting_down` when the server read it after the signal; a connection attempt after the listener
-    closed is refused (nothing was sent on it)."""
+    told `connection: close`; SIGTERM arrives in the middle. No request sent on a connection made before the signal
+    is left without an answer: each gets its 200, or 503 `shutting_down` when the server read it after the signal; a
+    connection attempt after the listener closed is refused (nothing was sent on it)."""
     proc, port = serving
     signalled = threading.Event()
     lock = threading.Lock()
@@ -129,6 +129,10 @@ def test_sigterm_under_load_answers_every_request_sent(serving):
     _, err = proc.communicate(timeout=60)
     got = {f"{when} {what}": n for (when, what), n in sorted(outcomes.items())}
     print(f"SIGTERM under load, {CLIENTS} keep-alive clients: {got}")
-    assert not [k for k in got if "lost" in k], got  # every request sent got an answer
-    assert sum(n for k, n in got.items() if k.endswith("refused")) == CLIENTS, got  # each ended on a closed listener
+    # every request sent on a connection made before the signal got an answer; a connection made after it can be
+    # completed by the kernel in the instant between the server's last accept and the listener's close, and is then
+    # reset with the listener (the server never accepted it: nothing it was sent was read)
+    assert not [k for k in got if "lost on a connection made before" in k], got
+    ended = sum(n for k, n in got.items() if k.endswith(("refused", "lost on a connection made after")))
+    assert ended == CLIENTS, got  # each ended on a closed listener
     assert proc.returncode == 0, err[-3000:]
