@@ -87,7 +87,8 @@ def export_checkpoint(model_dir: str | Path, work: Path, log=print) -> Path:
     calibration with the run's generator, electric.json); reused while the checkpoint's files are unchanged.
     Raises electric.checkpoint.CheckpointError or electric.export.errors.ExportError."""
     from electric.cli.export import default_sentences
-    from electric.export.exporter import ExportOptions, checkpoint_hash, export_model
+    from electric.export.exporter import ExportOptions, export_model
+    from electric.export.manifest import checkpoint_hash
 
     out = work / f"model-{model_label(model_dir).replace('/', '-')}-onnx"
     manifest = out / "electric.json"

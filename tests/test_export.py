@@ -16,6 +16,7 @@ from electric.checkpoint import MANIFEST  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
 from electric.export import exporter as ex  # noqa: E402
 from electric.export import graph, parity  # noqa: E402
+from electric.export.manifest import checkpoint_hash  # noqa: E402
 from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
 from electric.tokenization import load_tokenizer  # noqa: E402
 
@@ -74,7 +75,7 @@ def test_output_directory_and_manifest(exported, disc_dir):
     assert m["files"] == {"fp32": "model.onnx", "int8": "model.int8.onnx", "fp16": "model.fp16.onnx"}
     assert m["precision"] == {"cpu": "int8", "cuda": "fp16"}
     assert m["source"]["path"] == str(disc_dir.resolve())
-    assert m["source"]["sha256"] == ex.checkpoint_hash(disc_dir) and len(m["source"]["sha256"]) == 64
+    assert m["source"]["sha256"] == checkpoint_hash(disc_dir) and len(m["source"]["sha256"]) == 64
     import onnxruntime
 
     assert m["onnxruntime"] == onnxruntime.__version__

@@ -14,7 +14,7 @@ absent) holds:
                         with --int8-method dynamic (batch-dependent); the manifest's `int8_method` says which
     model.fp16.onnx     with --fp16: fp16 weights and activations, fp32 inputs/outputs (CUDA)
     config.json, tokenizer files   copied from the checkpoint
-    electric.json       the manifest (see `build_manifest`)
+    electric.json       the manifest (electric.export.manifest)
 
 How the graph is made: torch.onnx's TorchScript exporter (`dynamo=False`) on the transformers model
 loaded with `attn_implementation="eager"`. Measured here against the torch.export-based exporter, SDPA
@@ -35,12 +35,11 @@ the two numbers, what they were fitted on and a held-out check.
 `export_model` runs the steps in order - `plan_export` (check and resolve everything before writing), `export_fp32`,
 `check_fp32_parity`, `calibrate_discriminator`, `add_variant` for int8 and fp16, `build_manifest` - on an
 `ExportOptions` record; the work of each lives beside this module: `graph` (trace, optimise, quantise, fp16),
-`parity` (sentences, batches, measures), `calibration`, `triton`.
+`parity` (sentences, batches, measures), `calibration`, `triton`, `manifest`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -51,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from electric.checkpoint import (
     ARCHITECTURE_KINDS,
@@ -63,7 +61,6 @@ from electric.checkpoint import (
     require_local_dir,
     run_parts,
     trained_length,
-    training_health,
 )
 from electric.export.calibration import MAX_SENTENCES, find_generator, fit_calibration
 from electric.export.errors import ExportError, ParityError
@@ -77,6 +74,7 @@ from electric.export.graph import (
     quantize_int8_fused,
     quantize_int8_static,
 )
+from electric.export.manifest import build_manifest
 from electric.export.parity import (
     PARITY_MAX_TOKENS,
     compare,
@@ -88,16 +86,11 @@ from electric.export.parity import (
 from electric.export.triton import triton_name, write_triton
 from electric.inference.backend import TorchBackend
 from electric.inference.runtime import (
-    CLOZE_INPUT_NAMES,
-    CLOZE_OUTPUT_NAME,
     CPU,
     CUDA,
-    INPUT_NAMES,
-    OUTPUT_NAME,
     OnnxRunner,
     select_providers,
 )
-from electric.inference.scoring import METHODS_OF_KIND
 from electric.tokenization import TOKENIZER_FILES, load_tokenizer
 
 FP32_TOLERANCE = 1e-4  # max |ONNX fp32 - torch| over real tokens
@@ -115,15 +108,6 @@ STATIC_INT8_BATCH = 32  # sentences per calibration batch
 TOKENIZER_EXTRA = ("tokenizer_config.json", "special_tokens_map.json")
 GENERATOR_HEADS = {"ElectraForMaskedLM"}  # masked LMs: scored with n passes on torch (mlm-pll), not exported
 MODEL_TYPES = {"electra", "electric-cloze"}
-# what the graph's output is, for the manifest
-OUTPUT_MEANINGS = {
-    "discriminator": "(B, T) discriminator logits s_t (Electric: the energy, score -sum s_t; ELECTRA: replaced logit)",
-    "cloze": "(B, T) log q(x_t | x_not_t) of each input token from Electric's two-tower cloze model (the vocabulary "
-             "axis stays inside the graph); the cloze score of a text is their sum over its tokens",
-    "classifier": "(B, C) class logits (C = 1: a regression value)",
-    "tagger": "(B, T, C) per-token class logits",
-}
-FORMAT_VERSION = 1
 
 
 # ---- what to export -----------------------------------------------------------------------------
@@ -484,71 +468,3 @@ def add_triton_model(plan: ExportPlan, tmp: Path, files: dict, log: Callable[[st
     path = write_triton(Path(plan.options.triton_repo), plan.triton_name, tmp / files[precision], precision,
                         plan.options.overwrite)
     log(f"wrote Triton model {path} ({precision})")
-
-
-# ---- the manifest -------------------------------------------------------------------------------
-
-def _versions() -> dict:
-    import onnx
-    import onnxruntime
-    import transformers
-
-    from electric import __version__
-
-    return {"electric": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
-
-
-def checkpoint_hash(d: Path) -> str:
-    """sha256 over the checkpoint's top-level files (names and bytes, in name order)."""
-    h = hashlib.sha256()
-    for p in sorted(x for x in d.iterdir() if x.is_file()):
-        h.update(p.name.encode() + b"\0")
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
-
-
-def build_manifest(plan: ExportPlan, files: dict, parity: dict, calibration: dict | None) -> dict:
-    """electric.json: everything the runtime and server need to know about this directory."""
-    src, config, kind, trained = plan.src, plan.config, plan.kind, plan.trained
-    versions = _versions()
-    id2label = config.get("id2label") or {}
-    labels = [id2label[k] for k in sorted(id2label, key=int)] if kind in ("classifier", "tagger") and id2label else None
-    cloze = kind == "cloze"
-    return {
-        "format": "electric-onnx",
-        "format_version": FORMAT_VERSION,
-        "kind": kind,
-        "architecture": plan.arch,
-        "labels": labels,
-        "problem_type": config.get("problem_type"),
-        "max_length": plan.max_length,  # the position table: the most the graph takes
-        # the length the model was trained on and where that comes from (electric.checkpoint.trained_length): what
-        # the runtime, `electric score` and the server take by default; older manifests lack it (the table, then)
-        "trained_length": trained[0],
-        "trained_length_from": trained[1],
-        "opset": plan.opset,
-        "precision": {"cpu": "int8" if "int8" in files else "fp32", "cuda": "fp16" if "fp16" in files else "fp32"},
-        # how model.int8.onnx scales its activations (INT8_METHODS): "static" = the same score in any batch; "dynamic"
-        # = a text's score moves a little with its batch-mates; null without int8
-        "int8_method": plan.options.int8_method if "int8" in files else None,
-        "files": files,
-        "inputs": list(CLOZE_INPUT_NAMES if cloze else INPUT_NAMES),
-        "output": CLOZE_OUTPUT_NAME if cloze else OUTPUT_NAME,
-        "output_meaning": OUTPUT_MEANINGS[kind],
-        "scoring_methods": list(METHODS_OF_KIND.get(kind, ())),  # electric score/serve --method on this directory
-        "source": {"path": str(src.resolve()), "sha256": checkpoint_hash(src)},
-        "exporter": {"name": "torch.onnx TorchScript (dynamo=False)" if plan.exporter == "legacy"
-                     else "torch.onnx torch.export (dynamo=True)",
-                     "attn_implementation": "sdpa" if cloze else plan.options.attn_implementation},  # cloze: SDPA
-        "versions": versions,
-        "onnxruntime": versions["onnxruntime"],
-        "parity": parity,
-        # what the pretraining run said of this model at its end (its warnings: below chance, worse than its start)
-        "training_health": training_health(src),
-        # discriminators: P(replaced) = sigmoid(scale * s + bias) (electric.inference.calibration); null = raw sigmoid(s)
-        **({"calibration": calibration} if kind == "discriminator" else {}),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
