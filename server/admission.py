@@ -38,7 +38,7 @@ from server.errors import Overloaded
 
 DEADLINE_SHARE = 0.8  # of request_timeout_s: the rest is left for tokenisation, post-processing and the network
 # the share while a length's pace comes from the warm-up alone: it ran on an idle machine, and the first requests of
-# a burst run beside the burst's own parsing and clients (measured 1.3x slower on 2 cores at 512 tokens)
+# a burst run beside the burst's own parsing and clients (slower: bench_huge_inputs.py shows it at 512 tokens)
 WARMUP_PACE_SHARE = 0.4
 RATE_DECAY = 0.8  # weight of a length's previous batches in its measured pace, a batch at a time
 CHARS_PER_TOKEN = 4.0  # the first estimate, before any text was tokenised (English WordPiece: 4-5)
