@@ -1,11 +1,11 @@
-"""research/paired_bootstrap.py, the studies' paired bootstrap of a mean difference, on hand-made inputs."""
+"""electric.evaluation.blimp.paired_bootstrap_mean_diff, the paired bootstrap of a mean difference that the studies
+and the GPU report compare two scorers with, on hand-made inputs."""
 
 from __future__ import annotations
 
 import pytest
-from script_loader import load_script
 
-paired_bootstrap_mean_diff = load_script("research/paired_bootstrap.py").paired_bootstrap_mean_diff
+from electric.evaluation.blimp import paired_bootstrap_mean_diff
 
 
 def test_paired_bootstrap_mean_diff_by_hand():

@@ -27,13 +27,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from electric.evaluation.blimp import read_blimp  # noqa: E402
+from electric.evaluation.blimp import paired_bootstrap_mean_diff, read_blimp  # noqa: E402
 from electric.evaluation.nbest import ScoredLists, read_nbest, rerank_scored, score_nbest  # noqa: E402
 from electric.evaluation.nbest.scored import lm_row  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
 from electric.inference.scoring import load_scorer  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
-from research.paired_bootstrap import paired_bootstrap_mean_diff  # noqa: E402
 
 LAMBDAS = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0)
 

@@ -14,10 +14,10 @@ import statistics
 import subprocess
 from pathlib import Path
 
+from electric.evaluation.blimp import paired_bootstrap_mean_diff
 from electric.hardware import cpu_description
 from electric.pretraining.health import collapse_reasons_in
 from research.first_tiny_runs.glue_compare import AVERAGE
-from research.paired_bootstrap import paired_bootstrap_mean_diff
 
 REPO = Path(__file__).resolve().parents[2]
 RANDOM = "random-init"

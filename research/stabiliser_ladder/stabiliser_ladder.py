@@ -31,11 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from electric.evaluation.blimp import blimp_accuracy, read_blimp  # noqa: E402
+from electric.evaluation.blimp import blimp_accuracy, paired_bootstrap_mean_diff, read_blimp  # noqa: E402
 from electric.hardware import cpu_description  # noqa: E402
 from electric.inference.scoring import load_scorer  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
-from research.paired_bootstrap import paired_bootstrap_mean_diff  # noqa: E402
 
 ROWS: dict[str, list[str]] = {
     "base": [],
