@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="default auto: bf16 on a GPU with bf16, else the project's rule for the device")
     ap.add_argument("--json", help="write the rows here, rewritten after every row")
     ap.add_argument("--profile", metavar="DIR", help="profile 3 steps of each row into DIR/<objective>[_compiled].txt")
-    ap.add_argument("--num-proc", type=int, default=0, help="tokenisation processes (default: the preset's rule)")
+    ap.add_argument("--num-proc", type=int, default=0, help="tokenisation processes (default 0: one a CPU, up to 8)")
     ap.add_argument("--cache-dir", help="datasets cache for the tokenised data (default: datasets' own)")
     ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
     return ap

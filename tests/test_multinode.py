@@ -47,6 +47,14 @@ def test_a_slot_holds_the_same_rows_however_the_global_batch_is_split():
     assert not torch.equal(a, torch.rand(4, generator=step_rng(1, 7, 2, torch.device("cpu"))))
 
 
+def test_a_bare_cuda_device_is_this_processs_own_gpu(monkeypatch):
+    set_to = []
+    monkeypatch.setattr(torch.cuda, "set_device", set_to.append)  # no GPU needed: only the index is checked
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert Dist("cuda").device == torch.device("cuda", 1) and set_to == [torch.device("cuda", 1)]
+    assert Dist("cuda:0").device == torch.device("cuda", 0)
+
+
 def test_leaders_first_runs_rank_0_then_the_other_nodes_leaders_then_the_rest():
     """Three ranks on two nodes (rank 1 is node 0's second process, rank 2 node 1's first), as threads."""
     barrier, order = threading.Barrier(3, timeout=30), []

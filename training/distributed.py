@@ -25,6 +25,8 @@ class Dist:
         if device is None:
             device = f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:  # --device cuda: this process's GPU
+            self.device = torch.device("cuda", self.local_rank)  # (torch.cuda.set_device refuses a bare "cuda")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         if self.world > 1:
