@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --steps {args.steps} must be >= 1 and --warmup-steps {args.warmup_steps} >= 0", file=sys.stderr)
         return 2
     keep_freed_memory()  # as training.pretrain.train does
+    if args.threads:  # the peak's matmul on a CPU runs on the rows' threads
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     peak_what, peak_tflops = measure_peak(device)
     report: dict[str, Any] = {
