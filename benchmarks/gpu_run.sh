@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# The ready-made GPU run: pretraining throughput, Electric / ELECTRA / MLM pretrained for the same minutes each,
+# their evaluation, the best discriminator brought back, and serving on the GPU - one command on a bare machine.
+#
+#   benchmarks/gpu_run.sh bundle                  # here, from the repository's root: writes gpu_bundle/
+#   benchmarks/gpu_run.sh run [--minutes M] ...   # there: every stage under its own time limit
+#
+# bundle (needs pip to reach the package index, unless --no-wheels) puts into gpu_bundle/ (git-ignored) what a bare
+# GPU machine with torch, transformers, tokenizers, onnxruntime, numpy, pandas, pyarrow and grpcio lacks:
+#   wheels/       the project's other requirements for CPython 3.12 on manylinux x86_64 (pip download --no-deps), at
+#                 the versions installed here (the ones the tests ran with)
+#   tok/          a WordPiece tokenizer (--vocab-size, default 16,000) trained here on the corpus slice
+#   data.tar.gz   data/ as ELECTRIC_SHARED_DATA expects it: as many enwiki files (corpus/enwiki/wiki_NN) as fit the
+#                 transfer limit after the checkout, the wheels and the rest (all 100 when they fit), the n-best lists
+#                 of ATIS test, WSJ and LibriSpeech, BLiMP's 12 sets, GLUE SST-2 and CoLA
+# and prints the sizes: the checkout plus the bundle must stay under 64 MiB (--limit-mib).
+#
+# run installs the wheels into /tmp/site (PYTHONPATH), unpacks the data into WORK (default /tmp/gpu_run), then runs
+# the stages in this order, each under `timeout` (a time limit, capped by what is left of --deadline-s):
+#   throughput   benchmarks/bench_gpu_throughput.py, 30 timed steps per objective (compile off, then on)
+#   pretrain     python -m training.pretrain --objective X --preset P --time-budget M, for each of --objectives
+#   health       tokens and unigram-noise AUC of each run        \
+#   blimp        BLiMP-12, one pass per method, then MLM PLL       | benchmarks/gpu_pretrain_report.py, into
+#   rerank       guarded reranking of ATIS, WSJ, LibriSpeech       | OUT/gpu_pretrain.json
+#   glue         SST-2 and CoLA dev after fine-tuning             /
+#   bring-back   the best discriminator in bf16, in pieces of <= 15 MiB, with its sha256 and command
+#   serve        benchmarks/bench_gpu_serve.py: the torch server on the GPU, every route once, req/s and p50/p99
+#                at concurrency 1, 16, 64, beside the CPU int8 server on the same model
+# Every figure is written as it comes (each JSON is rewritten whole after each figure), so a stage that runs out of
+# time loses its own unfinished figure, not the ones before it. A stage that fails prints one line
+# (`STAGE name FAILED: ...`) and the next one runs.
+#
+# What comes back ($OUT: at most 8 files of 16 MiB, two folders deep):
+#   OUT/gpu_run.log  OUT/gpu_throughput.json  OUT/gpu_profile.txt  OUT/gpu_pretrain.json  OUT/gpu_serve.json
+#   OUT/model/best.tar.00 ... (ELECTRA-Small's discriminator in bf16 is ~27 MB: 2 pieces; at most 3 fit)
+# Restore the model: cat best.tar.* > best.tar; check it against gpu_pretrain.json's bring_back.tar_sha256
+# (sha256sum), then tar xf best.tar: a transformers ElectraForPreTraining folder with its tokenizer.
+#
+# Through the device tool (one 10-minute command; the stages' defaults end within --deadline-s 570):
+#   here:  benchmarks/gpu_run.sh bundle
+#   run:   command   "benchmarks/gpu_run.sh run"     (or: "benchmarks/gpu_run.sh run --minutes 1.5 --skip serve")
+#          carry     ["gpu_bundle"]
+#          timeout_s 600
+# then copy OUT's JSONs to benchmarks/results/. On a CPU (the test does this at tiny sizes):
+#   benchmarks/gpu_run.sh run --device cpu --preset debug --minutes 0.05 --out /tmp/out ...
+
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+REPO=$PWD
+PY=${PYTHON:-python3}
+
+usage() { sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+die() { echo "error: $*" >&2; exit 2; }
+num() { [[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$1 expects a number, got '$2'"; }
+
+# the project's requirements that the device's image lacks, or holds at a version the project may not work with
+# (grpcio and protobuf: the generated gRPC stubs check both; typing-extensions: pydantic needs a recent one)
+WHEELS=(fastapi fastapi-offline starlette annotated-doc opentelemetry-api pydantic pydantic-core pydantic-settings
+        python-dotenv typing-inspection annotated-types typing-extensions uvicorn httptools grpcio
+        grpcio-health-checking grpcio-reflection protobuf datasets dill multiprocess fsspec jiwer rapidfuzz)
+PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64)
+
+# ---- bundle --------------------------------------------------------------------------------------------------
+
+bundle() {
+    local out=gpu_bundle wheels=1 vocab=16000 limit_mib=64 corpus=() tok="" shared
+    shared=$($PY -c "from electric.shared_data import shared_data_dir; print(shared_data_dir())") \
+        || die "cannot run $PY with the project importable (set PYTHON=.venv/bin/python)"
+    while (($#)); do
+        case $1 in
+            --out) out=$2; shift 2 ;;
+            --no-wheels) wheels=0; shift ;;
+            --vocab-size) vocab=$2; shift 2 ;;
+            --limit-mib) num "$1" "$2"; limit_mib=$2; shift 2 ;;
+            --shared) shared=$2; shift 2 ;;
+            --corpus) shift; while (($#)) && [[ $1 != --* ]]; do corpus+=("$1"); shift; done ;;
+            --tokenizer) tok=$2; shift 2 ;;
+            -h|--help) usage ;;
+            *) die "bundle: unknown option $1 (see --help)" ;;
+        esac
+    done
+    [[ -d $shared ]] || die "no data folder at $shared (set ELECTRIC_SHARED_DATA)"
+    rm -rf "$out" && mkdir -p "$out/stage/data/corpus/enwiki" "$out/stage/data/nbest" "$out/stage/data/glue" || exit 2
+
+    if ((wheels)); then
+        local specs=() name version
+        for name in "${WHEELS[@]}"; do
+            version=$($PY -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$name" 2>/dev/null) \
+                || die "$name is not installed here: install the project's dev extra first"
+            specs+=("$name==$version")
+        done
+        local plat=() p
+        for p in "${PLATFORMS[@]}"; do plat+=(--platform "$p"); done
+        $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}" \
+            -d "$out/wheels" "${specs[@]}" || die "pip download failed"
+    fi
+
+    local d=$out/stage/data
+    cp "$shared"/nbest/{atis_test,wsj_eval,librispeech_test_clean}.whisper5best.json "$d/nbest/" || exit 2
+    cp -r "$shared/blimp" "$d/blimp" || exit 2
+    mkdir -p "$d/glue/sst2" "$d/glue/cola"
+    cp "$shared"/glue/sst2/{train,dev}.tsv "$d/glue/sst2/" && cp "$shared"/glue/cola/in_domain_{train,dev}.tsv "$d/glue/cola/" \
+        || exit 2
+
+    # what may go to the corpus: the limit, less the checkout (tracked and untracked files that git does not ignore),
+    # the wheels, the rest of the data (compressed) and 2 MiB for the tokenizer and the tar's own overhead
+    local checkout rest wheels_b budget used=0 size f
+    checkout=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+    wheels_b=$(du -cb "$out/wheels" 2>/dev/null | tail -1 | cut -f1); wheels_b=${wheels_b:-0}
+    rest=$(tar czf - -C "$out/stage" data | wc -c)
+    budget=$(( $(awk "BEGIN{print int($limit_mib * 1048576)}") - checkout - wheels_b - rest - 2097152 ))
+    ((${#corpus[@]})) || corpus=("$shared"/corpus/enwiki/wiki_*)
+    local kept=0
+    for f in "${corpus[@]}"; do
+        size=$(gzip -c "$f" | wc -c)
+        ((used + size > budget)) && break
+        cp "$f" "$d/corpus/enwiki/" && used=$((used + size)) && kept=$((kept + 1))
+    done
+    ((kept)) || die "no corpus file fits: $((budget / 1048576)) MiB left after the checkout, wheels and data"
+    echo "corpus: $kept of ${#corpus[@]} files ($(du -sh "$d/corpus" | cut -f1) of text, ~$((used / 1048576)) MiB gzipped)"
+
+    if [[ -n $tok ]]; then
+        cp -r "$tok" "$out/tok" || exit 2
+    else
+        echo "training a $vocab-piece tokenizer on the corpus slice ..."
+        $PY -m training.tokenizer --data "$d/corpus/enwiki" --vocab-size "$vocab" --out "$out/tok" --overwrite >/dev/null \
+            || die "tokenizer training failed"
+    fi
+    tar czf "$out/data.tar.gz" -C "$out/stage" data && rm -rf "$out/stage" || exit 2
+    {
+        echo "commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (with changes)')"
+        echo "made $(date -u +%FT%TZ) by benchmarks/gpu_run.sh bundle"
+        echo "corpus files: $kept; tokenizer: $([[ -n $tok ]] && echo "copied from $tok" || echo "$vocab pieces")"
+        ls -1 "$out/wheels" 2>/dev/null | sed 's/^/wheel /'
+    } >"$out/MANIFEST.txt"
+    local total
+    total=$(du -cb "$out" | tail -1 | cut -f1)
+    printf 'bundle %s: %.1f MiB (wheels %.1f, data %.1f); checkout %.1f MiB; together %.1f of %s MiB\n' "$out" \
+        "$(awk "BEGIN{print $total/1048576}")" "$(awk "BEGIN{print $wheels_b/1048576}")" \
+        "$(awk "BEGIN{print $(wc -c <"$out/data.tar.gz")/1048576}")" "$(awk "BEGIN{print $checkout/1048576}")" \
+        "$(awk "BEGIN{print ($total+$checkout)/1048576}")" "$limit_mib"
+    ((total + checkout <= $(awk "BEGIN{print int($limit_mib * 1048576)}"))) || die "over the limit: use --limit-mib lower"
+}
+
+# ---- run -----------------------------------------------------------------------------------------------------
+
+run() {
+    local bundle=gpu_bundle out=${OUT:-runs/gpu_run/out} work=/tmp/gpu_run device=cuda preset=small minutes=1
+    local objectives=(electric electra mlm) skip=() deadline=570 site=/tmp/site
+    local t_throughput=60 t_slack=30 t_tokenize=45 t_health=30 t_blimp=40 t_rerank=40 t_glue=50 t_bring=25 t_serve=50
+    local steps=30 warmup=10 blimp_limit="" lists="" glue_examples=8000 glue_epochs=2 glue_eval="" serve_seconds=5
+    local pretrain_flags=() num_proc=0 compile=(off on) serve_flags=()
+    while (($#)); do
+        case $1 in
+            --bundle) bundle=$2; shift 2 ;;
+            --out) out=$2; shift 2 ;;
+            --work) work=$2; shift 2 ;;
+            --device) device=$2; shift 2 ;;
+            --preset) preset=$2; shift 2 ;;
+            --minutes) num "$1" "$2"; minutes=$2; shift 2 ;;
+            --objectives) objectives=(); shift; while (($#)) && [[ $1 != --* ]]; do objectives+=("$1"); shift; done ;;
+            --skip) shift; while (($#)) && [[ $1 != --* ]]; do skip+=("$1"); shift; done ;;
+            --deadline-s) num "$1" "$2"; deadline=$2; shift 2 ;;
+            --throughput-s) num "$1" "$2"; t_throughput=$2; shift 2 ;;
+            --pretrain-slack-s) num "$1" "$2"; t_slack=$2; shift 2 ;;
+            --tokenize-s) num "$1" "$2"; t_tokenize=$2; shift 2 ;;
+            --health-s) num "$1" "$2"; t_health=$2; shift 2 ;;
+            --blimp-s) num "$1" "$2"; t_blimp=$2; shift 2 ;;
+            --rerank-s) num "$1" "$2"; t_rerank=$2; shift 2 ;;
+            --glue-s) num "$1" "$2"; t_glue=$2; shift 2 ;;
+            --bring-back-s) num "$1" "$2"; t_bring=$2; shift 2 ;;
+            --serve-s) num "$1" "$2"; t_serve=$2; shift 2 ;;
+            --steps) steps=$2; shift 2 ;;
+            --warmup-steps) warmup=$2; shift 2 ;;
+            --blimp-limit) blimp_limit=$2; shift 2 ;;
+            --lists) lists=$2; shift 2 ;;
+            --glue-examples) glue_examples=$2; shift 2 ;;
+            --glue-epochs) glue_epochs=$2; shift 2 ;;
+            --glue-eval-examples) glue_eval=$2; shift 2 ;;
+            --serve-seconds) serve_seconds=$2; shift 2 ;;
+            --num-proc) num_proc=$2; shift 2 ;;
+            --throughput-compile) compile=(); shift; while (($#)) && [[ $1 != --* ]]; do compile+=("$1"); shift; done ;;
+            --no-int8) serve_flags+=(--no-int8); shift ;;
+            --site) site=$2; shift 2 ;;
+            --pretrain-flags) read -r -a pretrain_flags <<<"$2"; shift 2 ;;
+            -h|--help) usage ;;
+            *) die "run: unknown option $1 (see --help)" ;;
+        esac
+    done
+    mkdir -p "$out" "$work" || die "cannot create $out or $work"
+    out=$(cd "$out" && pwd); work=$(cd "$work" && pwd)
+    exec > >(tee -a "$out/gpu_run.log") 2>&1
+    export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+    echo "gpu_run $(date -u +%FT%TZ): device $device, preset $preset, $minutes min each of ${objectives[*]}; out $out"
+
+    # setup: the wheels, the data. Without these nothing after can run: a failure here ends the run.
+    if compgen -G "$bundle/wheels/*.whl" >/dev/null; then
+        $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+            "$bundle"/wheels/*.whl || { echo "STAGE setup FAILED: pip install of $bundle/wheels"; return 1; }
+        export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    rm -rf "$work/data" && tar xzf "$bundle/data.tar.gz" -C "$work" \
+        || { echo "STAGE setup FAILED: cannot unpack $bundle/data.tar.gz"; return 1; }
+    export ELECTRIC_SHARED_DATA=$work/data
+    local data=$work/data tok=$bundle/tok gpu
+    [[ -f $tok/vocab.txt ]] || { echo "STAGE setup FAILED: no tokenizer in $tok"; return 1; }
+    tok=$(cd "$tok" && pwd)
+    gpu=$($PY -c "import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')")
+    echo "setup done in ${SECONDS}s: $gpu; $(ls "$data/corpus/enwiki" | wc -l) corpus files"
+
+    local failed=0
+    stage() {  # stage NAME LIMIT_S COMMAND...: run it under a time limit; one line when it fails
+        local name=$1 limit rc t0=$SECONDS left
+        limit=$(awk "BEGIN{print int($2)}"); shift 2
+        if [[ " ${skip[*]} " == *" ${name%%:*} "* ]]; then echo "STAGE $name: skipped (--skip)"; return 0; fi
+        left=$(awk "BEGIN{print int($deadline) - $SECONDS}")
+        ((limit > left)) && limit=$left
+        if ((limit < 5)); then echo "STAGE $name FAILED: no time left before the deadline (${deadline}s)"
+            failed=$((failed + 1)); return 1; fi
+        echo "=== $name (limit ${limit}s, at ${SECONDS}s)"
+        timeout -k 20 "$limit" "$@"; rc=$?
+        if ((rc == 124 || rc == 137)); then echo "STAGE $name FAILED: its time limit (${limit}s) ran out"
+        elif ((rc != 0)); then echo "STAGE $name FAILED: exit status $rc"
+        else echo "STAGE $name: done in $((SECONDS - t0))s"; return 0; fi
+        failed=$((failed + 1)); return 1
+    }
+
+    # 1. throughput (the first corpus file is enough for 40 steps a row)
+    local first
+    first=$(ls "$data"/corpus/enwiki/* | head -1)
+    stage throughput "$t_throughput" $PY benchmarks/bench_gpu_throughput.py --data "$first" --tokenizer "$tok" \
+        --preset "$preset" --steps "$steps" --warmup-steps "$warmup" --device "$device" --num-proc "$num_proc" \
+        --compile "${compile[@]}" --cache-dir "$work/cache" --json "$out/gpu_throughput.json" --profile "$work/profile"
+    if compgen -G "$work/profile/*.txt" >/dev/null; then
+        for f in "$work"/profile/*.txt; do echo "==== $(basename "$f")"; cat "$f"; done >"$out/gpu_profile.txt"
+    fi
+
+    # 2. pretraining, one objective after the other, each with the whole GPU for --minutes
+    local runs=() obj name cmd limit
+    mkdir -p "$work/runs"
+    for obj in "${objectives[@]}"; do
+        name=$obj-$preset
+        cmd=($PY -m training.pretrain --objective "$obj" --preset "$preset" --data "$data/corpus/enwiki"
+             --tokenizer "$tok" --time-budget "$minutes" --device "$device" --num-proc "$num_proc"
+             --cache-dir "$work/cache" --overwrite --out "$work/runs/$name" "${pretrain_flags[@]}")
+        printf '%q ' python "${cmd[@]:1}" | sed 's/ $//' >"$work/runs/$name.cmd"
+        limit=$(awk "BEGIN{print $minutes * 60 + $t_slack + (${#runs[@]} == 0 ? $t_tokenize : 0)}")
+        stage "pretrain:$name" "$limit" "${cmd[@]}"
+        [[ -f $work/runs/$name/config.json ]] && runs+=("$name=$work/runs/$name")
+    done
+    ((${#runs[@]})) || { echo "no pretraining run left a model: nothing to evaluate"; }
+
+    # 3. evaluation into gpu_pretrain.json, a figure at a time
+    local report=(benchmarks/gpu_pretrain_report.py --report "$out/gpu_pretrain.json" --work "$work/report"
+                  --device "$device" --run "${runs[@]}")
+    if ((${#runs[@]})); then
+        stage health "$t_health" $PY "${report[@]:0:1}" health "${report[@]:1}" --gpu "$gpu" --minutes "$minutes"
+        stage blimp "$t_blimp" $PY "${report[@]:0:1}" blimp "${report[@]:1}" --data "$data/blimp" \
+            ${blimp_limit:+--limit "$blimp_limit"}
+        stage rerank "$t_rerank" $PY "${report[@]:0:1}" rerank "${report[@]:1}" --data "$data/nbest" \
+            ${lists:+--lists "$lists"}
+        stage glue "$t_glue" $PY "${report[@]:0:1}" glue "${report[@]:1}" --data "$data/glue" \
+            --glue-examples "$glue_examples" --glue-epochs "$glue_epochs" ${glue_eval:+--glue-eval-examples "$glue_eval"}
+        # 4. the best discriminator, before serving: a lost minute there must not lose the model
+        stage bring-back "$t_bring" $PY "${report[@]:0:1}" bring-back "${report[@]:1}" --out "$out/model" \
+            --best-file "$work/best"
+    fi
+
+    # 5. serving the best discriminator (or the first run's) on the GPU, beside the CPU int8 server
+    local best=""
+    [[ -f $work/best ]] && best=$(cat "$work/best")
+    [[ -z $best && ${#runs[@]} -gt 0 ]] && best=${runs[0]#*=}
+    if [[ -n $best && -d $best/discriminator ]]; then
+        stage serve "$t_serve" $PY benchmarks/bench_gpu_serve.py --model "$best/discriminator" \
+            --json "$out/gpu_serve.json" --seconds "$serve_seconds" --work "$work/serve" --gpu "$gpu" "${serve_flags[@]}"
+    else
+        echo "STAGE serve FAILED: no discriminator to serve"; failed=$((failed + 1))
+    fi
+    echo "gpu_run done in ${SECONDS}s: $failed stage(s) failed; figures in $out"
+    ls -l "$out" "$out/model" 2>/dev/null
+    return 0
+}
+
+case ${1:-} in
+    bundle) shift; bundle "$@" ;;
+    run) shift; run "$@" ;;
+    -h|--help|"") usage ;;
+    *) die "unknown command $1: bundle or run" ;;
+esac
