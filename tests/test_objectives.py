@@ -171,11 +171,12 @@ def test_electra_loss_weights_generator_1_and_discriminator_50():
 
 
 def test_electric_loss_uses_the_corrected_logits():
-    target_log_q = torch.log_softmax(torch.tensor([[0.0, 0.0]]), -1)[:, 1]  # q(target) = 1/2
+    target_log_q = torch.tensor([[-math.log(2.0), -5.0]])  # q(target) = 1/2 at the one candidate
+    candidates = torch.tensor([[True, False]])
     corrected = torch.tensor([[10.0, -10.0]])
     labels = torch.tensor([[1.0, 0.0]])
     am = torch.ones(1, 2, dtype=torch.long)
-    out = obj.electric_loss(target_log_q, corrected, labels, am, gen_weight=1.0, disc_weight=50.0)
+    out = obj.electric_loss(target_log_q, candidates, corrected, labels, am, gen_weight=1.0, disc_weight=50.0)
     bce = math.log1p(math.exp(-10.0))
     assert out["loss"].item() == pytest.approx(math.log(2.0) + 50 * bce, abs=1e-4)  # fp32 BCE
     assert out["disc_acc"].item() == 1.0

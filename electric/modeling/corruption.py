@@ -7,7 +7,8 @@ calibrated probability means "replaced as in pretraining".
 
 Conventions: `input_ids`, `attention_mask` are (B, T); a boolean (B, T) mask selects positions and `x[mask]`
 flattens them row-major to (N, ...). Randomness comes only from the `torch.Generator` passed in, so a step is
-reproducible from its seed.
+reproducible from its seed; a training step draws its uniforms from that generator first and passes them in its
+place (`Draw`), so that the step itself holds no generator and compiles to one graph.
 """
 
 from __future__ import annotations
@@ -17,6 +18,18 @@ from torch import nn
 from transformers import ElectraForMaskedLM
 
 from electric.modeling.cloze import ElectricForClozeLM
+
+
+Draw = torch.Generator | torch.Tensor  # a generator to draw from, or the uniforms already drawn from one
+
+
+def uniforms(rng: Draw, shape: torch.Size | tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """U(0, 1) fp32 of `shape` from `rng`, or `rng` itself when it is the tensor drawn beforehand."""
+    if isinstance(rng, torch.Generator):
+        return torch.rand(shape, generator=rng, device=device, dtype=torch.float32)
+    if rng.shape != shape:
+        raise ValueError(f"uniforms drawn as {tuple(rng.shape)}, needed {tuple(shape)}")
+    return rng
 
 
 def candidate_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: torch.Tensor) -> torch.Tensor:
@@ -38,41 +51,74 @@ def num_to_mask(n_candidates: torch.Tensor, mask_prob: float, max_predictions: i
 
 
 def mask_tokens(
-    candidates: torch.Tensor, mask_prob: float, max_predictions: int, rng: torch.Generator
+    candidates: torch.Tensor, mask_prob: float, max_predictions: int, rng: Draw
 ) -> torch.Tensor:
     """Choose k positions per row uniformly among candidates, without duplicates: (B, T) bool."""
     if max_predictions < 1:
         raise ValueError(f"max_predictions must be >= 1, got {max_predictions}")
-    noise = torch.rand(candidates.shape, generator=rng, device=candidates.device)  # (B, T)
+    noise = uniforms(rng, candidates.shape, candidates.device)  # (B, T)
     noise = noise.masked_fill(~candidates, 2.0)  # non-candidates sort last
     rank = noise.argsort(dim=1).argsort(dim=1)  # (B, T): rank of each position's noise in its row
     k = num_to_mask(candidates.sum(dim=1), mask_prob, max_predictions)  # (B,)
     return (rank < k[:, None]) & candidates
 
 
+def chosen_slots(chosen: torch.Tensor, slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chosen positions (B, T) bool as a fixed number of flat indices into the (B * T) batch, so that a step's
+    shapes never depend on how many positions its batch chose (a boolean index would read that count back from the
+    device): `index` (B * S,) and `valid` (B * S,) bool, True where the index is a chosen position, S = min(slots, T).
+
+    The chosen come first, in the row-major order `x[chosen]` flattens them: `x.flatten(0, 1)[index][valid]` is
+    `x[chosen]`. The rest are distinct unchosen positions, so a scatter to `index` never writes one place twice.
+    `slots` must be at least the most positions one row chose (`max_predictions` caps them)."""
+    B, T = chosen.shape
+    in_row = torch.argsort((~chosen).to(torch.uint8), dim=1, stable=True)[:, :min(slots, T)]  # (B, S): chosen first
+    picked = chosen.gather(1, in_row).flatten()  # (B * S,)
+    flat = (in_row + torch.arange(B, device=chosen.device)[:, None] * T).flatten()  # (B * S,)
+    order = torch.argsort((~picked).to(torch.uint8), stable=True)  # the chosen of every row first, rows in order
+    return flat[order], picked[order]
+
+
+def replace_at(input_ids: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """`input_ids` (B, T) with `values` (N,) written at the flat positions `index` (N,) where `valid` (N,) holds:
+    `chosen_slots`' indices, so `x[chosen] = values[valid]` without a boolean index."""
+    flat = input_ids.flatten()  # (B * T,)
+    return flat.scatter(0, index, torch.where(valid, values, flat[index])).view_as(input_ids)
+
+
 def electra_mask_inputs(
-    input_ids: torch.Tensor, chosen: torch.Tensor, mask_id: int, rng: torch.Generator, keep_prob: float = 0.15
+    input_ids: torch.Tensor, chosen: torch.Tensor, mask_id: int, rng: Draw, keep_prob: float = 0.15
 ) -> torch.Tensor:
     """ELECTRA generator input: 85% of chosen positions become [MASK], 15% keep the original token."""
-    u = torch.rand(input_ids.shape, generator=rng, device=input_ids.device)
+    u = uniforms(rng, input_ids.shape, input_ids.device)
     return input_ids.masked_fill(chosen & (u >= keep_prob), mask_id)
 
 
 def bert_mask_inputs(
-    input_ids: torch.Tensor, chosen: torch.Tensor, mask_id: int, vocab_size: int, rng: torch.Generator
+    input_ids: torch.Tensor, chosen: torch.Tensor, mask_id: int, vocab_size: int,
+    rng: torch.Generator | tuple[torch.Tensor, torch.Tensor],
 ) -> torch.Tensor:
-    """BERT MLM input: of the chosen positions 80% [MASK], 10% a random token, 10% unchanged."""
-    u = torch.rand(input_ids.shape, generator=rng, device=input_ids.device)
-    random_ids = torch.randint(vocab_size, input_ids.shape, generator=rng, device=input_ids.device)
+    """BERT MLM input: of the chosen positions 80% [MASK], 10% a random token, 10% unchanged. `rng`: a generator,
+    or the (B, T) uniforms and random token ids already drawn from one (`bert_draws`)."""
+    u, random_ids = bert_draws(rng, input_ids.shape, vocab_size, input_ids.device) if isinstance(
+        rng, torch.Generator) else rng
     out = input_ids.masked_fill(chosen & (u < 0.8), mask_id)
     swap = chosen & (u >= 0.8) & (u < 0.9)
     return torch.where(swap, random_ids, out)
 
 
+def bert_draws(rng: torch.Generator, shape: torch.Size | tuple[int, ...], vocab_size: int,
+               device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """What `bert_mask_inputs` draws: (B, T) uniforms, then (B, T) random token ids."""
+    return uniforms(rng, shape, device), torch.randint(vocab_size, shape, generator=rng, device=device)
+
+
 @torch.no_grad()
-def sample_replacements(logits: torch.Tensor, temperature: float, rng: torch.Generator) -> torch.Tensor:
+def sample_replacements(logits: torch.Tensor, temperature: float, rng: Draw) -> torch.Tensor:
     """x_hat ~ softmax(logits / temperature) by Gumbel-max, in fp32, without gradient: (N, V) -> (N,)."""
-    u = torch.rand(logits.shape, generator=rng, device=logits.device, dtype=torch.float32)
+    u = uniforms(rng, logits.shape, logits.device)
+    if not isinstance(rng, torch.Generator):
+        u = u.clone()  # the caller's uniforms stay as drawn
     gumbel = u.clamp_(1e-10, 1.0 - 1e-7).log_().neg_().log_().neg_()  # -log(-log u), in place: (N, V) once
     return gumbel.add_(logits.detach().float() / temperature).argmax(dim=-1)
 

@@ -19,17 +19,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedModel
 
 from electric.modeling.cloze import ElectricClozeConfig, ElectricForClozeLM
 from electric.modeling.corruption import (
+    bert_draws,
     bert_mask_inputs,
     candidate_mask,
+    chosen_slots,
     electra_labels,
     electra_mask_inputs,
     electric_labels,
     mask_tokens,
+    replace_at,
     sample_replacements,
+    uniforms,
 )
 from electric.modeling.pre_layer_norm import electra_model
 from electric.pretraining import objectives as obj
@@ -66,6 +70,32 @@ def _details(disc_logits, disc_output, labels, attention_mask, hidden, gen_logit
         d["gen_nll"] = F.cross_entropy(gen_logits.float(), gen_targets, reduction="none")  # (N,)
         d["gen_targets"] = gen_targets
     return d
+
+
+def _key_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) -> (B, 1, 1, T) bool, True = may be attended to: the mask SDPA reads. transformers passes a 4D mask
+    through as it is; from a 2D one it would first ask the device whether the batch has any padding at all (to
+    skip the mask), a read that makes the host wait for the GPU twice a step."""
+    return attention_mask.bool()[:, None, None, :]
+
+
+def _use_sdpa(*models: PreTrainedModel) -> None:
+    """Attention through torch's scaled_dot_product_attention (flash or memory-efficient kernels on a GPU), which
+    the boolean masks of `_key_mask` and the cloze towers are written for."""
+    for model in models:
+        if model.config._attn_implementation != "sdpa":
+            model.set_attn_implementation("sdpa")
+
+
+@dataclass(frozen=True)
+class StepNoise:
+    """The random draws of one step, in the order the step reads them, drawn before it runs (`draw_noise`): the step
+    is then a function of its batch and these tensors alone, holds no generator and compiles to one graph."""
+
+    choose: torch.Tensor  # (B, T) uniforms: which positions are chosen (mask_tokens)
+    show: torch.Tensor | None = None  # (B, T) uniforms: what the generator sees at them (mlm, electra)
+    swap_ids: torch.Tensor | None = None  # (B, T) random token ids: mlm's random replacements
+    gumbel: torch.Tensor | None = None  # (N, V) uniforms: the samples at N = B x max_predictions slots (electra, electric)
 
 
 @dataclass
@@ -113,6 +143,7 @@ class PretrainingModel(nn.Module):
             self.discriminator = None
             self.generator = generator or electra_model(
                 ElectraForMaskedLM, ElectraConfig(**_electra_config(cfg, V, pad, generator=False)))
+            _use_sdpa(self.generator)
             return
         if discriminator is None:
             discriminator = electra_model(ElectraForPreTraining,
@@ -130,6 +161,7 @@ class PretrainingModel(nn.Module):
                 gen_kwargs.pop("layer_norm_position", None)
                 generator = ElectricForClozeLM(ElectricClozeConfig(**gen_kwargs))
         self.generator = generator
+        _use_sdpa(discriminator, generator)
         self.sample_temperature = cfg.temperature  # the loop lowers it over a --temperature-start schedule
         if self.gdes:  # the generator's word embeddings: stopgrad(the discriminator's) + this delta
             E = discriminator.config.embedding_size
@@ -214,93 +246,117 @@ class PretrainingModel(nn.Module):
         if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
             raise ValueError(f"input_ids {tuple(input_ids.shape)} and attention_mask "
                              f"{tuple(attention_mask.shape)} must both be (B, T)")
-        candidates = candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
-        chosen = mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
-        if self.cfg.objective == "mlm":
-            return self._mlm(input_ids, attention_mask, chosen, rng, details)
-        if self.cfg.objective == "electra":
-            return self._electra(input_ids, attention_mask, chosen, rng, details)
-        return self._electric(input_ids, attention_mask, candidates, chosen, rng, details)
+        return self.step(input_ids, attention_mask, self.draw_noise(input_ids, rng), details)
 
-    def _masked_lm_logits(self, model: ElectraForMaskedLM, inputs, attention_mask, positions, words=None):
-        """The vocabulary head only at `positions` (B, T) bool: logits (N, V) and the last layer (B, T, H).
+    @torch.compiler.disable  # a generator cannot enter a compiled graph: the step's draws happen before it
+    def draw_noise(self, input_ids: torch.Tensor, rng: torch.Generator) -> StepNoise:
+        """The draws of one step on a (B, T) batch, from `rng` in the order the step reads them."""
+        shape, device = input_ids.shape, input_ids.device
+        choose = uniforms(rng, shape, device)
+        if self.cfg.objective == "mlm":
+            show, swap_ids = bert_draws(rng, shape, self.special.vocab_size, device)
+            return StepNoise(choose, show, swap_ids)
+        show = uniforms(rng, shape, device) if self.cfg.objective == "electra" else None
+        slots = shape[0] * min(self.cfg.max_predictions, shape[1])
+        return StepNoise(choose, show, gumbel=uniforms(rng, (slots, self.special.vocab_size), device))
+
+    def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, noise: StepNoise,
+             details: bool = False) -> dict:
+        """`forward` with its draws made: the objective's pass over a (B, T) batch."""
+        candidates = candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
+        chosen = mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, noise.choose)  # (B, T)
+        if self.cfg.objective == "mlm":
+            return self._mlm(input_ids, attention_mask, chosen, noise, details)
+        if self.cfg.objective == "electra":
+            return self._electra(input_ids, attention_mask, chosen, noise, details)
+        return self._electric(input_ids, attention_mask, candidates, chosen, noise, details)
+
+    def _masked_lm_logits(self, model: ElectraForMaskedLM, inputs, attention_mask, index, words=None):
+        """The vocabulary head only at the flat positions `index` (N,): logits (N, V) and the last layer (B, T, H).
         `words` (V, E): the word embeddings in and out in place of the model's own (GDES)."""
+        attention_mask = _key_mask(attention_mask)  # (B, 1, 1, T)
         if words is None:
             h = model.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
-            return model.generator_lm_head(model.generator_predictions(h[positions])), h  # (N, V), (B, T, H)
+            return model.generator_lm_head(model.generator_predictions(h.flatten(0, 1)[index])), h  # (N, V)
         h = model.electra(inputs_embeds=F.embedding(inputs, words), attention_mask=attention_mask).last_hidden_state
-        features = model.generator_predictions(h[positions])  # (N, E)
+        features = model.generator_predictions(h.flatten(0, 1)[index])  # (N, E)
         return F.linear(features, words, model.generator_lm_head.bias), h  # (N, V), (B, T, H)
 
     def _discriminate(self, disc_inputs, attention_mask, details: bool):
         """Discriminator outputs s (B, T), and its last layer (B, T, H) when details are asked for."""
         assert self.discriminator is not None  # objectives electra and electric have one
-        out = self.discriminator(disc_inputs, attention_mask=attention_mask, output_hidden_states=details)
+        out = self.discriminator(disc_inputs, attention_mask=_key_mask(attention_mask), output_hidden_states=details)
         return out.logits, (out.hidden_states[-1] if details else None)
 
-    def _mlm(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
+    # Every shape in a step is fixed by the batch's (B, T): the chosen positions are `chosen_slots`' B x
+    # max_predictions indices (the unused ones skipped by an IGNORE target or a False in `valid`), and every mean is a
+    # weighted sum. No value is read back to the host, so a GPU never waits for the step to tell it what comes next.
+
+    def _mlm(self, input_ids, attention_mask, chosen, noise: StepNoise, details=False) -> dict:
         s = self.special
-        inputs = bert_mask_inputs(input_ids, chosen, s.mask, s.vocab_size, rng)  # (B, T)
-        logits, h = self._masked_lm_logits(self.masked_lm, inputs, attention_mask, chosen)  # (N, V), (B, T, H)
-        targets = input_ids[chosen]  # (N,)
+        assert noise.show is not None and noise.swap_ids is not None  # drawn for objective mlm
+        inputs = bert_mask_inputs(input_ids, chosen, s.mask, s.vocab_size, (noise.show, noise.swap_ids))  # (B, T)
+        index, valid = chosen_slots(chosen, self.cfg.max_predictions)  # (N,) each
+        logits, h = self._masked_lm_logits(self.masked_lm, inputs, attention_mask, index)  # (N, V), (B, T, H)
+        targets = input_ids.flatten()[index].masked_fill(~valid, obj.IGNORE)  # (N,)
         loss = obj.mlm_loss(logits, targets)
         out: dict[str, Any] = {"loss": loss, "gen_loss": loss.detach(), "gen_acc": obj.accuracy(logits, targets)}
         if details:
-            out["details"] = _details(None, None, None, attention_mask, h, logits, targets)
+            out["details"] = _details(None, None, None, attention_mask, h, logits[valid], targets[valid])
         return out
 
-    def _electra(self, input_ids, attention_mask, chosen, rng, details=False) -> dict:
-        gen_inputs = electra_mask_inputs(input_ids, chosen, self.special.mask, rng)  # (B, T)
+    def _electra(self, input_ids, attention_mask, chosen, noise: StepNoise, details=False) -> dict:
+        assert noise.show is not None and noise.gumbel is not None  # drawn for objective electra
+        gen_inputs = electra_mask_inputs(input_ids, chosen, self.special.mask, noise.show)  # (B, T)
+        index, valid = chosen_slots(chosen, self.cfg.max_predictions)  # (N,) each
         with torch.no_grad() if self.frozen_generator else contextlib.nullcontext():
-            gen_logits, _ = self._masked_lm_logits(self.masked_lm, gen_inputs, attention_mask, chosen,
+            gen_logits, _ = self._masked_lm_logits(self.masked_lm, gen_inputs, attention_mask, index,
                                                    self.generator_word_weight())  # (N, V)
-        targets = input_ids[chosen]  # (N,)
-        sampled = sample_replacements(gen_logits, self.sample_temperature, rng)  # (N,)
-        disc_inputs = input_ids.clone()
-        disc_inputs[chosen] = sampled
+        targets = input_ids.flatten()[index].masked_fill(~valid, obj.IGNORE)  # (N,)
+        sampled = sample_replacements(gen_logits, self.sample_temperature, noise.gumbel)  # (N,)
+        disc_inputs = replace_at(input_ids, index, valid, sampled)  # (B, T)
         labels = electra_labels(input_ids, disc_inputs)  # (B, T)
         s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T), (B, T, H) or None
         gen_weight = 0.0 if self.frozen_generator else self.cfg.gen_weight
         out = obj.electra_loss(gen_logits, targets, s, labels, attention_mask, gen_weight, self.cfg.disc_weight)
         out["gen_acc"] = obj.accuracy(gen_logits, targets)
         if details:
-            out["details"] = _details(s, s, labels, attention_mask, h, gen_logits, targets)
+            out["details"] = _details(s, s, labels, attention_mask, h, gen_logits[valid], targets[valid])
         return out
 
-    def _electric(self, input_ids, attention_mask, candidates, chosen, rng, details=False) -> dict:
-        real = attention_mask.bool()  # (B, T)
+    def _electric(self, input_ids, attention_mask, candidates, chosen, noise: StepNoise, details=False) -> dict:
+        assert noise.gumbel is not None  # drawn for objective electric
         words = self.generator_word_weight()  # (V, E) with GDES, else None: the generator's own
         # on CPU the towers' small masked attention (tiny: 1 head of 32) trains faster unfused (~5% of a step)
         with sdpa_kernel(SDPBackend.MATH) if input_ids.device.type == "cpu" else contextlib.nullcontext():
             feats = self.cloze.cloze_hidden(input_ids, attention_mask, words)  # (B, T, E) on the clean input
         head = self.cloze.lm_head
-        products = F.linear(feats[real], head.weight if words is None else words)  # (N_real, V), bias apart
-        is_cand = candidates[real]  # (N_real,)
-        is_chosen = chosen[real]  # (N_real,)
-        sampled = sample_replacements(torch.add(products[is_chosen], head.bias), self.sample_temperature,
-                                          rng)  # (k,)
-        disc_inputs = input_ids.clone()
-        disc_inputs[chosen] = sampled
+        products = F.linear(feats.flatten(0, 1), head.weight if words is None else words)  # (B*T, V), bias apart
+        index, valid = chosen_slots(chosen, self.cfg.max_predictions)  # (N,) each
+        sampled = sample_replacements(torch.add(products[index], head.bias), self.sample_temperature,
+                                      noise.gumbel)  # (N,)
+        disc_inputs = replace_at(input_ids, index, valid, sampled)  # (B, T)
         labels = electric_labels(chosen)  # (B, T): every sampled position is "noise"
         # the correction's log q is the noise's: the distribution the replacements were drawn from, tempered when
         # --temperature is not 1 (the cloze model's own loss below keeps its untempered log q)
-        targets = input_ids[real]  # (N_real,)
-        target_log_q, noise_log_q, best = obj.cloze_log_q(products, head.bias, targets, disc_inputs[real],
-                                                          self.sample_temperature)  # (N_real,) each
-        log_q = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)  # (B, T)
-        log_q[real] = noise_log_q
+        target_log_q, noise_log_q, best = obj.cloze_log_q(products, head.bias, input_ids.flatten(),
+                                                          disc_inputs.flatten(), self.sample_temperature)  # (B*T,)
+        target_log_q, noise_log_q, best = (t.view(input_ids.shape) for t in (target_log_q, noise_log_q, best))
+        log_q = torch.where(attention_mask.bool(), noise_log_q, 0.0)  # (B, T)
         s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T) energies, (B, T, H) or None
         logit = obj.electric_corrected_logits(s, log_q, self.cfg.mask_prob)  # (B, T)
-        out = obj.electric_loss(target_log_q[is_cand], logit, labels, attention_mask, self.cfg.gen_weight,
+        out = obj.electric_loss(target_log_q, candidates, logit, labels, attention_mask, self.cfg.gen_weight,
                                 self.cfg.disc_weight)
         with torch.no_grad():
-            out["logit_mean"] = logit[real].mean()  # where the corrected logits sit (the prior: log(p / (1 - p)))
-            hit = is_cand & (target_log_q >= best)  # the target ties for first; argmax settles the ties
-            first = torch.add(products[hit], head.bias).argmax(-1) == targets[hit]
-            out["gen_acc"] = first.sum() / is_cand.sum().clamp(min=1)
+            real = attention_mask.float()
+            out["logit_mean"] = (logit * real).sum() / real.sum().clamp(min=1)  # where the corrected logits sit
+            # the target reaches the row's maximum: its first choice (ties, rare in fp32, count as right)
+            first = (candidates & (target_log_q >= best)).float()
+            out["gen_acc"] = first.sum() / candidates.float().sum().clamp(min=1)
             if details:
                 out["details"] = {**_details(logit, s, labels, attention_mask, h, None, None),
-                                  "gen_nll": -target_log_q[is_cand], "gen_targets": targets[is_cand], "corrected": True}
+                                  "gen_nll": -target_log_q[candidates], "gen_targets": input_ids[candidates],
+                                  "corrected": True}
         return out
 
     def fixed_noise_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, noise_probs: torch.Tensor,

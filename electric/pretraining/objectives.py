@@ -13,17 +13,22 @@ import math
 import torch
 import torch.nn.functional as F
 
-# Electric's cloze model needs log q at every real token (its loss at every candidate, the correction at every
-# position), so its (N, V) logits are ~7x ELECTRA's. They are formed and read in blocks of rows that stay in
-# cache: the head's product without its bias (bf16 under autocast) plus the bias, then log-softmax, gathers and
-# the row's maximum; the backward recomputes the softmax the same way. That replaces a full-size bias copy, an
-# fp32 copy, a full log-softmax, a zero-filled gradient for the gather, an argmax and a second log-softmax at the
-# sampling temperature (BENCHMARKS.md, "Pretraining throughput v4").
+# Electric's cloze model needs log q at every token (its loss at every candidate, the correction at every
+# position), so its (N, V) logits are ~7x ELECTRA's. They are formed and read in blocks of rows: the head's product
+# without its bias (bf16 under autocast) plus the bias, then log-softmax, gathers and the row's maximum; the
+# backward recomputes the softmax the same way. That replaces a full-size bias copy, an fp32 copy, a full
+# log-softmax, a zero-filled gradient for the gather, an argmax and a second log-softmax at the sampling temperature
+# (benchmarks/archive/pretraining_throughput.md, "Pretraining throughput v4"). On a CPU a block is ROW_BLOCK rows, which stay in
+# cache; on a GPU a block is as many rows as fit GPU_BLOCK_ELEMENTS logits, so a batch takes a few kernel launches.
 ROW_BLOCK = 128
+GPU_BLOCK_ELEMENTS = 2**27  # 512 MB of fp32 logits per block
+
+IGNORE = -100  # a target that no loss or accuracy counts: the unused slots of `chosen_slots`
 
 
-def _blocks(n: int):
-    return (slice(a, a + ROW_BLOCK) for a in range(0, n, ROW_BLOCK))
+def _blocks(n: int, vocab_size: int, device: torch.device):
+    rows = ROW_BLOCK if device.type == "cpu" else max(ROW_BLOCK, GPU_BLOCK_ELEMENTS // max(1, vocab_size))
+    return (slice(a, a + rows) for a in range(0, n, rows))
 
 
 class _ClozeLogQ(torch.autograd.Function):
@@ -32,7 +37,7 @@ class _ClozeLogQ(torch.autograd.Function):
         n = products.shape[0]
         target_log_q = torch.empty(n, dtype=torch.float32, device=products.device)
         noise_log_q, best = torch.empty_like(target_log_q), torch.empty_like(target_log_q)
-        for rows in _blocks(n):
+        for rows in _blocks(n, products.shape[1], products.device):
             logits = torch.add(products[rows], bias)  # (b, V) fp32
             log_q = torch.log_softmax(logits, -1)
             target_log_q[rows] = log_q.gather(-1, targets[rows, None]).squeeze(-1)
@@ -49,7 +54,7 @@ class _ClozeLogQ(torch.autograd.Function):
         products, bias, targets = ctx.saved_tensors
         grad = torch.empty_like(products)
         grad_bias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device)
-        for rows in _blocks(products.shape[0]):
+        for rows in _blocks(products.shape[0], products.shape[1], products.device):
             p = torch.softmax(torch.add(products[rows], bias), -1).mul_(-g[rows, None])
             p.scatter_add_(-1, targets[rows, None], g[rows, None])
             grad_bias += p.sum(0)
@@ -106,28 +111,28 @@ def masked_bce(logits: torch.Tensor, labels: torch.Tensor, attention_mask: torch
 
 
 def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the positions given: (N, V), (N,)."""
-    if logits.shape[0] == 0:
-        return logits.sum() * 0.0
-    return F.cross_entropy(logits.float(), targets)
+    """Mean cross-entropy over the positions given, (N, V) and (N,), leaving out targets set to IGNORE; 0 with none."""
+    counted = (targets != IGNORE).sum()
+    total = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, reduction="sum")
+    return total / counted.clamp(min=1)
 
 
 @torch.no_grad()
 def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    if targets.numel() == 0:
-        return torch.zeros((), device=logits.device)
-    return (logits.argmax(dim=-1) == targets).float().mean()
+    """The share of positions whose first choice (argmax of (N, V)) is the target (N,), leaving out IGNORE."""
+    counted = targets != IGNORE
+    return ((logits.argmax(dim=-1) == targets) & counted).sum() / counted.sum().clamp(min=1)
 
 
 @torch.no_grad()
 def _disc_metrics(logits: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor) -> dict:
-    real = attention_mask.bool()
-    pred = (logits[real] > 0).float()
-    lab = labels[real]
+    """Means over non-pad tokens, as weighted sums (a boolean index would read the token count back to the host)."""
+    real = attention_mask.float()
+    n = real.sum().clamp(min=1.0)
     return {
-        "disc_acc": (pred == lab).float().mean(),
-        "disc_baseline_acc": (lab == 0).float().mean(),  # always answering "original"
-        "replaced_frac": lab.mean(),
+        "disc_acc": (((logits > 0).float() == labels).float() * real).sum() / n,
+        "disc_baseline_acc": ((labels == 0).float() * real).sum() / n,  # always answering "original"
+        "replaced_frac": (labels * real).sum() / n,
     }
 
 
@@ -150,6 +155,7 @@ def electra_loss(
 
 def electric_loss(
     cloze_target_log_q: torch.Tensor,
+    candidates: torch.Tensor,
     corrected_logits: torch.Tensor,
     labels: torch.Tensor,
     attention_mask: torch.Tensor,
@@ -158,10 +164,15 @@ def electric_loss(
 ) -> dict:
     """Cloze likelihood on all candidates + NCE's BCE on the corrected logits over non-pad tokens.
 
-    cloze_target_log_q: (N_cand,) log q(x_t | x_\\t) of the true token at every candidate position
-    (the log-softmax the corrected logits already need, so it is computed once).
+    cloze_target_log_q: (B, T) log q(x_t | x_\\t) of the true token at every position (the log-softmax the corrected
+    logits already need, so it is computed once); candidates: (B, T) bool, the positions whose log q the cloze loss
+    averages.
     """
-    gen = -cloze_target_log_q.float().mean() if cloze_target_log_q.numel() else cloze_target_log_q.sum() * 0.0
+    if cloze_target_log_q.shape != candidates.shape:
+        raise ValueError(f"cloze_target_log_q {tuple(cloze_target_log_q.shape)} and candidates "
+                         f"{tuple(candidates.shape)} differ in shape")
+    weights = candidates.float()
+    gen = -(cloze_target_log_q.float() * weights).sum() / weights.sum().clamp(min=1.0)
     disc = masked_bce(corrected_logits, labels, attention_mask)
     out = {"loss": gen_weight * gen + disc_weight * disc, "gen_loss": gen.detach(), "disc_loss": disc.detach()}
     out.update(_disc_metrics(corrected_logits, labels, attention_mask))
