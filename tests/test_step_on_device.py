@@ -173,3 +173,14 @@ def test_forward_is_draw_noise_then_step():
     a = model(ids, am, torch.Generator().manual_seed(3))["loss"]
     b = model.step(ids, am, model.draw_noise(ids, torch.Generator().manual_seed(3)))["loss"]
     assert a.item() == b.item()
+
+
+def test_compile_says_in_one_line_why_it_cannot_or_what_it_costs(monkeypatch, capsys):
+    from training.pretrain import compile_refused
+
+    assert not compile_refused(torch.device("cpu"))
+    assert capsys.readouterr().err.count("\n") == 1  # on a CPU: it compiles, and says what that costs
+    monkeypatch.setattr(torch._dynamo, "is_dynamo_supported", lambda: False)
+    assert compile_refused(torch.device("cpu"))
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot compile" in err and "uncompiled" in err

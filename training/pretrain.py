@@ -200,7 +200,32 @@ def step_module(model: PretrainingModel, cfg: PretrainConfig, d: Dist) -> StepMo
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[d.device.index] if d.device.type == "cuda" else None, find_unused_parameters=False)
         step_model, no_sync = ddp, ddp.no_sync
-    return StepModule(torch.compile(step_model) if cfg.compile else step_model, no_sync)
+    if cfg.compile and not compile_refused(d.device):
+        return StepModule(torch.compile(step_model, mode=None if cfg.compile_mode == "default" else cfg.compile_mode),
+                          no_sync)
+    return StepModule(step_model, no_sync)
+
+
+def compile_refused(device: torch.device) -> bool:
+    """Whether --compile cannot work here (it says why in one line, and the run goes on uncompiled); on a CPU it
+    says in one line what compiling costs there, and compiles."""
+    import torch._dynamo  # noqa: PLC0415 - only a compiled run needs it
+
+    if not torch._dynamo.is_dynamo_supported():
+        print(f"--compile: torch {torch.__version__} cannot compile on this Python; training uncompiled",
+              file=sys.stderr)
+        return True
+    if device.type == "cuda":
+        from torch.utils._triton import has_triton  # noqa: PLC0415
+
+        if not has_triton():
+            print("--compile: this torch has no Triton, which compiling for CUDA needs; training uncompiled",
+                  file=sys.stderr)
+            return True
+    elif device.type == "cpu":
+        print("--compile on a CPU: the first steps compile C++ kernels (about a minute); it pays back over long runs",
+              file=sys.stderr)
+    return False
 
 
 def take_steps(run: RunConfig, parts: Parts, step_model: StepModule, trainer: TrainerState) -> tuple[str, dict]:
@@ -278,6 +303,8 @@ def optimizer_step(step_model: StepModule, parts: Parts, cfg: PretrainConfig, st
     read_before = parts.batches.tokens_read  # Batches counts each batch's tokens on the host, before the copy
     for micro in range(cfg.grad_accum):
         ids, mask = parts.batches.next()  # (B, T) each
+        if d.device.type == "cuda":  # from page-locked memory the copy runs behind the host, which goes on queueing
+            ids, mask = ids.pin_memory(), mask.pin_memory()
         ids, mask = ids.to(d.device, non_blocking=True), mask.to(d.device, non_blocking=True)
         last_micro = micro == cfg.grad_accum - 1
         # Gradients are all-reduced once per optimizer step, on the last micro-step.

@@ -19,7 +19,6 @@ from transformers import ElectraForMaskedLM
 
 from electric.modeling.cloze import ElectricForClozeLM
 
-
 Draw = torch.Generator | torch.Tensor  # a generator to draw from, or the uniforms already drawn from one
 
 

@@ -28,6 +28,7 @@ BiasInit = Literal["prior", "zero"]
 GeneratorMode = Literal["joint", "frozen"]
 EmbeddingSharing = Literal["shared", "separate", "gdes"]
 LayerNormPosition = Literal["post", "pre"]
+CompileMode = Literal["default", "reduce-overhead", "max-autotune"]
 OBJECTIVES: tuple[str, ...] = ("mlm", "electra", "electric")
 RUN_SECTION = "run"  # the key of a run's settings in OUT/config.json
 RESUME_FLAGS: tuple[str, ...] = ("max_steps", "time_budget_minutes", "epochs")  # what a resumed run may change
@@ -102,7 +103,9 @@ class PretrainConfig:
     time_budget_minutes: float = described(0.0, "> 0: stop after this many minutes; the schedule's length is fitted "
                                                 "to it")
     precision: Precision = described("fp32", "bf16 = autocast (CPU and CUDA); master weights stay fp32")
-    compile: bool = described(False, "torch.compile the training step's modules")
+    compile: bool = described(False, "torch.compile the training step (its first steps compile: for long runs)")
+    compile_mode: CompileMode = described("default", "torch.compile's mode with --compile: reduce-overhead also "
+                                                     "replays the step as CUDA graphs, max-autotune searches kernels")
     seed: int = described(0, "seeds init, masking, sampling and data order")
     # --- data
     num_proc: int = described(0, "tokenisation processes (0 = number of CPUs)")

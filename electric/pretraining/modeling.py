@@ -254,8 +254,7 @@ class PretrainingModel(nn.Module):
         shape, device = input_ids.shape, input_ids.device
         choose = uniforms(rng, shape, device)
         if self.cfg.objective == "mlm":
-            show, swap_ids = bert_draws(rng, shape, self.special.vocab_size, device)
-            return StepNoise(choose, show, swap_ids)
+            return StepNoise(choose, *bert_draws(rng, shape, self.special.vocab_size, device))
         show = uniforms(rng, shape, device) if self.cfg.objective == "electra" else None
         slots = shape[0] * min(self.cfg.max_predictions, shape[1])
         return StepNoise(choose, show, gumbel=uniforms(rng, (slots, self.special.vocab_size), device))
