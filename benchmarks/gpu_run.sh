@@ -146,7 +146,7 @@ bundle() {
 
 run() {
     local bundle=gpu_bundle out=${OUT:-runs/gpu_run/out} work=/tmp/gpu_run device=cuda preset=small minutes=1
-    local objectives=(electric electra mlm) skip=() deadline=570 site=/tmp/site
+    local objectives=(electric electra mlm) skip=() deadline=570 site=/tmp/site obj
     local t_throughput=60 t_slack=30 t_tokenize=45 t_health=30 t_blimp=40 t_rerank=40 t_glue=50 t_bring=25 t_serve=50
     local steps=30 warmup=10 blimp_limit="" lists="" glue_examples=8000 glue_epochs=2 glue_eval="" serve_seconds=5
     local pretrain_flags=() num_proc=0 compile=(off on) serve_flags=()
@@ -214,9 +214,10 @@ run() {
         limit=$(awk "BEGIN{print int($2)}"); shift 2
         if [[ " ${skip[*]} " == *" ${name%%:*} "* ]]; then echo "STAGE $name: skipped (--skip)"; return 0; fi
         left=$(awk "BEGIN{print int($deadline) - $SECONDS}")
-        ((limit > left)) && limit=$left
-        if ((limit < 5)); then echo "STAGE $name FAILED: no time left before the deadline (${deadline}s)"
+        if ((left < 5)); then echo "STAGE $name FAILED: no time left before the deadline (${deadline}s)"
             failed=$((failed + 1)); return 1; fi
+        ((limit > left)) && limit=$left
+        ((limit < 1)) && limit=1
         echo "=== $name (limit ${limit}s, at ${SECONDS}s)"
         timeout -k 20 "$limit" "$@"; rc=$?
         if ((rc == 124 || rc == 137)); then echo "STAGE $name FAILED: its time limit (${limit}s) ran out"
@@ -225,10 +226,12 @@ run() {
         failed=$((failed + 1)); return 1
     }
 
-    # 1. throughput (the first corpus file is enough for 40 steps a row)
-    local first
+    # 1. throughput of the objectives pretrained below (the first corpus file is enough for 40 steps a row)
+    local first known=()
     first=$(ls "$data"/corpus/enwiki/* | head -1)
+    for obj in "${objectives[@]}"; do [[ $obj =~ ^(mlm|electra|electric)$ ]] && known+=("$obj"); done
     stage throughput "$t_throughput" $PY benchmarks/bench_gpu_throughput.py --data "$first" --tokenizer "$tok" \
+        --objectives "${known[@]}" \
         --preset "$preset" --steps "$steps" --warmup-steps "$warmup" --device "$device" --num-proc "$num_proc" \
         --compile "${compile[@]}" --cache-dir "$work/cache" --json "$out/gpu_throughput.json" --profile "$work/profile"
     if compgen -G "$work/profile/*.txt" >/dev/null; then
@@ -236,7 +239,7 @@ run() {
     fi
 
     # 2. pretraining, one objective after the other, each with the whole GPU for --minutes
-    local runs=() obj name cmd limit
+    local runs=() name cmd limit
     mkdir -p "$work/runs"
     for obj in "${objectives[@]}"; do
         name=$obj-$preset
