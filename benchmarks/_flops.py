@@ -7,9 +7,10 @@ row; LayerNorm, GELU, softmax, dropout, embedding look-ups, the losses and the s
 not counted (a few percent of a step's arithmetic, none of its FLOPs in this sense).
 
 With H, I, L the discriminator's (or the MLM's) width, FFN width and depth, G = generator_hidden_size (default
-H/4, FFN 4G, depth L), E the embedding width, V the vocabulary, T the sequence length and p = mask_prob (the
-fraction of tokens the vocabulary head sees: the code chooses round(p x candidates) a row, [CLS] and [SEP] left
-out, so slightly fewer), forward, per token:
+H/4, FFN 4G, depth L), E the embedding width, V the vocabulary, T the sequence length and p = min(P, T) / T the
+fraction of positions the vocabulary head runs at (each row's P = max_predictions = int((mask_prob + 0.005) x T)
+slots for its chosen tokens, used or not: a fixed number, so the step's shapes never depend on the batch),
+forward, per token:
 
     enc(h, i) = L (8h^2 + 4hi + 4Th)     # a layer: Q, K, V, output; FFN in and out; attention's QK^T and AV
     proj(h)   = 2Eh if E != h, else 0    # ELECTRA projects its embeddings to the encoder's width
@@ -50,7 +51,7 @@ def flops_per_token_parts(cfg: PretrainConfig, vocab_size: int, seq_len: int) ->
     if vocab_size < 1 or seq_len < 1:
         raise ValueError(f"vocab_size {vocab_size} and seq_len {seq_len} must be >= 1")
     H, FFN, L, E, V, T, p = (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.embedding_size,
-                             vocab_size, seq_len, cfg.mask_prob)
+                             vocab_size, seq_len, min(cfg.max_predictions, seq_len) / seq_len)
     G, GI = cfg.gen_hidden, cfg.gen_intermediate
     disc = _projection(E, H) + _encoder(H, FFN, L, T) + _linear(H, H) + _linear(H, 1)
     if cfg.objective == "mlm":
