@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--minutes", type=float, help="each run's pretraining budget, for the JSON")
     ap.add_argument("--limit", type=int, help="blimp: first N pairs of each set (default: all 1,000)")
     ap.add_argument("--lists", type=int, help="rerank: first N lists of each set (default: all)")
-    ap.add_argument("--glue-examples", type=int, default=8000, help="glue: training sample per task (default 8000)")
+    ap.add_argument("--glue-examples", type=int, default=4000, help="glue: training sample per task (default 4000)")
     ap.add_argument("--glue-epochs", type=int, default=2, help="glue: epochs (default 2)")
     ap.add_argument("--glue-eval-examples", type=int, help="glue: first N dev examples (default: all)")
     ap.add_argument("--out", help="bring-back: folder for the pieces")

@@ -148,7 +148,7 @@ run() {
     local bundle=gpu_bundle out=${OUT:-runs/gpu_run/out} work=/tmp/gpu_run device=cuda preset=small minutes=1
     local objectives=(electric electra mlm) skip=() deadline=570 site=/tmp/site obj
     local t_throughput=60 t_slack=30 t_tokenize=45 t_health=30 t_blimp=40 t_rerank=40 t_glue=50 t_bring=25 t_serve=50
-    local steps=30 warmup=10 blimp_limit="" lists="" glue_examples=8000 glue_epochs=2 glue_eval="" serve_seconds=5
+    local steps=30 warmup=10 blimp_limit="" lists="" glue_examples=4000 glue_epochs=2 glue_eval="" serve_seconds=5
     local pretrain_flags=() num_proc=0 compile=(off on) serve_flags=()
     while (($#)); do
         case $1 in
@@ -207,6 +207,17 @@ run() {
     tok=$(cd "$tok" && pwd)
     gpu=$($PY -c "import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')")
     echo "setup done in ${SECONDS}s: $gpu; $(ls "$data/corpus/enwiki" | wc -l) corpus files"
+    $PY - <<'PY'  # the versions the stages run with; a package that does not import is named here first
+import importlib
+found = []
+for name in ("torch", "transformers", "tokenizers", "onnxruntime", "pyarrow", "datasets", "fastapi", "pydantic",
+             "grpc", "google.protobuf", "jiwer"):
+    try:
+        found.append(f"{name} {getattr(importlib.import_module(name), '__version__', '?')}")
+    except Exception as e:  # noqa: BLE001
+        found.append(f"{name} FAILED ({type(e).__name__}: {e})")
+print("versions: " + ", ".join(found))
+PY
 
     local failed=0
     stage() {  # stage NAME LIMIT_S COMMAND...: run it under a time limit; one line when it fails
