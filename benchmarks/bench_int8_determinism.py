@@ -3,7 +3,8 @@ figures and writes benchmarks/results/int8_determinism.json).
 
     electric export --model RUN/discriminator --out OUT/static --quantize int8 --no-calibration
     electric export --model RUN/discriminator --out OUT/dynamic --quantize int8 --int8-method dynamic --no-calibration
-    python benchmarks/bench_int8_determinism.py --static OUT/static --dynamic OUT/dynamic
+    python benchmarks/bench_int8_determinism.py --static OUT/static --dynamic OUT/dynamic [--atis]
+    python benchmarks/bench_int8_determinism.py --static OUT/static --dynamic OUT/dynamic --atis-only
 
 For each graph (fp32 = OUT/static's model.onnx), run by the server's runtime (OnnxBackend.run, padded and bucketed):
 - max_abs_diff: the most a text's outputs (each real token's, and its sentence score) move between the text scored
@@ -11,7 +12,13 @@ For each graph (fp32 = OUT/static's model.onnx), run by the server's runtime (On
   model's full length in some trials);
 - cpu_ms_c1 / cpu_ms_c64: process CPU ms per request, requests of one sentence run one at a time (c=1) or 64 to a
   batch (c=64, what the server's batcher makes of 64 concurrent requests), --threads onnxruntime threads;
-- spearman: of the sentence scores vs fp32 on --sentences real sentences (SST-2 dev, and ATIS 5-best hypotheses).
+- spearman: of the sentence scores vs fp32 on --sentences real sentences (SST-2 dev, and ATIS 5-best hypotheses);
+- atis_wer (--atis): the guarded ATIS rerank of each graph, what `electric eval nbest --model OUT/X --nbest
+  atis_test.whisper5best.json` gives with $ELECTRIC_ONNX_PRECISION set to the graph's precision (method electric;
+  weights tuned on the seeded half of the lists the tool tunes on by default, WER on the other half): the first
+  hypothesis's WER, no LM's (first pass + tuned word and piece bonuses), with the LM's weights tuned on dev
+  (`with_lm`), the reranked lists' (what the guard applied) and whether the guard applied the LM. --atis-only
+  measures only that and adds it to the rows of an existing --out, its other figures kept.
 """
 
 from __future__ import annotations
@@ -31,16 +38,20 @@ sys.path.insert(0, str(REPO))
 
 from electric.batching import pad_rows  # noqa: E402
 from electric.evaluation.metrics import spearman  # noqa: E402
+from electric.evaluation.nbest import RerankOptions, read_nbest, rerank_nbest  # noqa: E402
 from electric.export.parity import read_sentences  # noqa: E402
 from electric.hardware import int8_gemm_kernel  # noqa: E402
 from electric.inference.backend import load_backend  # noqa: E402
+from electric.inference.records import text_scores  # noqa: E402
+from electric.inference.scoring import Scorer  # noqa: E402
 from electric.shared_data import shared_data_dir  # noqa: E402
 
 SHARED = shared_data_dir()
+ATIS_TEST = SHARED / "nbest" / "atis_test.whisper5best.json"
 
 
 def atis_hypotheses(n: int) -> list[str]:
-    data = json.loads((SHARED / "nbest" / "atis_test.whisper5best.json").read_text())
+    data = json.loads(ATIS_TEST.read_text())
     return [h for item in data for h in item["input"]][:n]
 
 
@@ -84,13 +95,45 @@ def batch_difference(backend, rows: list[list[int]], long_row: list[int], trials
 def cpu_ms_per_request(backend, rows: list[list[int]], concurrency: int, seconds: float) -> float:
     pad = backend.tokenizer.pad_token_id
     for i in range(0, 2 * concurrency, concurrency):  # warm
-        backend.run(*pad_rows(rows[i : i + concurrency], pad))
+        backend.run(*pad_rows([rows[(i + j) % len(rows)] for j in range(concurrency)], pad))
     done, t0, c0, i = 0, time.perf_counter(), time.process_time(), 0
     while time.perf_counter() - t0 < seconds:
         chunk = [rows[(i + j) % len(rows)] for j in range(concurrency)]
         backend.run(*pad_rows(chunk, pad))
         done, i = done + concurrency, i + concurrency
     return (time.process_time() - c0) * 1000 / done
+
+
+def atis_wer(backend, utterances: int | None = None) -> dict:
+    """The guarded ATIS rerank with `backend`'s Electric scores, as `electric eval nbest` runs it by default (its
+    Scorer's batches, `rerank_nbest` with the default options: dev = a seeded half of the lists, seed 0): test WER
+    (percent) of the first hypothesis, of no LM, of the LM weights tuned on dev, of the reranked lists, and whether
+    the guard applied the LM. `utterances`: the first so many lists only (default all)."""
+    lists, _ = read_nbest(ATIS_TEST)
+    scorer = Scorer(backend)
+    result = rerank_nbest(lists[:utterances], lambda texts: text_scores(scorer, texts, "electric"), RerankOptions())
+    tuning = result.report.tuning
+    test = tuning["test"]
+    return {"first": test["first"], "no_lm": test["no_lm"], "with_lm": test["with_lm"], "reranked": test["reranked"],
+            "lm_applied": tuning["applied"] == "lm", "lm_score": result.report.lm_score,
+            "test_utterances": test["num_utterances"]}
+
+
+def add_atis_wer(out: Path, graphs: dict, model: str, threads: int, utterances: int | None, command: str) -> None:
+    """--atis-only: the ATIS rerank of each graph added to the rows of the report at `out` (the same model's), every
+    other figure kept."""
+    result = json.loads(out.read_text())
+    if result["model"] != model:
+        raise SystemExit(f"{out} measured {result['model']}, not {model}: run the whole bench with --atis")
+    rows = {(r["precision"], r["quantisation"]): r for r in result["rows"]}
+    for key, (d, p) in graphs.items():
+        if key not in rows:
+            raise SystemExit(f"{out} has no {key[0]}/{key[1]} row: run the whole bench with --atis")
+        rows[key]["atis_wer"] = atis_wer(load_backend(d, precision=p, threads=threads), utterances)
+        print(json.dumps({"precision": key[0], "quantisation": key[1], "atis_wer": rows[key]["atis_wer"]}), flush=True)
+    result["atis_command"] = command
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"added atis_wer to {out}")
 
 
 def cpu_name() -> tuple[str, list[str]]:
@@ -109,14 +152,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=8.0, help="timed seconds per graph and concurrency")
+    ap.add_argument("--atis", action="store_true", help="also the guarded ATIS rerank's WERs of each graph")
+    ap.add_argument("--atis-only", action="store_true",
+                    help="only the ATIS rerank, added to the rows of the existing --out (its other figures kept)")
+    ap.add_argument("--atis-utterances", type=int, help="the first so many ATIS test lists (default all 809)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "int8_determinism.json"))
     args = ap.parse_args(argv)
+    command = "python benchmarks/bench_int8_determinism.py " + shlex.join(sys.argv[1:] if argv is None else argv)
 
     graphs = {("fp32", "none"): (args.static, "fp32"), ("int8", "static"): (args.static, "int8"),
               ("int8", "dynamic"): (args.dynamic, "int8")}
     manifest = json.loads((Path(args.static) / "electric.json").read_text())
     assert manifest["int8_method"] == "static", "--static must be a static int8 export"
     assert json.loads((Path(args.dynamic) / "electric.json").read_text())["int8_method"] == "dynamic"
+    if args.atis_only:
+        add_atis_wer(Path(args.out), graphs, manifest["source"]["path"], args.threads, args.atis_utterances, command)
+        return 0
     reference: dict[str, np.ndarray] = {}
     rows_out = []
     for (precision, method), (d, p) in graphs.items():
@@ -134,13 +185,14 @@ def main(argv: list[str] | None = None) -> int:
             row[f"spearman_{name}"] = float(spearman(reference[name], s))
         row["cpu_ms_c1"] = cpu_ms_per_request(be, atis, 1, args.seconds)
         row["cpu_ms_c64"] = cpu_ms_per_request(be, atis, 64, args.seconds)
+        if args.atis:
+            row["atis_wer"] = atis_wer(be, args.atis_utterances)
         print(json.dumps(row), flush=True)
         rows_out.append(row)
     name, flags = cpu_name()
     result = {"model": manifest["source"]["path"], "kind": manifest["kind"], "max_length": manifest["max_length"],
               "cpu": name, "cpu_flags": flags, "int8_kernel": int8_gemm_kernel(), "threads": args.threads,
-              "command": "python benchmarks/bench_int8_determinism.py " + shlex.join(sys.argv[1:] if argv is None
-                                                                                 else argv),
+              "command": command,
               "rows": rows_out}
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -17,7 +17,7 @@ from electric.checkpoint import MANIFEST  # noqa: E402
 from electric.cli.export import default_sentences  # noqa: E402
 from electric.export.exporter import ExportError, ExportOptions, export_model  # noqa: E402
 from electric.inference.backend import load_backend  # noqa: E402
-from tests.conftest import save_random_electra  # noqa: E402
+from tests.conftest import require_shared, save_random_electra  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_thread")]
 
@@ -127,3 +127,34 @@ def test_classifier_and_tagger_export_static_int8_that_ignores_its_batch(tokeniz
     manifest = export(model, tmp_path / "onnx", force=True)
     assert manifest["int8_method"] == "static" and manifest["parity"]["int8"]["method"] == "static"
     assert largest_batch_difference(load_backend(tmp_path / "onnx", precision="int8")) <= SAME
+
+
+def test_the_bench_adds_each_graphs_guarded_atis_rerank_and_merges_it_alone(disc_512, tmp_path):
+    require_shared("nbest/atis_test.whisper5best.json")
+    from script_loader import load_script
+
+    bench = load_script("benchmarks/bench_int8_determinism.py")
+    out = tmp_path / "int8.json"
+    graphs = ["--static", str(disc_512["static"][0]), "--dynamic", str(disc_512["dynamic"][0])]
+    tiny = ["--sentences", "8", "--trials", "2", "--seconds", "0.01", "--threads", "1", "--atis-utterances", "24"]
+    assert bench.main([*graphs, *tiny, "--atis", "--out", str(out)]) == 0
+    full = json.loads(out.read_text())
+    wers = [r["atis_wer"] for r in full["rows"]]
+    assert [(r["precision"], r["quantisation"]) for r in full["rows"]] == [("fp32", "none"), ("int8", "static"),
+                                                                          ("int8", "dynamic")]
+    for w in wers:
+        assert w["test_utterances"] == 12 and isinstance(w["lm_applied"], bool)  # the other half tuned the weights
+        assert w["reranked"] == w["with_lm"] if w["lm_applied"] else w["reranked"] in (w["no_lm"], w["first"])
+    # the first hypothesis and the no-LM baseline (first pass + word and piece bonuses) do not depend on the graph
+    assert len({w["first"] for w in wers}) == 1 and len({w["no_lm"] for w in wers}) == 1
+
+    # --atis-only: the same WERs added to a report without them, its other figures untouched
+    for r in full["rows"]:
+        del r["atis_wer"]
+        r["cpu_ms_c1"] = 123.0  # a measured figure that must survive
+    out.write_text(json.dumps(full))
+    assert bench.main([*graphs, "--threads", "1", "--atis-utterances", "24", "--atis-only", "--out", str(out)]) == 0
+    merged = json.loads(out.read_text())
+    assert [r["atis_wer"] for r in merged["rows"]] == wers
+    assert all(r["cpu_ms_c1"] == 123.0 for r in merged["rows"]) and "--atis-only" in merged["atis_command"]
+    assert merged["command"] == full["command"]
