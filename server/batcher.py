@@ -337,7 +337,9 @@ class Batcher:
         """Round robin over requests (each request's first waiting input, oldest request first, then their
         second ones, ...), so a small request is never starved by big ones queued before it: every request's
         first waiting input, then more of the oldest one's length bucket, then shorter ones, within
-        max_batch_size inputs and max_batch_tokens padded tokens."""
+        max_batch_size inputs, max_batch_tokens padded tokens and, once the model's pace at that length is measured,
+        max_batch_seconds: a request arriving while a batch runs then waits for at most that long a pass, however
+        long its neighbours' inputs are."""
         live = [it for it in slot.pending if not it.request.future.done()]
         dropped = len(slot.pending) - len(live)
         if dropped:
@@ -358,14 +360,18 @@ class Batcher:
         later = [it for r in rounds[1:] for it in r]
         anchor = rounds[0][0].bucket
         order = rounds[0] + [it for it in later if it.bucket == anchor] + [it for it in later if it.bucket < anchor]
+        pace = slot.pace
+        per_unit = pace.seconds_per_unit() if s.max_batch_seconds else None  # seconds per unit of work, per bucket
         batch: list[_Item] = []
-        longest = 0
+        longest, units = 0, 0.0
         for it in order:
-            new_longest = max(longest, it.length)
-            if batch and (len(batch) + 1 > s.max_batch_size or (len(batch) + 1) * new_longest > s.max_batch_tokens):
+            new_longest, new_units = max(longest, it.length), units + cost(it.length, pace.hidden_size)
+            if batch and (len(batch) + 1 > s.max_batch_size or (len(batch) + 1) * new_longest > s.max_batch_tokens
+                          or per_unit is not None and new_units * per_unit[
+                              pace.index(_padded_length(slot, new_longest))] > s.max_batch_seconds):
                 continue  # a shorter one may still fit
             batch.append(it)
-            longest = new_longest
+            longest, units = new_longest, new_units
         taken = set(map(id, batch))
         slot.pending = [it for it in live if id(it) not in taken]
         return batch

@@ -94,6 +94,9 @@ class Settings(BaseSettings):
                                                     "max_header_bytes")
     max_batch_tokens: int = Field(8192, ge=1, description="padded tokens (batch size x longest input) per forward pass")
     max_batch_size: int = Field(128, ge=1, description="inputs per forward pass")
+    max_batch_seconds: float = Field(0.25, ge=0.0, description="the longest a forward pass may be predicted to take "
+                                                               "(0 = no limit): a request that arrives while one "
+                                                               "runs waits at most about this long for it")
     max_wait_ms: float = Field(0.0, ge=0.0, le=1000.0, description="wait this long for more inputs before running a "
                                                                    "batch that is not full (0 = never wait)")
     max_concurrent_requests: int = Field(512, ge=1, description="requests admitted at once; more are answered 429 / "

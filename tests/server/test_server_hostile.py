@@ -31,6 +31,7 @@ from electric.inference.encoding import (
     rust_tokenizer,
 )
 from electric.tokenization import load_tokenizer
+from server.admission import Pace, cost
 from server.app import BackgroundServer
 from server.batcher import Timing, _Item, _Request
 from server.engine import Engine
@@ -122,7 +123,7 @@ def test_a_small_request_is_batched_before_the_rest_of_big_ones(disc_dir):
 
         big1, big2, small = request(10), request(10), request(1)
         pending = [_Item(r, i, SimpleNamespace(length=16)) for r in (big1, big2, small) for i in range(len(r.inputs))]
-        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None))
+        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None), pace=Pace(256, 512))
         batch = engine.batcher.take_batch(slot)
         assert [(it.request, it.index) for it in batch] == [(big1, 0), (big2, 0), (small, 0), (big1, 1)]
         assert len(slot.pending) == 17
@@ -144,10 +145,39 @@ def test_a_short_request_rides_in_the_next_batch_beside_big_requests_long_inputs
         bigs, small = [request(64) for _ in range(4)], request(1)
         pending = [_Item(r, i, SimpleNamespace(length=512)) for r in bigs for i in range(64)]
         pending.append(_Item(small, 0, SimpleNamespace(length=16)))
-        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None))
+        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None), pace=Pace(256, 512))
         batch = engine.batcher.take_batch(slot)
         assert (small, 0) in [(it.request, it.index) for it in batch]
         assert len(batch) == 8192 // 512  # the budget, padded to the longest
+    finally:
+        loop.close()
+        engine.batcher.worker.shutdown()
+        engine.batcher.tokenizer_pool.shutdown()
+
+
+def test_a_batch_is_no_longer_than_max_batch_seconds_at_the_measured_pace(disc_dir):
+    """Issue 40, item 4: once 512-token batches are timed, a batch holds only what the pace says runs within
+    max_batch_seconds, so a small request that arrives while it runs waits for that long at most; the small one
+    already waiting still rides in it."""
+    engine = Engine(Settings(model=disc_dir, max_batch_size=64, max_batch_tokens=8192, max_batch_seconds=0.25))
+    loop = asyncio.new_event_loop()
+    try:
+        def request(n: int) -> _Request:
+            return _Request(["x"] * n, False, str, None, loop, Timing())
+
+        bigs, small = [request(64) for _ in range(4)], request(1)
+        pending = [_Item(r, i, SimpleNamespace(length=512)) for r in bigs for i in range(64)]
+        pending.append(_Item(small, 0, SimpleNamespace(length=16)))
+        pace = Pace(256, 512)
+        pace.add([512] * 4, 512, seconds=0.4)  # 0.1 s per 512-token input
+        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None), pace=pace,
+                               backend=SimpleNamespace())
+        batch = engine.batcher.take_batch(slot)
+        assert [(it.request, it.index) for it in batch] == [(bigs[0], 0), (bigs[1], 0), (small, 0)]
+        per_unit = pace.seconds_per_unit()[pace.index(512)]
+        assert sum(cost(it.length, 256) for it in batch) * per_unit <= 0.25 < 3 * cost(512, 256) * per_unit
+        slot.pending, slot.pace = pending[:-1], Pace(256, 512)  # unmeasured: the token budget alone
+        assert len(engine.batcher.take_batch(slot)) == 8192 // 512
     finally:
         loop.close()
         engine.batcher.worker.shutdown()
