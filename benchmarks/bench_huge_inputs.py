@@ -8,9 +8,10 @@ Serves the benchmarks' random-weight `tiny` int8 export (128 positions, or `--po
 server`, from `--repo`) or the export `--model DIR`, then for `--seconds` runs `--concurrency` clients that each POST maximal /v1/score requests
 one after the other - as many texts of `--text-chars` characters (`"a " * (chars // 2)`) as fit in the 1 MiB body
 limit (at most 256), `"truncate": true` - and one client that POSTs a 4-word request every 0.2 s. Samples the
-server's RSS every 0.1 s. Prints one line and appends it to `--out` (default benchmarks/results/huge_inputs_v2.md):
-RSS at rest, peak RSS during the burst, RSS 5 s after it, the small request's p50/max latency and the answers'
-status counts. A refused big request is sent again at once, as a hostile client would, or with --honor-retry-after
+server's RSS every 0.1 s. Prints one line and appends it to `--out` (default benchmarks/results/huge_inputs_v3.md):
+RSS at rest, peak RSS during the burst, RSS 5 s after it, the small request's p50/max latency, where the slowest
+small request's time went (its x-tokenization-time, x-queue-time and x-inference-time headers, and the rest: outside
+the engine) and the answers' status counts. A refused big request is sent again at once, as a hostile client would, or with --honor-retry-after
 after its Retry-After, as a well-behaved one would. It asserts nothing.
 """
 
@@ -47,6 +48,7 @@ async def burst(url: str, body: bytes, concurrency: int, seconds: float, pid: in
 
     statuses: dict[str, int] = {}
     small: list[float] = []
+    where: list[dict[str, float]] = []  # each small request's server-side times (its x-*-time headers), ms
     rss: list[float] = []
     t_end = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=concurrency + 2)
@@ -68,6 +70,8 @@ async def burst(url: str, body: bytes, concurrency: int, seconds: float, pid: in
                 t0 = time.perf_counter()
                 r = await client.post("/v1/score", json=SMALL)
                 small.append(time.perf_counter() - t0)
+                where.append({k: float(r.headers.get(f"x-{k}-time", "nan")) for k in ("tokenization", "queue",
+                                                                                       "inference")})
                 key = f"small {r.status_code}"
                 statuses[key] = statuses.get(key, 0) + 1
                 await asyncio.sleep(0.2)
@@ -79,8 +83,10 @@ async def burst(url: str, body: bytes, concurrency: int, seconds: float, pid: in
 
         await asyncio.gather(*(big() for _ in range(concurrency)), little(), sample())
     lat = np.asarray(small) * 1e3 if small else np.asarray([np.nan])
+    slowest = where[int(lat.argmax())] if where else {}
+    slowest["outside"] = float(lat.max()) - sum(slowest.values())  # the body read, the event loop, the client
     return {"peak_rss_mb": max(rss), "small_p50_ms": float(np.percentile(lat, 50)), "small_max_ms": float(lat.max()),
-            "small_n": len(small), "statuses": statuses}
+            "small_n": len(small), "statuses": statuses, "slowest_small": slowest}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help="serve this `electric export` directory instead of the random `tiny` one "
                     "(e.g. an int8 export of all-MiniLM-L6-v2: 512 positions)")
     ap.add_argument("--work", default=str(REPO / "runs" / "bench-server"), help="models and logs (cached)")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "huge_inputs_v2.md"))
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "huge_inputs_v3.md"))
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -124,14 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     line = (f"| {label}{' (clients honour Retry-After)' if args.honor_retry_after else ''} | {args.positions} | {args.concurrency} x {n_texts} texts x {args.text_chars} chars "
             f"({len(body)} B) | "
             f"{rest:.0f} | {r['peak_rss_mb']:.0f} | {after:.0f} | {r['small_p50_ms']:.0f} | {r['small_max_ms']:.0f} "
-            f"| {r['small_n']} | {json.dumps(r['statuses'], sort_keys=True)} |")
+            f"| {r['small_n']} | {' / '.join(f'{v:.0f}' for v in r['slowest_small'].values())} "
+            f"| {json.dumps(r['statuses'], sort_keys=True)} |")
     out = Path(args.out)
     if not out.exists():
         out.write_text("# Maximal requests: server memory and a small request's latency (issues 24 and 30)\n\n"
                        f"`python benchmarks/bench_huge_inputs.py --label LABEL [--positions N --text-chars C]` "
                        f"({args.seconds:g} s; tiny int8 export, --threads 1). Machine: {machine()}.\n\n"
                        "| label | positions | burst | RSS at rest MB | peak RSS MB | RSS 5 s after MB | small p50 ms "
-                       "| small max ms | small requests | statuses |\n|---|---|---|---|---|---|---|---|---|---|\n")
+                       "| small max ms | small requests | slowest small: tokenise / queue / inference / outside the "
+                       "engine ms | statuses |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
     with out.open("a") as f:
         f.write(line + "\n")
     print(line)
