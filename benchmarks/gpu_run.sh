@@ -9,6 +9,7 @@
 # GPU machine with torch, transformers, tokenizers, onnxruntime, numpy, pandas, pyarrow and grpcio lacks:
 #   wheels/       the project's other requirements for CPython 3.12 on manylinux x86_64 (pip download --no-deps), at
 #                 the versions installed here (the ones the tests ran with)
+#   wheels-old-pyarrow/  datasets 4.4.1 and its requirements, installed instead where the machine's pyarrow is < 24
 #   tok/          a WordPiece tokenizer (--vocab-size, default 16,000) trained here on the corpus slice
 #   data.tar.gz   data/ as ELECTRIC_SHARED_DATA expects it: as many enwiki files (corpus/enwiki/wiki_NN) as fit the
 #                 transfer limit after the checkout, the wheels and the rest (all 100 when they fit), the n-best lists
@@ -58,6 +59,10 @@ num() { [[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$1 expects a number, got '$2'";
 WHEELS=(fastapi fastapi-offline starlette annotated-doc opentelemetry-api pydantic pydantic-core pydantic-settings
         python-dotenv typing-inspection annotated-types typing-extensions uvicorn httptools grpcio
         grpcio-health-checking grpcio-reflection protobuf datasets dill multiprocess fsspec jiwer rapidfuzz)
+# datasets' wheel above needs pyarrow >= 24; where the machine's pyarrow is older (pyarrow's own wheel, ~55 MB, does
+# not fit the transfer beside the data), run installs instead this datasets (pyarrow >= 21, huggingface-hub < 2), which
+# the project's data path was tested with, and the versions of its requirements it takes
+OLD_PYARROW_WHEELS=(datasets==4.4.1 dill==0.4.0 multiprocess==0.70.18 fsspec==2025.10.0)
 PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64)
 
 # ---- bundle --------------------------------------------------------------------------------------------------
@@ -93,6 +98,8 @@ bundle() {
         for p in "${PLATFORMS[@]}"; do plat+=(--platform "$p"); done
         $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}" \
             -d "$out/wheels" "${specs[@]}" || die "pip download failed"
+        $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}" \
+            -d "$out/wheels-old-pyarrow" "${OLD_PYARROW_WHEELS[@]}" || die "pip download failed"
     fi
 
     local d=$out/stage/data
@@ -106,7 +113,7 @@ bundle() {
     # the wheels, the rest of the data (compressed) and 2 MiB for the tokenizer and the tar's own overhead
     local checkout rest wheels_b budget used=0 size f
     checkout=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-    wheels_b=$(du -cb "$out/wheels" 2>/dev/null | tail -1 | cut -f1); wheels_b=${wheels_b:-0}
+    wheels_b=$(du -cb "$out/wheels" "$out/wheels-old-pyarrow" 2>/dev/null | tail -1 | cut -f1); wheels_b=${wheels_b:-0}
     rest=$(tar czf - -C "$out/stage" data | wc -c)
     budget=$(( $(awk "BEGIN{print int($limit_mib * 1048576)}") - checkout - wheels_b - rest - 2097152 ))
     ((${#corpus[@]})) || corpus=("$shared"/corpus/enwiki/wiki_*)
@@ -198,6 +205,12 @@ run() {
         $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
             "$bundle"/wheels/*.whl || { echo "STAGE setup FAILED: pip install of $bundle/wheels"; return 1; }
         export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+        if compgen -G "$bundle/wheels-old-pyarrow/*.whl" >/dev/null \
+            && ! $PY -c "import pyarrow, sys; sys.exit(int(pyarrow.__version__.split('.')[0]) < 24)" 2>/dev/null; then
+            echo "pyarrow older than 24 here: datasets $(ls "$bundle"/wheels-old-pyarrow | sed -n 's/^datasets-\([^-]*\)-.*/\1/p') instead"
+            $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+                "$bundle"/wheels-old-pyarrow/*.whl || { echo "STAGE setup FAILED: pip install of wheels-old-pyarrow"; return 1; }
+        fi
     fi
     rm -rf "$work/data" && tar xzf "$bundle/data.tar.gz" -C "$work" \
         || { echo "STAGE setup FAILED: cannot unpack $bundle/data.tar.gz"; return 1; }
@@ -218,6 +231,9 @@ for name in ("torch", "transformers", "tokenizers", "onnxruntime", "pyarrow", "d
         found.append(f"{name} FAILED ({type(e).__name__}: {e})")
 print("versions: " + ", ".join(found))
 PY
+    # every stage reads its text through datasets, whose wheel needs a recent pyarrow: without it nothing can run
+    $PY -c "import datasets" 2>/dev/null || { echo "STAGE setup FAILED: datasets does not import (see the versions" \
+        "above): nothing can read the text"; return 1; }
 
     local failed=0
     stage() {  # stage NAME LIMIT_S COMMAND...: run it under a time limit; one line when it fails
