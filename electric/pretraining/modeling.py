@@ -6,6 +6,10 @@ The networks themselves live in `electric.modeling`: the discriminator is transf
 the ELECTRA generator `ElectraForMaskedLM`, Electric's noise model `electric.modeling.cloze.ElectricForClozeLM`,
 and `electric.modeling.pre_layer_norm` builds any of them pre-LayerNorm. How a batch is corrupted (the chosen
 positions, the generator's replacements, the labels) is `electric.modeling.corruption`; the losses are `objectives`.
+
+A step is written for a GPU that never waits on the host: `forward` draws the step's random numbers first
+(`draw_noise`), then `step` runs on fixed shapes (the chosen positions as `chosen_slots`, every mean a weighted sum)
+and reads nothing back, so it compiles to one graph (tests/test_step_on_device.py).
 """
 
 from __future__ import annotations
