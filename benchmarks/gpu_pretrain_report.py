@@ -220,7 +220,7 @@ def paired_intervals(args: argparse.Namespace, work: Path) -> None:
             r = paired_bootstrap_mean_diff(a, b, resamples=2000, seed=0)
             record(Path(args.report), ["runs", name, "blimp12", method, "vs_mlm_pll"],
                    {"run": mlm[0], "diff": r["diff"], "ci95": r["ci"], "pairs": r["items"],
-                    "significant": r["significant"]})
+                    "significant": bool(r["ci"][0] > 0 or r["ci"][1] < 0)})  # either way: 0 outside the interval
 
 
 # ---- rerank --------------------------------------------------------------------------------------------------
@@ -248,7 +248,9 @@ def rerank_one(args: argparse.Namespace, work: Path, set_name: str, nbest: Path,
     out = work / f"{name}.{set_name}.json"
     from electric.cli import main as electric
 
-    argv = ["eval", "nbest", "--model", str(run_dir), "--method", method,
+    # --sliding-window: a hypothesis longer than the model's positions (LibriSpeech has some past 64 tokens, debug's
+    # length) is scored in overlapping windows, every token once, rather than refused
+    argv = ["eval", "nbest", "--model", str(run_dir), "--method", method, "--sliding-window",
            "--nbest", str(nbest), "--dev-fraction", "0.5", "--seed", "0", "--quiet", "--report", str(out), *flags,
            *(["--device", args.device] if args.device else [])]
     call(electric, argv, work / f"{name}.{set_name}.log")
