@@ -19,22 +19,6 @@ from training import finetune
 from training.finetune import encoder_dir, param_groups
 
 
-@pytest.fixture(scope="session")
-def wiki_sample(tmp_path_factory) -> Path:
-    """Overrides conftest's wiki_sample, which asks wiki_00 (2,805 lines) for 3,000 lines and fails with
-    StopIteration. Same content otherwise; delete this once conftest reads with itertools.islice."""
-    import itertools
-
-    src = require_shared("corpus/enwiki/wiki_00")
-    dst = tmp_path_factory.mktemp("wiki") / "wiki_sample"
-    with open(src, encoding="utf-8") as f:
-        lines = list(itertools.islice(f, 3000))
-    while not lines[-1].startswith("</doc>"):
-        lines.pop()
-    dst.write_text("".join(lines), encoding="utf-8")
-    return dst
-
-
 def head(src: Path, dst: Path, n: int) -> Path:
     dst.parent.mkdir(parents=True, exist_ok=True)
     with open(src, encoding="utf-8") as f:

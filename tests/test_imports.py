@@ -16,6 +16,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+from source_imports import imports
 
 REPO = Path(__file__).resolve().parents[1]
 TORCH = ("torch", "transformers")
@@ -37,12 +38,10 @@ def module_imports(package: str) -> dict[str, set[str]]:
     edges = {}
     for name, path in files.items():
         found = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module)
-                found.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in files)
+        for module, imported_name in imports(path):
+            found.add(module)
+            if imported_name and f"{module}.{imported_name}" in files:  # `from package import module`
+                found.add(f"{module}.{imported_name}")
         edges[name] = found - {name}
     return edges
 

@@ -8,6 +8,8 @@ import ast
 import re
 from pathlib import Path
 
+from source_imports import imports
+
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("electric", "server", "training", "scripts")
 STUDY_MODULES = {p.stem for p in (REPO / "research").rglob("*.py")}  # equal_compute, glue_compare, adapt_recipe, ...
@@ -15,13 +17,7 @@ STUDY_MODULES = {p.stem for p in (REPO / "research").rglob("*.py")}  # equal_com
 
 def imported(path: Path) -> set[str]:
     """Every module `path` imports, at the top or inside a function, as written (absolute imports only)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found
+    return {module for module, _ in imports(path)}
 
 
 def names_a_study_path(path: Path) -> list[str]:
