@@ -105,6 +105,7 @@ class Engine:
                 kwargs["providers"] = self.settings.providers
             if self.settings.threads:
                 kwargs["threads"] = self.settings.threads
+            kwargs["spin"] = self.settings.spin_wait
         return load_backend(path, backend, **kwargs)
 
     # ---- lifecycle -------------------------------------------------------------------------------

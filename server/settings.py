@@ -67,6 +67,9 @@ class Settings(BaseSettings):
                                           "available, then CPU)")
     threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0 = the runtime's default: physical "
                                               "cores)")
+    spin_wait: bool = Field(False, description="let ONNX Runtime's intra-op threads spin between operators: one "
+                                               "client's requests run faster, but under load the spinning takes "
+                                               "the CPU the server needs")
     # --- network
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 in a container)")
     http_port: int = Field(8000, ge=0, le=65535, description="HTTP port (0 picks a free one)")

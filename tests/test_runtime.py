@@ -168,6 +168,24 @@ def test_threads_default_to_physical_cores(onnx_dirs):
     assert one.threads == 1 and one.runner.session.get_session_options().intra_op_num_threads == 1
 
 
+def test_the_server_turns_the_runtime_threads_spinning_off_unless_asked(onnx_dirs):
+    from server.engine import Engine
+    from server.settings import Settings
+
+    def spinning(session) -> str | None:
+        """The session's allow_spinning entry; None when unset (the runtime's default: spin)."""
+        try:
+            return session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+        except RuntimeError:  # no such entry
+            return None
+
+    assert spinning(load_backend(onnx_dirs["fp32"], threads=2, spin=False).runner.session) == "0"
+    assert spinning(load_backend(onnx_dirs["fp32"], threads=2).runner.session) is None  # the library: the default
+    for spin_wait, expected in ((False, "0"), (True, None)):
+        engine = Engine(Settings(model=onnx_dirs["fp32"], threads=2, spin_wait=spin_wait))
+        assert spinning(engine._load(onnx_dirs["fp32"], "auto").runner.session) == expected
+
+
 def test_bucket_lengths():
     assert [round_up_to_bucket(n, 512, on_cuda=False) for n in (1, 8, 9, 24, 510)] == [8, 8, 16, 24, 512]
     assert [round_up_to_bucket(n, 512, on_cuda=True) for n in (3, 16, 17, 100, 400)] == [16, 16, 32, 128, 512]

@@ -83,8 +83,13 @@ def select_providers(requested: Sequence[str] | None = None, available: Sequence
     return chosen
 
 
-def make_session(path: str | Path, providers: Sequence[str] | None = None, threads: int | None = None):
-    """An onnxruntime InferenceSession with our thread and provider choices; returns (session, threads)."""
+def make_session(path: str | Path, providers: Sequence[str] | None = None, threads: int | None = None,
+                 spin: bool = True):
+    """An onnxruntime InferenceSession with our thread and provider choices; returns (session, threads).
+
+    spin: ONNX Runtime's intra-op threads spin between operators, waiting for the next one's work (its default). One
+    caller's pass runs faster so; a server under load needs those cycles for its own event loop and tokenisation,
+    and serves it with spin=False (the server's --spin-wait)."""
     import onnxruntime as ort
 
     threads = int(threads) if threads else physical_cores()
@@ -96,6 +101,8 @@ def make_session(path: str | Path, providers: Sequence[str] | None = None, threa
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # errors only: CUDA-less fallbacks are reported by us, once
+    if not spin:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     chosen = select_providers(providers)
     try:
         session = ort.InferenceSession(str(path), sess_options=so, providers=chosen)
@@ -119,9 +126,9 @@ class OnnxRunner:
 
     def __init__(self, path: str | Path, *, max_length: int, pad_token_id: int = 0,
                  providers: Sequence[str] | None = None, threads: int | None = None,
-                 buckets: bool = True, io_binding: bool | None = None):
+                 buckets: bool = True, io_binding: bool | None = None, spin: bool = True):
         self.path = Path(path)
-        self.session, self.threads = make_session(self.path, providers, threads)
+        self.session, self.threads = make_session(self.path, providers, threads, spin)
         self.providers: list[str] = self.session.get_providers()
         self.on_cuda = self.providers[0] == CUDA
         self.max_length = int(max_length)
@@ -240,12 +247,13 @@ class OnnxBackend:
     threads: intra-op threads (default: physical cores); precision: "fp32" | "int8" | "fp16"
     (default: $ELECTRIC_ONNX_PRECISION, else fp16 on CUDA and int8 on CPU when exported, else fp32);
     buckets: pad T up to a length bucket;
-    io_binding: bind inputs/outputs on the device (default: on CUDA).
+    io_binding: bind inputs/outputs on the device (default: on CUDA);
+    spin: the intra-op threads spin between operators (`make_session`).
     """
 
     def __init__(self, model_dir: str | Path, providers: Sequence[str] | None = None, threads: int | None = None,
                  precision: str | None = None, device: str | None = None, buckets: bool = True,
-                 io_binding: bool | None = None):
+                 io_binding: bool | None = None, spin: bool = True):
         d = require_local_dir(model_dir, "model")
         self.manifest = read_manifest(d)
         self.model_dir = d
@@ -269,24 +277,24 @@ class OnnxBackend:
                 raise ValueError(f"device {device!r}: expected 'cpu' or 'cuda'")
         requested = select_providers(providers)
         self.precision = choose_onnx_precision(self.manifest, requested[0] == CUDA, precision)
-        self.runner = self._runner(requested, threads, buckets, io_binding)
+        self.runner = self._runner(requested, threads, buckets, io_binding, spin)
         if requested[0] == CUDA and not self.runner.on_cuda:  # onnxruntime itself fell back to CPU
             cpu_precision = choose_onnx_precision(self.manifest, False, precision)
             if cpu_precision != self.precision:
                 self.precision = cpu_precision
-                self.runner = self._runner([CPU], threads, buckets, io_binding)
+                self.runner = self._runner([CPU], threads, buckets, io_binding, spin)
         self.providers: list[str] = self.runner.providers
         self.threads = self.runner.threads
         if self.precision == "fp16" and not self.runner.on_cuda:
             warnings.warn("running the fp16 model on the CPU provider is slow; pass precision='fp32' or 'int8'",
                           RuntimeWarning, stacklevel=2)
 
-    def _runner(self, providers, threads, buckets, io_binding) -> OnnxRunner:
+    def _runner(self, providers, threads, buckets, io_binding, spin) -> OnnxRunner:
         path = self.model_dir / self.manifest["files"][self.precision]
         if not path.is_file():
             raise CheckpointError(f"{str(path)!r} named in {MANIFEST} is missing")
         return OnnxRunner(path, max_length=self.max_positions, pad_token_id=self.tokenizer.pad_token_id,
-                          providers=providers, threads=threads, buckets=buckets, io_binding=io_binding)
+                          providers=providers, threads=threads, buckets=buckets, io_binding=io_binding, spin=spin)
 
     @property
     def labels(self) -> list[str] | None:
