@@ -12,6 +12,7 @@ model) is marked `integration`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 from types import SimpleNamespace
@@ -113,75 +114,67 @@ def test_the_engine_tokeniser_caps_texts_and_pairs(tok, monkeypatch):
     assert counting.chars < 20 * CAP_CHARS_PER_TOKEN * 64  # of 4,250,000
 
 
-def test_a_small_request_is_batched_before_the_rest_of_big_ones(disc_dir):
-    """Round robin over requests: the next batch takes each waiting request's first input."""
-    engine = Engine(Settings(model=disc_dir, max_batch_size=4))
+@contextlib.contextmanager
+def batcher_of(disc_dir, **settings):
+    """An engine's batcher, and `request(n)`: a request of n inputs, to fill a slot's queue by hand."""
+    engine = Engine(Settings(model=disc_dir, **settings))
     loop = asyncio.new_event_loop()
     try:
-        def request(n: int) -> _Request:
-            return _Request(["x"] * n, False, str, None, loop, Timing())
-
-        big1, big2, small = request(10), request(10), request(1)
-        pending = [_Item(r, i, SimpleNamespace(length=16)) for r in (big1, big2, small) for i in range(len(r.inputs))]
-        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None), pace=Pace(256, 512))
-        batch = engine.batcher.take_batch(slot)
-        assert [(it.request, it.index) for it in batch] == [(big1, 0), (big2, 0), (small, 0), (big1, 1)]
-        assert len(slot.pending) == 17
+        yield engine.batcher, lambda n: _Request(["x"] * n, False, str, None, loop, Timing())
     finally:
         loop.close()
         engine.batcher.worker.shutdown()
         engine.batcher.tokenizer_pool.shutdown()
+
+
+def slot_of(pending: list, pace: Pace | None = None) -> SimpleNamespace:
+    """What take_batch reads of a model slot: its queue, its pace (unmeasured by default) and its backend."""
+    return SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None), pace=pace or Pace(256, 512),
+                           backend=SimpleNamespace())
+
+
+def four_long_requests_and_a_short_one(request) -> tuple[list, object, list]:
+    """4 requests of 64 inputs of 512 tokens, then one of a 16-token input: (the big ones, the small one, the queue)."""
+    bigs, small = [request(64) for _ in range(4)], request(1)
+    pending = [_Item(r, i, SimpleNamespace(length=512)) for r in bigs for i in range(64)]
+    return bigs, small, [*pending, _Item(small, 0, SimpleNamespace(length=16))]
+
+
+def test_a_small_request_is_batched_before_the_rest_of_big_ones(disc_dir):
+    """Round robin over requests: the next batch takes each waiting request's first input."""
+    with batcher_of(disc_dir, max_batch_size=4) as (batcher, request):
+        big1, big2, small = request(10), request(10), request(1)
+        slot = slot_of([_Item(r, i, SimpleNamespace(length=16)) for r in (big1, big2, small)
+                        for i in range(len(r.inputs))])
+        batch = batcher.take_batch(slot)
+        assert [(it.request, it.index) for it in batch] == [(big1, 0), (big2, 0), (small, 0), (big1, 1)]
+        assert len(slot.pending) == 17
 
 
 def test_a_short_request_rides_in_the_next_batch_beside_big_requests_long_inputs(disc_dir):
     """Issue 30, item 3: big requests' 512-token inputs fill a batch's token budget by themselves; the next batch
     still takes every waiting request's first input, the 16-token one too, before more long inputs."""
-    engine = Engine(Settings(model=disc_dir, max_batch_size=64, max_batch_tokens=8192))
-    loop = asyncio.new_event_loop()
-    try:
-        def request(n: int) -> _Request:
-            return _Request(["x"] * n, False, str, None, loop, Timing())
-
-        bigs, small = [request(64) for _ in range(4)], request(1)
-        pending = [_Item(r, i, SimpleNamespace(length=512)) for r in bigs for i in range(64)]
-        pending.append(_Item(small, 0, SimpleNamespace(length=16)))
-        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None), pace=Pace(256, 512))
-        batch = engine.batcher.take_batch(slot)
+    with batcher_of(disc_dir, max_batch_size=64, max_batch_tokens=8192) as (batcher, request):
+        _, small, pending = four_long_requests_and_a_short_one(request)
+        batch = batcher.take_batch(slot_of(pending))
         assert (small, 0) in [(it.request, it.index) for it in batch]
         assert len(batch) == 8192 // 512  # the budget, padded to the longest
-    finally:
-        loop.close()
-        engine.batcher.worker.shutdown()
-        engine.batcher.tokenizer_pool.shutdown()
 
 
 def test_a_batch_is_no_longer_than_max_batch_seconds_at_the_measured_pace(disc_dir):
     """Issue 40, item 4: once 512-token batches are timed, a batch holds only what the pace says runs within
     max_batch_seconds, so a small request that arrives while it runs waits for that long at most; the small one
     already waiting still rides in it."""
-    engine = Engine(Settings(model=disc_dir, max_batch_size=64, max_batch_tokens=8192, max_batch_seconds=0.25))
-    loop = asyncio.new_event_loop()
-    try:
-        def request(n: int) -> _Request:
-            return _Request(["x"] * n, False, str, None, loop, Timing())
-
-        bigs, small = [request(64) for _ in range(4)], request(1)
-        pending = [_Item(r, i, SimpleNamespace(length=512)) for r in bigs for i in range(64)]
-        pending.append(_Item(small, 0, SimpleNamespace(length=16)))
+    settings = dict(max_batch_size=64, max_batch_tokens=8192, max_batch_seconds=0.25)
+    with batcher_of(disc_dir, **settings) as (batcher, request):
+        bigs, small, pending = four_long_requests_and_a_short_one(request)
         pace = Pace(256, 512)
         pace.add([512] * 4, 512, seconds=0.4)  # 0.1 s per 512-token input
-        slot = SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None), pace=pace,
-                               backend=SimpleNamespace())
-        batch = engine.batcher.take_batch(slot)
+        batch = batcher.take_batch(slot_of(pending, pace))
         assert [(it.request, it.index) for it in batch] == [(bigs[0], 0), (bigs[1], 0), (small, 0)]
         per_unit = pace.seconds_per_unit()[pace.index(512)]
         assert sum(cost(it.length, 256) for it in batch) * per_unit <= 0.25 < 3 * cost(512, 256) * per_unit
-        slot.pending, slot.pace = pending[:-1], Pace(256, 512)  # unmeasured: the token budget alone
-        assert len(engine.batcher.take_batch(slot)) == 8192 // 512
-    finally:
-        loop.close()
-        engine.batcher.worker.shutdown()
-        engine.batcher.tokenizer_pool.shutdown()
+        assert len(batcher.take_batch(slot_of(pending[:-1]))) == 8192 // 512  # unmeasured: the token budget alone
 
 
 # ---- item 4, library: an unscoreable hypothesis never wins ----------------------------------------------------
