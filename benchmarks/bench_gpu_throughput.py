@@ -5,14 +5,15 @@
     python benchmarks/bench_gpu_throughput.py --data FILE --tokenizer DIR --device cpu --preset debug \\
         --steps 2 --warmup-steps 1 --compile off --json /tmp/t.json          # the same path, on a CPU
 
-Each row is one objective (--objectives) at --preset, with torch.compile off or on (--compile): the step is built
+Each row is one objective (--objectives) at --preset, with torch.compile off, on, or on with CUDA graphs (--compile
+cudagraphs: `--compile-mode reduce-overhead`): the step is built
 as `python -m training.pretrain` builds it - `training.pretrain_args.resolve_run` over the same flags, then
 `training.pretrain`'s `setup` (the data of --data tokenised and packed, `Batches`, the model, fused AdamW),
 `step_module` (torch.compile with --compile on) and `optimizer_step` (the next batch, its copy to the device,
 forward, backward, clip, step) at the loop's learning rate and temperature. --warmup-steps steps first
 (compilation happens there), then --steps timed steps between two `torch.cuda.synchronize()` (on CUDA).
 tokens_per_s counts real (non-padding) tokens, as the loop's own tokens_per_s does; step_ms is the timed time over
---steps. Rows run compile off first, then on, so a run cut short keeps the cheap rows.
+--steps. Rows run in the order of --compile (off first by default), so a run cut short keeps the cheap rows.
 
 MFU = flops_per_token x tokens_per_s / device_peak: flops_per_token is the matmul FLOPs of one training token
 (forward + backward; benchmarks/_flops.py states the formula), the peak is measured in the same run: a bf16
@@ -31,7 +32,7 @@ before it: {"gpu": device name (a CPU's description), "torch", "device", "precis
 unavailable, out of memory, ...) prints `objective/compile: failed: reason` and the next row runs.
 
 --profile DIR: after a row's timed steps, 3 more steps under torch.profiler (CPU and CUDA activities where CUDA
-exists) write DIR/<objective>[_compiled].txt: the host syncs seen (`host_syncs`: cudaStreamSynchronize and its
+exists) write DIR/<objective>[_compiled|_cudagraphs].txt: the host syncs seen (`host_syncs`: cudaStreamSynchronize and its
 kin, device-to-host copies, and the aten ops that wait for the device: .item(), nonzero for boolean indexing), then
 the top 30 ops by self device time (self CPU time on a CPU). A benchmark, not a test: it asserts no time.
 """
@@ -76,6 +77,10 @@ BASE_ROW = ("electra", "base", ("--grad-accum", "4"))  # objective, preset, its 
 SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpyAsync",
                "aten::_local_scalar_dense", "aten::item", "aten::nonzero")
 DEVICE_TO_HOST = "Memcpy DtoH"  # the device's copy events: "Memcpy DtoH (Device -> Pinned)", "... -> Pageable)"
+# --compile's values: the training.pretrain flags of each, and its profile file's suffix
+COMPILE_FLAGS = {"off": ("--no-compile",), "on": ("--compile",),
+                 "cudagraphs": ("--compile", "--compile-mode", "reduce-overhead")}
+PROFILE_SUFFIX = {"off": "", "on": "_compiled", "cudagraphs": "_cudagraphs"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--preset", choices=sorted(PRESETS), default="small", help="default small")
     ap.add_argument("--objectives", nargs="+", choices=OBJECTIVES, default=list(OBJECTIVES),
                     help="default mlm electra electric")
-    ap.add_argument("--compile", nargs="+", choices=("off", "on"), default=["off", "on"],
-                    help="torch.compile the step: off, on or both (default both; off rows run first)")
+    ap.add_argument("--compile", nargs="+", choices=tuple(COMPILE_FLAGS), default=["off", "on"],
+                    help="torch.compile the step: off, on, cudagraphs (on, in mode reduce-overhead: the step replayed "
+                         "as CUDA graphs), in the order given (default: off on)")
     ap.add_argument("--base-row", action="store_true", help="add one `base` ELECTRA row (see above)")
     ap.add_argument("--steps", type=int, default=30, help="timed optimizer steps (default 30)")
     ap.add_argument("--warmup-steps", type=int, default=10, help="untimed steps first, compilation included "
@@ -96,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                     help="default auto: bf16 on a GPU with bf16, else the project's rule for the device")
     ap.add_argument("--json", help="write the rows here, rewritten after every row")
-    ap.add_argument("--profile", metavar="DIR", help="profile 3 steps of each row into DIR/<objective>[_compiled].txt")
+    ap.add_argument("--profile", metavar="DIR", help="profile 3 steps of each row into DIR/<objective>[_compiled|_cudagraphs].txt")
     ap.add_argument("--num-proc", type=int, default=0, help="tokenisation processes (default 0: one a CPU, up to 8)")
     ap.add_argument("--cache-dir", help="datasets cache for the tokenised data (default: datasets' own)")
     ap.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
@@ -123,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     plan: list[tuple[str, str, str, tuple[str, ...]]] = [(o, args.preset, c, ()) for c in args.compile
                                                          for o in args.objectives]
     if args.base_row:
-        plan.append((*BASE_ROW[:2], "on" if "on" in args.compile else "off", BASE_ROW[2]))
+        plan.append((*BASE_ROW[:2], args.compile[-1], BASE_ROW[2]))  # compiled as the last rows are
     for objective, preset, compiled, extra in plan:
         try:
             row, precision = measure_row(args, objective, preset, compiled, extra, peak_tflops,
@@ -187,7 +193,7 @@ def run_config(args: argparse.Namespace, objective: str, preset: str, compiled: 
     own step is timed)."""
     argv = ["--objective", objective, "--preset", preset, "--data", *args.data, "--tokenizer", args.tokenizer,
             "--out", str(out), "--device", args.device, "--precision", args.precision, "--warm-start", "0",
-            "--num-proc", str(args.num_proc), "--compile" if compiled == "on" else "--no-compile", *extra]
+            "--num-proc", str(args.num_proc), *COMPILE_FLAGS[compiled], *extra]
     if args.cache_dir:
         argv += ["--cache-dir", args.cache_dir]
     if args.threads:
@@ -234,7 +240,7 @@ def write_profile(out_dir: Path, row: dict[str, Any], precision: str, steps: Ste
              f"# top {PROFILE_ROWS} ops by {sort_by}", "",
              prof.key_averages().table(sort_by=sort_by, row_limit=PROFILE_ROWS)]
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{row['objective']}{'_compiled' if row['compile'] == 'on' else ''}.txt"
+    path = out_dir / f"{row['objective']}{PROFILE_SUFFIX[row['compile']]}.txt"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 

@@ -18,7 +18,8 @@
 #
 # run installs the wheels into /tmp/site (PYTHONPATH), unpacks the data into WORK (default /tmp/gpu_run), then runs
 # the stages in this order, each under `timeout` (a time limit, capped by what is left of --deadline-s):
-#   throughput   benchmarks/bench_gpu_throughput.py, 30 timed steps per objective (compile off, then on)
+#   throughput   benchmarks/bench_gpu_throughput.py, 30 timed steps per objective (compile off, then compiled with
+#                CUDA graphs: --throughput-compile off on cudagraphs for all three)
 #   pretrain     python -m training.pretrain --objective X --preset P --time-budget M, for each of --objectives
 #   health       tokens and unigram-noise AUC of each run        \
 #   blimp        BLiMP-12, one pass per method, then MLM PLL       | benchmarks/gpu_pretrain_report.py, into
@@ -37,7 +38,11 @@
 # Restore the model: cat best.tar.* > best.tar; check it against gpu_pretrain.json's bring_back.tar_sha256
 # (sha256sum), then tar xf best.tar: a transformers ElectraForPreTraining folder with its tokenizer.
 #
-# Through the device tool (one 10-minute command; the stages' defaults end within --deadline-s 570):
+# Through the device tool (one 10-minute command; the stages' defaults end within --deadline-s 570: setup ~30 s,
+# throughput <= 180 s (compile and CUDA graphs take most of it), 3 x 0.5 min of pretraining + their start and save,
+# ~150 s of evaluation, bring-back, serve). Half a minute per objective is ~45M tokens at the target pace: enough to
+# check the chain, not the quality targets; a longer comparison is a second call, e.g.
+# "benchmarks/gpu_run.sh run --minutes 2.5 --skip throughput serve".
 #   here:  benchmarks/gpu_run.sh bundle
 #   run:   command   "benchmarks/gpu_run.sh run"     (or: "benchmarks/gpu_run.sh run --minutes 1.5 --skip serve")
 #          carry     ["gpu_bundle"]
@@ -152,11 +157,11 @@ bundle() {
 # ---- run -----------------------------------------------------------------------------------------------------
 
 run() {
-    local bundle=gpu_bundle out=${OUT:-runs/gpu_run/out} work=/tmp/gpu_run device=cuda preset=small minutes=1
+    local bundle=gpu_bundle out=${OUT:-runs/gpu_run/out} work=/tmp/gpu_run device=cuda preset=small minutes=0.5
     local objectives=(electric electra mlm) skip=() deadline=570 site=/tmp/site obj
-    local t_throughput=60 t_slack=30 t_tokenize=45 t_health=30 t_blimp=40 t_rerank=40 t_glue=50 t_bring=25 t_serve=50
+    local t_throughput=180 t_slack=30 t_tokenize=45 t_health=30 t_blimp=40 t_rerank=40 t_glue=50 t_bring=25 t_serve=50
     local steps=30 warmup=10 blimp_limit="" lists="" glue_examples=4000 glue_epochs=2 glue_eval="" serve_seconds=5
-    local pretrain_flags=() num_proc=0 compile=(off on) serve_flags=()
+    local pretrain_flags=() num_proc=0 compile=(off cudagraphs) serve_flags=()
     while (($#)); do
         case $1 in
             --bundle) bundle=$2; shift 2 ;;

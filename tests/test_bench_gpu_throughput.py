@@ -91,3 +91,13 @@ def test_a_failing_row_is_one_line_and_a_killed_run_keeps_the_rows_before_it(wik
     assert r["failures"] == [{"objective": "electra", "preset": "debug", "compile": "off",
                               "reason": "ValueError: no electra today"}]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".t.json")] == []  # no half-written file
+
+
+@pytest.mark.parametrize("compiled, expected", [("off", (False, "default")), ("on", (True, "default")),
+                                                ("cudagraphs", (True, "reduce-overhead"))])
+def test_each_compile_value_is_the_pretraining_flags_it_names(compiled, expected, wiki_sample, tokenizer_dir,
+                                                              tmp_path):
+    args = bench.build_parser().parse_args(argv(wiki_sample, tokenizer_dir, tmp_path, "--compile", compiled))
+    cfg = bench.run_config(args, "electric", "debug", compiled, (), tmp_path / "run").pretrain
+    assert (cfg.compile, cfg.compile_mode) == expected
+    assert bench.PROFILE_SUFFIX[compiled] in ("", "_compiled", "_cudagraphs")
