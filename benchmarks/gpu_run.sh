@@ -41,7 +41,7 @@
 # Through the device tool (one 10-minute command; the stages' defaults end within --deadline-s 570: setup ~30 s,
 # throughput <= 180 s (compile and CUDA graphs take most of it), 3 x 0.5 min of pretraining + their start and save,
 # ~150 s of evaluation, bring-back, serve). Half a minute per objective is ~45M tokens at the target pace: enough to
-# check the chain, not the quality targets; a longer comparison is a second call, e.g.
+# check the chain, not the quality targets; a longer comparison is another call (a later session: ~9 minutes), e.g.
 # "benchmarks/gpu_run.sh run --minutes 2.5 --skip throughput serve".
 #   here:  benchmarks/gpu_run.sh bundle
 #   run:   command   "benchmarks/gpu_run.sh run"     (or: "benchmarks/gpu_run.sh run --minutes 1.5 --skip serve")
