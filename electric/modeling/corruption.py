@@ -116,9 +116,7 @@ def bert_draws(rng: torch.Generator, shape: torch.Size | tuple[int, ...], vocab_
 def sample_replacements(logits: torch.Tensor, temperature: float, rng: Draw) -> torch.Tensor:
     """x_hat ~ softmax(logits / temperature) by Gumbel-max, in fp32, without gradient: (N, V) -> (N,)."""
     u = uniforms(rng, logits.shape, logits.device)
-    if not isinstance(rng, torch.Generator):
-        u = u.clone()  # the caller's uniforms stay as drawn
-    gumbel = u.clamp_(1e-10, 1.0 - 1e-7).log_().neg_().log_().neg_()  # -log(-log u), in place: (N, V) once
+    gumbel = u.clamp(1e-10, 1.0 - 1e-7).log_().neg_().log_().neg_()  # -log(-log u): one new (N, V); u stays as drawn
     return gumbel.add_(logits.detach().float() / temperature).argmax(dim=-1)
 
 
