@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _bench_models import sentences  # noqa: E402
+from _figures import set_in, write_figures  # noqa: E402
 from _server_harness import Server, load_http  # noqa: E402
 
 
@@ -57,14 +57,7 @@ class Figures:
         self.data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
 
     def set(self, keys: list[str], value: Any) -> None:
-        node = self.data
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node[keys[-1]] = value
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(self.data, indent=1) + "\n")
-        os.replace(tmp, self.path)
+        write_figures(self.path, set_in(self.data, keys, value))
 
     def fail(self, what: str, e: BaseException) -> str:
         line = f"FAILED serve {what}: {type(e).__name__}: {' '.join(str(e).split())[:300]}"

@@ -38,7 +38,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import os
 import shlex
 import sys
 import tarfile
@@ -49,6 +48,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from _figures import set_in, write_figures  # noqa: E402
 
 # one-pass methods a run of each objective scores with (BLiMP), MLM PLL apart: it is n passes and runs last
 ONE_PASS = {"mlm": (), "electra": ("electra",), "electric": ("electric", "cloze")}
@@ -96,16 +98,8 @@ def read_report(path: Path) -> dict[str, Any]:
 
 
 def record(path: Path, keys: list[str], value: Any) -> None:
-    """Set report[keys[0]][keys[1]]... = value and rewrite the file atomically (write, then rename)."""
-    report = read_report(path)
-    node = report
-    for k in keys[:-1]:
-        node = node.setdefault(k, {})
-    node[keys[-1]] = value
-    tmp = path.with_name(path.name + ".tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps(report, indent=1) + "\n")
-    os.replace(tmp, path)
+    """Set report[keys[0]][keys[1]]... = value and rewrite the file whole."""
+    write_figures(path, set_in(read_report(path), keys, value))
 
 
 class Figures:
