@@ -33,8 +33,9 @@ class ValidationError(ServerError):
 
 
 class UnreadableBody(ValidationError):
-    """A body that cannot be read as text of its format: JSON that is not UTF-8, or nests too deeply to parse.
-    `http_error` is the name HTTP clients have always seen for it (a 400)."""
+    """A body that cannot be read as text of its format: JSON that is not UTF-8. `http_error` is the name HTTP
+    clients have always seen for it (a 400). JSON text that cannot be made into values (nested too deeply, an
+    integer too long to convert) is a plain ValidationError (422) naming the field."""
 
     error_type = "http_error"
 

@@ -159,8 +159,8 @@ async def answer(handler: Handler, request: Request) -> Response:
             raise NotReady("the models are still loading")
         intake.require_key(engine.settings.api_key, header(request.scope, b"authorization").decode("latin-1"),
                            intake.HTTP_KEY)
-        length = header(request.scope, b"content-length")
-        busy = engine.refuse_big_body(int(length)) if handler.scorer and length.isdigit() else None
+        length = content_length(request.scope)
+        busy = engine.refuse_big_body(length) if handler.scorer and length is not None else None
         if busy is not None:  # refused before its body is read: a refused megabyte costs what its headers did
             raise busy
         data = intake.read_json(header(request.scope, b"content-type").decode("latin-1"), await _body(request))
@@ -181,6 +181,16 @@ def header(scope, name: bytes) -> bytes:
         if key == name:
             return value
     return b""
+
+
+def content_length(scope) -> int | None:
+    """The request's Content-Length, or None without one. httptools takes leading zeros and refuses a value over
+    2**64 before the app sees it, so the digits left after the zeros are few; never more than int() converts."""
+    value = header(scope, b"content-length")
+    if not value.isdigit():
+        return None
+    digits = value.lstrip(b"0") or b"0"
+    return int(digits) if len(digits) <= 20 else 2**64
 
 
 async def _body(request: Request) -> bytes:

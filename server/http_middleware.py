@@ -19,7 +19,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import Mount
 
 from server.errors import BackendError, PayloadTooLarge, ServerError, ShuttingDown
-from server.http import HANDLERS, answer, error_response, header, uncancel
+from server.http import HANDLERS, answer, content_length, error_response, uncancel
 from server.prometheus import Metrics
 from server.settings import Settings
 from server.transport import record
@@ -82,9 +82,9 @@ class ObservabilityMiddleware:
             else:
                 await error_response(err)(scope, receive, timed_send)
 
-        length = header(scope, b"content-length")
-        if length.isdigit() and int(length) > limit:
-            await fail(PayloadTooLarge(f"request body of {int(length)} bytes is over the limit of {limit} bytes"))
+        length = content_length(scope)
+        if length is not None and length > limit:
+            await fail(PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes"))
         else:
             try:
                 route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import email.message
 import json
 import secrets
+import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -98,20 +99,53 @@ def is_json(content_type: str) -> bool:
 
 def read_json(content_type: str, body: bytes) -> object:
     """A request body parsed as JSON. ValidationError for a body that is empty, not sent as JSON (its
-    Content-Type, named) or not valid JSON (where the parser stopped); UnreadableBody for one that is not UTF-8
-    (json_text) or nests too deeply for the parser."""
+    Content-Type, named), not valid JSON (where the parser stopped), or valid JSON the parser cannot turn into
+    values: an integer longer than the interpreter converts (`sys.get_int_max_str_digits`; named by its field,
+    unconvertible) or arrays and objects nested deeper than it recurses. UnreadableBody for one that is not UTF-8
+    (json_text). A float that overflows (`1e400`) parses as infinite, and the schemas refuse it by its field."""
     if not is_json(content_type):
         what = "required field missing" if not body else NOT_AN_OBJECT
         raise ValidationError(f"send the body as JSON with \"Content-Type: application/json\" "
                               f"(got {content_type or 'none'!r}); body: {what}")
     if not body:
         raise ValidationError("body: required field missing")
+    text = json_text(body)
     try:
-        return json.loads(json_text(body))
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise ValidationError(f"body: the body is not valid JSON ({e.msg})") from None
     except RecursionError:
-        raise UnreadableBody("the body nests JSON arrays or objects too deeply to parse") from None
+        raise ValidationError("body: the body nests JSON arrays or objects too deeply to parse") from None
+    except ValueError:  # an integer over the interpreter's digit limit: parse again to name it
+        raise ValidationError(unconvertible(json.loads(text, parse_int=_int_or_digits))) from None
+
+
+class _Digits(int):
+    """What `read_json` parses an integer too long to convert as: its count of digits."""
+
+
+def _int_or_digits(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:
+        return _Digits(len(digits.lstrip("-")))
+
+
+def unconvertible(data: object) -> str:
+    """`where: why` for the first integer of `data` that json.loads could not convert (a `_Digits`), named as
+    describe_errors names a field; walked without recursion, however deep `data` nests."""
+    stack: list[tuple[str, object]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, _Digits):
+            limit = sys.get_int_max_str_digits()
+            return (f"{where or 'body'}: an integer of {int(value)} digits, more than the limit of {limit}; "
+                    "send a number of at most that many digits")
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{where or 'body'}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+    return "body: a number that cannot be converted"
 
 
 def validate(schema: type[Model], data: object) -> Model:

@@ -1,5 +1,6 @@
-"""Issue 24, hostile input: a body that cannot be parsed (nested too deeply, not UTF-8) is a 400 naming the
-problem, after authentication, never a 500; rerank numbers are bounded so no total overflows; truncation never
+"""Issue 24, hostile input: a body that cannot be read (not UTF-8) is a 400 naming the problem, and one that
+cannot be made into values (nested too deeply, issue 51: an integer too long to convert) a 422 naming the field,
+after authentication, never a 500; rerank numbers are bounded so no total overflows; truncation never
 tokenises much more of a text than it keeps, and a per-input character limit is in /info and the OpenAPI schema;
 a small request is not starved by big ones queued before it; an input the tokenizer keeps nothing of is answered
 as a blank one (422 / INVALID_ARGUMENT, `score: null` in the CLI, never a winning 0.0); gRPC health says
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import math
+import socket
 from types import SimpleNamespace
 
 import grpc
@@ -39,7 +41,7 @@ from server.engine import Engine
 from server.grpc_gen.electric.v1 import electric_pb2 as pb
 from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
-from tests.server.helpers import GRPC_AUTH, KEY, failures
+from tests.server.helpers import GRPC_AUTH, KEY, failures, read_response
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -249,12 +251,62 @@ DEEP = [  # route, body: each nests too deeply for the parser
 
 @pytest.mark.integration
 @pytest.mark.parametrize("route, body", DEEP, ids=["texts-990", "object-100k", "weights-50k"])
-def test_deep_json_is_a_400_counted_on_its_route(server, http, route, body):
-    before = failures(server, route=route, transport="http", status="400", error_type="http_error")
+def test_deep_json_is_a_422_counted_on_its_route(server, http, route, body):
+    before = failures(server, route=route, transport="http", status="422", error_type="validation_error")
     r = post(http, route, body.encode())
-    assert r.status_code == 400, r.text
-    assert r.json() == {"error": "the body nests JSON arrays or objects too deeply to parse", "error_type": "http_error"}
-    assert failures(server, route=route, transport="http", status="400", error_type="http_error") == before + 1
+    assert r.status_code == 422, r.text
+    assert r.json() == {"error": "body: the body nests JSON arrays or objects too deeply to parse",
+                        "error_type": "validation_error"}
+    assert failures(server, route=route, transport="http", status="422", error_type="validation_error") == before + 1
+
+
+# Issue 51, item 1: JSON the parser cannot turn into values is a 422 naming the field, never a 500. Python's
+# json.loads refuses an integer of more than 4,300 digits (sys.get_int_max_str_digits) with a plain ValueError;
+# a float that overflows parses as infinite. Over HTTP only: gRPC's typed messages cannot carry either (an int64
+# has at most 19 digits, and a NaN or infinite double is refused by its field, above).
+LONG_NUMBERS = [  # route, body with NUMBER in it, the field named
+    ("/v1/score", '{"texts": ["a"], "per_token": NUMBER}', "per_token"),
+    ("/v1/score", '{"texts": ["a"], "nope": {"x": [0, NUMBER]}}', "nope.x[1]"),
+    ("/v1/score", '{"texts": ["a", NUMBER]}', "texts[1]"),
+    ("/v1/rerank", '{"hypotheses": ["a", "b"], "scores": [-1.5, -NUMBER]}', "scores[1]"),
+    ("/v1/rerank", '{"lists": [{"hypotheses": ["a"], "scores": [NUMBER]}]}', "lists[0].scores[0]"),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("digits", [4301, 1_000_000])
+@pytest.mark.parametrize("route, body, field", LONG_NUMBERS, ids=[f for _, _, f in LONG_NUMBERS])
+def test_an_integer_too_long_to_convert_is_a_422_naming_its_field(server, http, route, body, field, digits):
+    before = failures(server, route=route, transport="http", status="422", error_type="validation_error")
+    r = post(http, route, body.replace("NUMBER", "9" * digits).encode())
+    assert r.status_code == 422, r.text[:300]
+    assert r.json() == {"error": f"{field}: an integer of {digits} digits, more than the limit of 4300; send a "
+                                 "number of at most that many digits", "error_type": "validation_error"}
+    assert failures(server, route=route, transport="http", status="422", error_type="validation_error") == before + 1
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("route, body, field", [
+    ("/v1/rerank", '{"hypotheses": ["a", "b"], "scores": [1e400, 0]}', "scores[0]: Input should be a finite number"),
+    ("/v1/rerank", '{"hypotheses": ["a"], "weights": {"lm": -1e999999}}', "weights.lm: Input should be a finite"),
+    ("/v1/score", '{"texts": ["a"], "nope": 1e400}', "nope: Extra inputs are not permitted"),
+    ("/v1/score", '{"texts": [1e400]}', "texts[0]: Input should be a valid string"),
+], ids=["scores", "weights", "unknown", "texts"])
+def test_a_float_that_overflows_is_a_422_naming_its_field(http, route, body, field):
+    r = post(http, route, body.encode())
+    assert r.status_code == 422 and r.json()["error"].startswith(field), r.text
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("length", ["9" * 5000, "0" * 5000 + "2"], ids=["huge", "leading-zeros"])
+def test_a_content_length_of_5000_digits_is_not_a_500(server, length):
+    """The connection refuses a Content-Length over 2**64; one of many leading zeros reaches the app, which reads
+    it without converting 5,000 digits (here: 401, the key comes first)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+        s.sendall(f"POST /v1/score HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                  f"content-length: {length}\r\n\r\n{{}}".encode())
+        reply = read_response(s)
+    assert reply is not None and reply[0] in (400, 401), reply
 
 
 @pytest.mark.integration
