@@ -290,8 +290,7 @@ class Batcher:
             t.tokenize += seconds
             if isinstance(enc, InputTooLongError):
                 req.future.set_exception(ValidationError(
-                    f"{req.names(enc.index)} has {enc.count()} tokens ([CLS] and [SEP] included), more than the "
-                    f"limit of {enc.max_length}; shorten it or send \"truncate\": true"))
+                    f"{req.names(enc.index)} has {enc.describe('the limit')}; shorten it or send \"truncate\": true"))
                 continue
             empty = _first_blank(req, enc)
             if empty is not None:  # the answer of a blank text: no 0.0 score that could win a rerank

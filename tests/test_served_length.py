@@ -70,7 +70,7 @@ def test_the_library_scores_the_trained_length_by_default_and_more_on_request(sh
     backend = TorchBackend(short_run / "discriminator", device="cpu")
     assert (backend.max_length, backend.max_positions) == (TRAINED, TABLE)
     assert TRAINED < n_tokens(backend, LONG) < TABLE
-    with pytest.raises(InputTooLongError, match=f"more than the model's maximum of {TRAINED};"):
+    with pytest.raises(InputTooLongError, match=f"more than the model's maximum of {TRAINED}\\b"):
         Scorer(backend).score([LONG])
     cut = Scorer(backend, truncate=True).score([LONG])[0]
     assert cut.truncated and cut.num_tokens == TRAINED - 2
@@ -86,7 +86,7 @@ def test_electric_score_scores_the_trained_length_by_default(short_run, tmp_path
     src = tmp_path / "in.txt"
     src.write_text(f"a short one\n{LONG}\n")
     rc = main(["score", "--model", str(short_run), "--quiet", str(src)])
-    assert rc == 2 and f"more than the model's maximum of {TRAINED};" in capsys.readouterr().err
+    assert rc == 2 and f"more than the model's maximum of {TRAINED} " in capsys.readouterr().err
     assert main(["score", "--model", str(short_run), "--quiet", "--truncate", str(src)]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[1])["num_tokens"] == TRAINED - 2
 

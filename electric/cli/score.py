@@ -78,9 +78,8 @@ def cmd_score(args) -> int:
                 try:
                     rows, chunk_blank, chunk_no_token = score_records(scorer, chunk, args.method, args.per_token)
                 except InputTooLongError as e:
-                    raise InputError(f"{where}: line {n + e.index + 1} has {e.count()} tokens ([CLS] and [SEP] "
-                                     f"included), more than the model's maximum of {e.max_length}; pass --truncate "
-                                     "or --sliding-window") from e
+                    raise InputError(f"{where}: line {n + e.index + 1} has {e.describe()}; pass --truncate or "
+                                     "--sliding-window") from e
                 blank += [n + i + 1 for i in chunk_blank]
                 no_token += [n + i + 1 for i in chunk_no_token]
                 fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

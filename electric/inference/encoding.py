@@ -21,14 +21,17 @@ class InputTooLongError(ValueError):
     def __init__(self, index: int, num_tokens: int, max_length: int, at_least: bool = False):
         # at_least: only a prefix of the text was tokenised (encode_capped), num_tokens is a lower bound
         self.index, self.num_tokens, self.max_length, self.at_least = index, num_tokens, max_length, at_least
-        super().__init__(
-            f"input {index} has {self.count()} tokens ([CLS] and [SEP] included), more than the model's maximum of "
-            f"{max_length}; ask for truncation (--truncate) or a sliding window (--sliding-window)"
-        )
+        super().__init__(f"input {index} has {self.describe()}; ask for truncation (--truncate) or a sliding window "
+                         "(--sliding-window)")
 
-    def count(self) -> str:
-        """`700`, or `at least 700` when only a prefix was tokenised."""
-        return f"at least {self.num_tokens}" if self.at_least else str(self.num_tokens)
+    def describe(self, limit: str = "the model's maximum") -> str:
+        """What the text has against `limit` (a name): `700 tokens ([CLS] and [SEP] included), more than the model's
+        maximum of 512`; when only a prefix was tokenised, the count stopped past the limit and says so: `more than
+        the model's maximum of 128 tokens ([CLS] and [SEP] included; counting stopped at 144)`."""
+        if self.at_least:
+            return (f"more than {limit} of {self.max_length} tokens ([CLS] and [SEP] included; counting stopped at "
+                    f"{self.num_tokens})")
+        return f"{self.num_tokens} tokens ([CLS] and [SEP] included), more than {limit} of {self.max_length}"
 
 
 # ---- 1. encoding -------------------------------------------------------------------------------------

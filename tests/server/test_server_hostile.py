@@ -98,7 +98,9 @@ def test_truncation_tokenises_a_bounded_prefix_of_a_huge_text(tok, monkeypatch):
     assert counting.chars <= CAP_CHARS_PER_TOKEN * 64  # 384 characters of 1,000,000
     with pytest.raises(InputTooLongError) as e:  # without truncation: refused on the same prefix
         encode(tok, [huge], 64)
-    assert e.value.at_least and "has at least" in str(e.value)
+    assert e.value.at_least  # the refusal names the limit and says where the count stopped (issue 51, item 6)
+    assert str(e.value).startswith(f"input 0 has more than the model's maximum of 64 tokens ([CLS] and [SEP] "
+                                   f"included; counting stopped at {e.value.num_tokens})")
     assert counting.chars <= 2 * CAP_CHARS_PER_TOKEN * 64
 
 
@@ -400,7 +402,8 @@ def test_the_character_limit_is_in_info_and_openapi_and_enforced(http, channel):
     r = http.post("/v1/score", json={"texts": ["a " * (MAX_CHARS // 2)], "truncate": True})
     assert r.status_code == 200 and r.json()["results"][0]["truncated"]
     r = http.post("/v1/score", json={"texts": ["a " * (MAX_CHARS // 2)]})
-    assert r.status_code == 422 and "has at least" in r.json()["error"]
+    assert r.status_code == 422, r.text
+    assert "input 0 has more than the limit of" in r.json()["error"] and "counting stopped at" in r.json()["error"]
 
 
 @pytest.mark.integration

@@ -38,8 +38,8 @@ def score_nbest_records(scorer, read: list[tuple[int, NBestList | None, str | No
                 scored, _ = ScoredLists.score([nb], score_texts)
             except InputTooLongError as e:
                 hyp = nb.hyps.index(asked[0][e.index]) + 1
-                err = (f"{where} {line}: utterance {nb.utt_id!r}, hypothesis {hyp}: {e.count()} tokens, more than "
-                       f"the model's maximum of {e.max_length}; pass --truncate or --sliding-window")
+                err = (f"{where} {line}: utterance {nb.utt_id!r}, hypothesis {hyp} has {e.describe()}; pass "
+                       "--truncate or --sliding-window")
         if err is not None:
             bad.append(err)
             records.append({"line": line, "utt_id": None if nb is None else nb.utt_id, "error": err})

@@ -151,8 +151,7 @@ def score_text_records(scorer, read: list[tuple[int, str | None, str | None]], j
             break
         except InputTooLongError as e:
             line = read[todo[e.index]][0]
-            bad[todo[e.index]] = (f"{where} {line}: {e.count()} tokens ([CLS] and [SEP] included), more than the "
-                                  f"model's maximum of {e.max_length}; pass --truncate or --sliding-window")
+            bad[todo[e.index]] = f"{where} {line}: {e.describe()}; pass --truncate or --sliding-window"
     by_index: dict[int, dict] = {i: blank_record(read[i][1] or "", job.method, job.per_token, error=err)
                                  for i, err in bad.items()}
     by_index.update(zip(todo, scored, strict=True))
