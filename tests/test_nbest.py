@@ -28,6 +28,7 @@ from electric.evaluation.nbest import (
 )
 from electric.evaluation.nbest.combination import combine
 from electric.evaluation.nbest.readers import detect_format
+from electric.evaluation.nbest.report import significance
 from electric.evaluation.nbest.tuning import Components, paired_bootstrap, tune_weights
 
 
@@ -489,7 +490,7 @@ def test_an_lm_that_scores_every_piece_the_same_is_rejected(name, count_pieces):
     assert report["test"]["no_lm"] == pytest.approx(corpus_score("wer", test, best), abs=1e-9)
     text = format_report(report)
     assert "/piece" in text and "dev gain of no_lm over the first pass" in text
-    assert "not significant: the LM is NOT used" in text
+    assert ("not significant: the LM is NOT used" in text) != ("significantly worse: the LM is NOT used" in text)
     # without the piece counts the same flat "LM" would pass for a length feature the baseline lacks
     _, words_only = rerank_report(lists, flat, RerankOptions(dev_fraction=0.5, seed=0))
     assert words_only["no_lm_features"] == ["words"] and "no piece counts given" in format_report(words_only)
@@ -513,6 +514,24 @@ def test_the_first_pass_is_kept_unless_the_bonuses_gain_significantly():
     assert report["applied"] == "first_pass" and w == Weights(beta=1.0, prior="rank")
     assert report["test"]["reranked"] == report["test"]["first"]
     assert "not significant: without the LM the first pass is kept" in format_report(report)
+
+
+def test_an_lm_significantly_worse_on_dev_is_said_to_be():
+    """Issue 51, item 6: an LM whose whole dev interval lies below 0 is "significantly worse", not "not
+    significant" (here a grid without lm 0 forces an LM that prefers the wrong hypothesis of every list)."""
+    lists = [NBestList(str(i), [f"show flights to city{i}", f"show fights to city{i}"], [-1.0, -2.0],
+                       ref=f"show flights to city{i}") for i in range(60)]
+    lm = [np.array([-20.0, 0.0]) for _ in lists]  # the wrong one far ahead
+    _, report = rerank_report(lists, lm, RerankOptions(dev_fraction=0.5, seed=0, lm_grid=(1.0,)))
+    g = report["guard"]
+    assert g["ci"][1] < 0 and not g["significant"] and report["applied"] != "lm"
+    assert significance(g) == "significantly worse"
+    text = format_report(report)
+    assert "significantly worse: the LM is NOT used" in text and "not significant: the LM" not in text
+    assert "not applied: it was significantly worse on dev" in text
+    assert [significance({"significant": s, "ci": ci}) for s, ci in
+            ((True, [0.1, 0.5]), (False, [-0.1, 0.5]), (False, [-0.5, -0.1]))] == [
+        "significant", "not significant", "significantly worse"]
 
 
 # ---- what the prior assumes; ties ------------------------------------------------------------------------------

@@ -181,6 +181,12 @@ class RerankReport:
         return format_report(self.to_dict())
 
 
+def significance(gain: dict) -> str:
+    """A paired_bootstrap's verdict in words: "significant" (its interval lies above 0), "significantly worse"
+    (below 0) or "not significant" (it holds 0)."""
+    return "significant" if gain["significant"] else "significantly worse" if gain["ci"][1] < 0 else "not significant"
+
+
 def format_report(report: dict) -> str:
     """A short human-readable summary of `rerank_report` (without the id lists)."""
     name = report["metric"].upper()
@@ -224,10 +230,10 @@ def format_report(report: dict) -> str:
 
         if gn:
             lines.append(gain("no_lm over the first pass", gn, "significant: the bonuses are worth applying"
-                              if gn["significant"] else "not significant: without the LM the first pass is kept"))
+                              if gn["significant"] else f"{significance(gn)}: without the LM the first pass is kept"))
         kept = "no_lm" if gn is None or gn["significant"] else "the first pass"
         lines.append(gain("with_lm over no_lm", g, "significant: the LM is used (reranked = with_lm)"
-                          if g["significant"] else f"not significant: the LM is NOT used (reranked = {kept})"))
+                          if g["significant"] else f"{significance(g)}: the LM is NOT used (reranked = {kept})"))
     for split in ("dev", "test", "all"):
         r = report.get(split)
         if not r:
@@ -241,7 +247,9 @@ def format_report(report: dict) -> str:
     if "no_lm" in test and ("with_lm" in test or "reranked" in test):
         lm = test.get("with_lm", test.get("reranked"))
         gain = (lm - test["no_lm"]) * (1 if report["higher_is_better"] else -1) + 0.0
-        unused = "" if g is None or g["significant"] else "; not applied: its dev gain was not significant"
+        unused = "" if g is None or g["significant"] else (
+            "; not applied: it was significantly worse on dev" if significance(g) == "significantly worse" else
+            "; not applied: its dev gain was not significant")
         lines.append(f"the LM's own gain on test: {name} {test['no_lm']:.2f}{unit} without it, "
                      f"{lm:.2f}{unit} with it (gain {gain:+.2f}{unused})")
     return "\n".join(lines)
