@@ -14,6 +14,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
@@ -284,3 +285,35 @@ def training_health(model_dir: str | os.PathLike) -> dict | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+@dataclass(frozen=True)
+class ServingDefaults:
+    """What an export's manifest tells `electric serve --model DIR` to do by default (`electric adapt` writes it):
+    the /v1/rerank weights a request that gives none gets, and a discriminator export inside DIR that answers
+    /v1/detect beside a cloze scorer."""
+
+    rerank_weights: dict | None = None  # a weights object: lm, length, beta, prior, piece, lm_score
+    detector: Path | None = None  # DIR/<its manifest's "detector">
+
+
+def serving_defaults(model_dir: str | os.PathLike) -> ServingDefaults:
+    """The serving defaults in DIR's manifest (none for a checkpoint, or an export that carries none);
+    CheckpointError naming the file when they are malformed or the detector is missing."""
+    d = Path(model_dir)
+    path = d / MANIFEST
+    if not path.is_file():
+        return ServingDefaults()
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{str(path)!r} is not valid JSON: {e}") from None
+    weights, detector = manifest.get("rerank_weights"), manifest.get("detector")
+    if weights is not None and not isinstance(weights, dict):
+        raise CheckpointError(f"{str(path)!r}: 'rerank_weights' should be an object of weights, got {weights!r}")
+    if detector is None:
+        return ServingDefaults(weights)
+    where = (d / str(detector)).resolve()
+    if not isinstance(detector, str) or d.resolve() not in where.parents or not (where / MANIFEST).is_file():
+        raise CheckpointError(f"{str(path)!r}: 'detector' {detector!r} is not an export directory inside {str(d)!r}")
+    return ServingDefaults(weights, d / detector)

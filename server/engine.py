@@ -30,6 +30,7 @@ from typing import Any
 
 from electric import __version__
 from electric.allocator import release_free_memory
+from electric.checkpoint import serving_defaults
 from electric.evaluation.nbest import LM_SCORES, PRIORS, NBestList, ScoredLists, Weights
 from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
@@ -50,6 +51,7 @@ from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Setting
 log = logging.getLogger("electric.server")
 
 SCORER = "scorer"  # name of the --model in /info and in responses
+DETECTOR = "detector"  # name of the discriminator an adapted --model carries beside its cloze scorer (/v1/detect)
 SCORER_KINDS = tuple(METHODS_OF_KIND)  # what --model may hold: a discriminator (electric) or a cloze model (cloze)
 WARMUP_TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
 WARMUP_PACE_TOKENS = 2048  # tokens in each warm-up batch that measures the pace at one length (a row at least)
@@ -116,13 +118,17 @@ class Engine:
         try:
             specs: list[tuple[str, Path, tuple[str, ...]]] = []
             if self.settings.model is not None:
-                specs.append((SCORER, model_dir_for_method(self.settings.model, "electric"), SCORER_KINDS))
+                scorer = model_dir_for_method(self.settings.model, "electric")
+                specs.append((SCORER, scorer, SCORER_KINDS))
+                detector = serving_defaults(scorer).detector  # electric adapt's energy model beside a cloze scorer
+                if detector is not None:
+                    specs.append((DETECTOR, detector, ("discriminator",)))
             specs += [(n, Path(p), ("classifier", "tagger")) for n, p in self.settings.classifiers.items()]
             for name, path, kinds in specs:
                 t0 = time.perf_counter()
                 backend = await self._loop.run_in_executor(self.batcher.worker, self._loader, path, self.settings.backend)
                 if backend.kind not in kinds:
-                    what = "--model" if name == SCORER else f"--classifier {name}"
+                    what = {SCORER: "--model", DETECTOR: "--model's detector"}.get(name, f"--classifier {name}")
                     raise ValueError(f"{what}: {str(path)!r} holds a {backend.kind} model; expected "
                                      f"{' or '.join(kinds)}")
                 slot = ModelSlot(name, path, backend, self.settings, SlotMetrics(self.metrics, name))
@@ -134,6 +140,7 @@ class Engine:
                 slot.log_length()
                 if slot.kind == "discriminator":
                     log.info("%s: detect probabilities are %s", name, describe_calibration(slot.calibration))
+            log.info("/v1/rerank's default weights: %s", self.settings.rerank_defaults().to_dict())
             if self.settings.warmup:
                 await self._warmup()
         except Exception as e:  # noqa: BLE001 - reported by /health and the process exit code
@@ -166,7 +173,9 @@ class Engine:
                                   WARMUP_PACE_TOKENS // length))
                 batches.append([" ".join((WARMUP_TEXT.split() * length)[:max(1, length - 2)])] * rows)
             for i, batch in enumerate(batches):
-                if slot.kind in SCORER_KINDS:
+                if slot.name == DETECTOR:
+                    await self.detect(batch, truncate=True, _internal=True)
+                elif slot.kind in SCORER_KINDS:
                     await self.score(batch, truncate=True, _internal=True)
                     if slot.kind == "discriminator" and i < 2:
                         await self.detect(batch, truncate=True, _internal=True)
@@ -311,7 +320,7 @@ class Engine:
     async def detect(self, texts: Sequence[str], *, truncate: bool = False, _internal: bool = False) -> Answer:
         """ELECTRA replaced-token probabilities (electric.inference.scoring.electra_detect)."""
         with self._admitted(_internal):
-            slot = self._slot(None, ("discriminator",))
+            slot = self.models.get(DETECTOR) or self._slot(None, ("discriminator",))
             if slot.kind != "discriminator":
                 raise ValidationError(f"this server's model is a {slot.kind} model ({slot.method} scores: /v1/score, "
                                       "/v1/rerank); replaced-token detection needs a discriminator")

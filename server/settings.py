@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from electric.checkpoint import MANIFEST, CheckpointError, serving_defaults
 from electric.evaluation.nbest.combination import Weights, weights_in_report
 
 # /v1/rerank's finite ranges (422 / INVALID_ARGUMENT naming the field above them): with |a(h)| <= 1e12, |weights|
@@ -127,7 +128,8 @@ class Settings(BaseSettings):
                                                           "`electric rerank --report` / `electric eval nbest "
                                                           "--report` as is (its applied weights), or a weights "
                                                           "object {lm, length, beta, prior, piece, lm_score}; "
-                                                          "weight flags given too win")
+                                                          "it wins over the weights a model made by `electric "
+                                                          "adapt` carries, weight flags given too win over both")
     # --- logging
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
     access_log: bool = Field(True, description="one JSON line per request on stderr")
@@ -159,10 +161,14 @@ class Settings(BaseSettings):
         for name in self.classifiers:
             if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
                 raise ValueError(f"classifier name {name!r}: use letters, digits, '-', '_' or '.'")
-        if self.rerank_weights is not None:
-            for field, value in read_rerank_weights(self.rerank_weights).items():
-                if field not in self.model_fields_set:  # a weight flag given too wins
-                    setattr(self, field, value)
+        # the defaults of /v1/rerank: weight flags, over a --rerank-weights file, over the model's own (electric adapt
+        # writes them into its manifest), over the built-in ones
+        given = {**(model_rerank_weights(self.model) if self.model is not None else {}),
+                 **(read_rerank_weights(self.rerank_weights) if self.rerank_weights is not None else {})}
+        flags = set(self.model_fields_set)
+        for field, value in given.items():
+            if field not in flags:
+                setattr(self, field, value)
         return self
 
 
@@ -175,13 +181,31 @@ def read_rerank_weights(path: Path) -> dict[str, object]:
     """Settings fields from a weights file (`weights_in_report`: a rerank report or a bare weights object).
     Any problem is a ValueError naming the file."""
     try:
-        weights = weights_in_report(json.loads(Path(path).read_text(encoding="utf-8")))
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"rerank_weights {path}: cannot read it as JSON ({e})") from None
+    return weight_fields(report, f"rerank_weights {path}")
+
+
+def model_rerank_weights(model: Path) -> dict[str, object]:
+    """Settings fields from the weights a model directory's manifest carries (`electric adapt` tunes them), or {}
+    for a model without; a ValueError naming the manifest when they are malformed."""
+    try:
+        weights = serving_defaults(model).rerank_weights
+    except CheckpointError as e:
+        raise ValueError(f"model {model}: {e}") from None
+    return {} if weights is None else weight_fields(weights, f"model {model / MANIFEST} rerank_weights")
+
+
+def weight_fields(report: object, source: str) -> dict[str, object]:
+    """Settings fields from a rerank report or a bare weights object (`weights_in_report`), each within range;
+    a ValueError naming `source` otherwise."""
+    try:
+        weights = weights_in_report(report)
     except ValueError as e:
-        raise ValueError(f"rerank_weights {path}: {e}") from None
+        raise ValueError(f"{source}: {e}") from None
     values = {WEIGHT_FIELDS[k]: v for k, v in weights.items()}
     for k, v in values.items():
         if k not in ("prior", "lm_score") and not -MAX_ABS_RERANK_WEIGHT <= v <= MAX_ABS_RERANK_WEIGHT:
-            raise ValueError(f"rerank_weights {path}: {k} {v!r} is outside +-{MAX_ABS_RERANK_WEIGHT:g}")
+            raise ValueError(f"{source}: {k} {v!r} is outside +-{MAX_ABS_RERANK_WEIGHT:g}")
     return values

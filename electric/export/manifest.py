@@ -4,13 +4,14 @@ it (kind, files, inputs and output, lengths, int8 method, parity, calibration, w
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from electric.checkpoint import Kind, training_health
+from electric.checkpoint import MANIFEST, Kind, atomic_write_text, training_health
 from electric.inference.runtime import CLOZE_INPUT_NAMES, CLOZE_OUTPUT_NAME, INPUT_NAMES, OUTPUT_NAME
 from electric.inference.scoring import METHODS_OF_KIND
 
@@ -120,3 +121,21 @@ def build_manifest(plan: Exported, files: dict, parity: dict, calibration: dict 
         **({"calibration": calibration} if kind == "discriminator" else {}),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def add_serving_defaults(export_dir: str | Path, *, rerank_weights: dict | None = None, detector: str | None = None,
+                         adapted: dict | None = None) -> dict:
+    """Write into an export's manifest what `electric serve --model DIR` applies by default
+    (electric.checkpoint.serving_defaults reads it): `rerank_weights` for /v1/rerank requests that give none,
+    `detector` (a discriminator export inside DIR, by its relative path) for /v1/detect, and `adapted` (where
+    `electric adapt`'s model card and report lie). Returns the new manifest; the file is replaced whole."""
+    d = Path(export_dir)
+    manifest = json.loads((d / MANIFEST).read_text())
+    if detector is not None:
+        kind = json.loads((d / detector / MANIFEST).read_text()).get("kind")
+        if kind != "discriminator":
+            raise ValueError(f"{str(d / detector)!r} holds a {kind} export; a detector is a discriminator")
+    manifest.update({k: v for k, v in (("rerank_weights", rerank_weights), ("detector", detector),
+                                       ("adapted", adapted)) if v is not None})
+    atomic_write_text(d / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return manifest

@@ -433,10 +433,11 @@
     if (location.hash !== `#${name}`) history.replaceState(null, "", `#${name}`);
   }
 
-  function describe(m) {
+  function describe(m, detects) {
+    if (m.name === "detector") return `${m.name}: ${m.kind} for detection, ${m.backend}, up to ${m.max_length} tokens`;
     if (m.kind === "discriminator" || m.kind === "cloze") {
       return `${m.name}: ${m.kind}, ${m.method} scores, ${m.backend}, up to ${m.max_length} tokens` +
-        (m.kind === "cloze" ? " (no detection: it needs a discriminator)" : "");
+        (detects ? "" : " (no detection: it needs a discriminator)");
     }
     const labels = m.labels.length ? ` (${m.labels.join(", ")})` : "";
     return `${m.name}: ${m.regression ? "regression" : m.kind}${labels}`;
@@ -459,15 +460,18 @@
       return;
     }
     state.info = info;
-    state.scorer = info.models.find((m) => m.kind === "discriminator" || m.kind === "cloze") || null;
+    state.scorer = info.models.find((m) => m.name === "scorer") || null;
     state.classifiers = info.models.filter((m) => m.kind === "classifier" || m.kind === "tagger");
-    $("models").textContent = info.models.map(describe).join(" \u00b7 ") + ` \u00b7 Electric ${info.version}` +
+    // /v1/detect: the scorer when it is a discriminator, else the detector an adapted model carries beside it
+    const detects = info.models.some((m) => m.kind === "discriminator");
+    $("models").textContent = info.models.map((m) => describe(m, detects)).join(" \u00b7 ") +
+      ` \u00b7 Electric ${info.version}` +
       (info.ready ? "" : " \u00b7 still loading");
     const warnings = info.models.flatMap((m) => m.training_warnings.map((x) => `${m.name}: ${x}`));
     $("warnings").textContent = `The run that trained this model warned: ${warnings.join("; ")}`;
     $("warnings").hidden = !warnings.length;
     const available = {
-      detect: !!state.scorer && state.scorer.kind === "discriminator",
+      detect: detects,
       score: !!state.scorer,
       rerank: !!state.scorer,
       classify: state.classifiers.length > 0,

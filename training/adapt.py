@@ -1,0 +1,692 @@
+"""`electric adapt`: a checkpoint, your domain's text and your n-best lists in; a served reranker out.
+
+    electric adapt --checkpoint runs/checkpoints/all-MiniLM-L6-v2 --text my_domain.txt \\
+        --dev dev.nbest.json --test test.nbest.json --out models/my-domain
+    electric serve --model models/my-domain      # /v1/score, /v1/rerank (with the tuned weights), /v1/detect
+
+1. check every input before anything is written (one line naming the input and what is wrong);
+2. continue the checkpoint as Electric on the text (one sentence a line, each its own example) with the recipe
+   measured on ATIS (RECIPE: 10 epochs at lr 1e-4, no warm-up floor, the sampling temperature's default
+   schedule), `--minutes` at most;
+3. stop when the adapted model ranks replaced tokens below chance or ends worse than it started (nothing is
+   exported);
+4. export the scorer (`--scorer`: the cloze model's log q by default, or Electric's energy) and Electric's energy
+   model as the detector, ONNX int8 by default, each behind the export's parity gate;
+5. score every distinct hypothesis of the dev (and test) lists once, and tune the weights on dev with the guard:
+   the LM is applied only when its dev gain over the first pass with tuned word and piece bonuses is significant;
+6. the same for a Kneser-Ney n-gram LM trained on the same text, the baseline a user would build first, and for the
+   n-gram and the adapted model together;
+7. write MODEL: the scorer's export with the tuned weights in its manifest (the server applies them to /v1/rerank
+   requests that give none), `detector/` (the energy model: /v1/detect), `README.md` (a model card: what it was
+   adapted on, how long, its health, the guard's decision, the test figures beside the n-gram's) and
+   `adapt.json` (all of it, as data).
+
+Work happens in MODEL.partial beside MODEL; MODEL appears whole at the end or not at all. Interrupted (Ctrl-C), the
+same command resumes where it stopped (training from its last checkpoint); other inputs start clean. Both say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import platform
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from electric.evaluation.nbest import RerankResult, ScoredLists, Weights
+    from electric.evaluation.nbest.scored import ScoreTexts
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The recipe that took all-MiniLM-L6-v2 from 7.25% to about 6.2% ATIS test WER in 4 CPU minutes (docs/adaptation.md):
+# chosen here, not by the user.
+RECIPE: dict[str, str | int | float] = {"objective": "electric", "epochs": 10, "lr": 1e-4, "min_warmup_steps": 0}
+DEFAULT_MINUTES = 4.0
+MIN_DEV_LISTS = 50  # fewer: the paired bootstrap of the guard can call almost no gain significant
+NGRAM_ORDER = 3
+PARITY_SENTENCES = 200  # of the text, seeded: the export's parity and the detector's calibration run on them
+MIN_ENERGY_AUC = 0.5  # an energy that ranks replaced tokens below chance would rank texts backwards
+METHOD_OF_SCORER = {"cloze": "cloze", "electric": "electric"}
+CARD, REPORT = "README.md", "adapt.json"
+
+
+class AdaptError(Exception):
+    """What stops `electric adapt`, in one line; nothing is written to --out."""
+
+
+class NotServable(AdaptError):
+    """The adapted model failed the health gate: the next run starts clean."""
+
+
+def log(msg: str) -> None:
+    print(f"[adapt {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def stage(k: int, what: str) -> None:
+    log(f"{k}/7 {what}")
+
+
+# ---- 1. inputs -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything the command was given, checked."""
+
+    checkpoint: Path
+    checkpoint_sha256: str
+    texts: tuple[Path, ...]
+    sentences: tuple[str, ...]  # the text's non-blank lines, stripped, in file order
+    text_sha256: tuple[str, ...]
+    dev: Any  # list[NBestList]
+    test: Any  # list[NBestList] or None
+    dev_path: Path
+    test_path: Path | None
+    out: Path
+    minutes: float
+    metric: str
+    scorer: str
+    precision: str
+    seed: int
+    overwrite: bool
+
+    def fingerprint(self) -> dict:
+        """What decides every stage's result: the same fingerprint lets an interrupted run resume."""
+        return {"checkpoint_sha256": self.checkpoint_sha256, "text_sha256": list(self.text_sha256),
+                "dev_sha256": sha256_file(self.dev_path),
+                "test_sha256": None if self.test_path is None else sha256_file(self.test_path),
+                "minutes": self.minutes, "metric": self.metric, "scorer": self.scorer, "precision": self.precision,
+                "seed": self.seed, "recipe": RECIPE}
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_sentences(path: Path) -> list[str]:
+    """The non-blank lines of a text file, stripped; AdaptError naming the file when it is missing, not text or
+    holds none."""
+    from electric.textio import decode_text
+
+    if not path.is_file():
+        raise AdaptError(f"--text {path}: {'no such file' if not path.exists() else 'not a file'}")
+    try:
+        text = decode_text(path.read_bytes(), str(path))
+    except (OSError, ValueError) as e:
+        raise AdaptError(f"--text {path}: cannot read it as text ({e})") from None
+    lines = [s.strip() for s in text.splitlines() if s.strip()]
+    if not lines:
+        raise AdaptError(f"--text {path}: the file is empty (give one sentence of your domain a line)")
+    return lines
+
+
+def read_lists(path: Path, flag: str, need: int) -> list:
+    """n-best lists with a reference each, at least `need` of them; AdaptError naming the file otherwise."""
+    from electric.evaluation.nbest import NBestError, read_nbest, require_refs
+
+    try:
+        lists, fmt = read_nbest(path)
+        require_refs(lists, path, fmt)
+    except NBestError as e:
+        raise AdaptError(f"{flag} {e}") from None
+    if len(lists) < need:
+        raise AdaptError(f"{flag} {path}: {len(lists)} n-best lists, too few to tune on; give at least {need} (a "
+                         "few hundred make the guard's decision sure)")
+    return lists
+
+
+def check_inputs(args: argparse.Namespace) -> Inputs:
+    """Every input checked, in the order given, before anything is written."""
+    from electric.checkpoint import CheckpointError
+    from electric.evaluation.nbest import require_metric
+    from electric.export.manifest import checkpoint_hash
+    from electric.pretraining.init_from import resolve_init
+
+    try:
+        source = resolve_init(str(args.checkpoint))
+    except CheckpointError as e:
+        raise AdaptError(f"--checkpoint: {e}") from None
+    sentences: list[str] = []
+    for t in args.text:
+        sentences += read_sentences(Path(t))
+    try:
+        require_metric(args.metric, "electric adapt")
+    except (ImportError, ValueError) as e:
+        raise AdaptError(f"--metric {args.metric}: {e}") from None
+    dev = read_lists(Path(args.dev), "--dev", MIN_DEV_LISTS)
+    test = read_lists(Path(args.test), "--test", 1) if args.test else None
+    out = Path(args.out)
+    if out.exists() and not args.overwrite:
+        raise AdaptError(f"--out {out} exists; give a new directory, or --overwrite to replace it")
+    if args.minutes <= 0:
+        raise AdaptError(f"--minutes {args.minutes:g}: give a positive number of minutes")
+    return Inputs(checkpoint=Path(args.checkpoint), checkpoint_sha256=checkpoint_hash(source.encoder.root),
+                  texts=tuple(Path(t) for t in args.text), sentences=tuple(sentences),
+                  text_sha256=tuple(sha256_file(Path(t)) for t in args.text), dev=dev, test=test,
+                  dev_path=Path(args.dev), test_path=Path(args.test) if args.test else None, out=out,
+                  minutes=args.minutes, metric=args.metric, scorer=args.scorer, precision=args.precision,
+                  seed=args.seed, overwrite=args.overwrite)
+
+
+# ---- the work directory: resume or start clean ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Work:
+    """MODEL.partial: the run, the exports and the inputs' fingerprint, until MODEL is written."""
+
+    root: Path
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def text(self) -> Path:
+        return self.root / "text.txt"
+
+    @property
+    def parity(self) -> Path:
+        return self.root / "parity.txt"
+
+    def done(self, name: str) -> bool:
+        return (self.root / f"{name}.done").is_file()
+
+    def mark(self, name: str, value: dict | None = None) -> None:
+        from electric.checkpoint import atomic_write_text
+
+        atomic_write_text(self.root / f"{name}.done", json.dumps(value or {}) + "\n")
+
+    def read(self, name: str) -> dict:
+        return json.loads((self.root / f"{name}.done").read_text())
+
+
+def open_work(inputs: Inputs) -> Work:
+    """MODEL.partial for these inputs: resumed when an interrupted run left it with the same fingerprint, else
+    made anew; says which."""
+    from electric.checkpoint import atomic_write_text
+
+    work = Work(inputs.out.with_name(inputs.out.name + ".partial"))
+    fingerprint = json.dumps(inputs.fingerprint(), sort_keys=True)
+    stamp = work.root / "inputs.json"
+    if stamp.is_file() and stamp.read_text() == fingerprint:
+        done = [s for s in ("trained", "exported") if work.done(s)]
+        log(f"resuming the interrupted run in {work.root} (same inputs; "
+            + (f"done: {', '.join(done)})" if done else "training continues from its last checkpoint)"))
+        return work
+    if work.root.exists():
+        log(f"starting clean: {work.root} holds a run of other inputs (checkpoint, text, lists or options)")
+        shutil.rmtree(work.root)
+    work.root.mkdir(parents=True)
+    atomic_write_text(stamp, fingerprint)
+    return work
+
+
+def write_text(inputs: Inputs, work: Work) -> None:
+    """The adaptation text, one sentence a document (as the hypotheses it will score come, one at a time), and a
+    seeded sample of it for the export's parity check and the detector's calibration."""
+    work.text.write_text("".join(f"{s}\n\n" for s in inputs.sentences), encoding="utf-8")
+    sample = random.Random(inputs.seed).sample(inputs.sentences, min(PARITY_SENTENCES, len(inputs.sentences)))
+    work.parity.write_text("".join(f"{s}\n" for s in sample), encoding="utf-8")
+
+
+# ---- 2-3. adapt, and the health gate -------------------------------------------------------------------------
+
+
+def pretrain_argv(inputs: Inputs, work: Work, resume: bool) -> list[str]:
+    if resume:
+        return ["--resume", "--out", str(work.run), "--data", str(work.text), "--num-proc", "1"]
+    return ["--objective", str(RECIPE["objective"]), "--init-from", str(inputs.checkpoint), "--data", str(work.text),
+            "--epochs", str(RECIPE["epochs"]), "--lr", str(RECIPE["lr"]),
+            "--min-warmup-steps", str(RECIPE["min_warmup_steps"]), "--time-budget", str(inputs.minutes),
+            "--seed", str(inputs.seed), "--num-proc", "1", "--out", str(work.run), "--overwrite"]
+
+
+def adapt(inputs: Inputs, work: Work) -> None:
+    """`python -m training.pretrain` in its own process (its progress bar on this terminal; Ctrl-C makes it save a
+    checkpoint, and the next run resumes from it)."""
+    resume = (work.run / "state" / "trainer.pt").is_file()
+    argv = pretrain_argv(inputs, work, resume)
+    log(("resuming" if resume else "starting") + f": python -m training.pretrain {shlex.join(argv)}")
+    proc = subprocess.Popen([sys.executable, "-m", "training.pretrain", *argv], cwd=REPO)
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        proc.wait()  # it got the signal too: it saves a checkpoint first
+        raise
+    if rc == 2:  # the text or the checkpoint: pretraining said what is wrong in one line
+        raise AdaptError(f"adapting on {', '.join(map(str, inputs.texts))} failed (its reason is above)")
+    if rc != 0:
+        raise AdaptError(f"adapting failed (python -m training.pretrain exited {rc}; its message is above)")
+    health = run_health(work.run)
+    from training.run_dir import saved_trainer
+
+    trainer = saved_trainer(work.run)
+    health["minutes"] = trainer.elapsed / 60
+    if health.get("end") is None:
+        raise AdaptError("adapting ended without an evaluation of the model (interrupted?); run the same command "
+                         "again to resume")
+    work.mark("trained", health)
+
+
+def run_health(run: Path) -> dict:
+    """The run's health record (steps, tokens, its first and last evaluation, warnings), or {}."""
+    from electric.checkpoint import training_health
+
+    return training_health(run / "discriminator") or {}
+
+
+HEALTH_FIGURES = (("val_energy_auc", "energy AUC (replaced vs original tokens)", ".3f"),
+                  ("val_unigram_noise_auc", "AUC against unigram noise", ".3f"),
+                  ("val_gen_nll", "cloze NLL", ".2f"), ("val_unigram_nll", "unigram NLL", ".2f"))
+
+
+def health_gate(health: dict) -> None:
+    """AdaptError when the adapted model must not be served: its energy ranks replaced tokens below chance, or
+    the run ended worse than it started (training.report.verdict's warnings)."""
+    end = health["end"]
+    auc = end.get("val_energy_auc")
+    if auc is not None and auc < MIN_ENERGY_AUC:
+        raise NotServable(f"the adapted model ranks replaced tokens below chance on held-out text (energy AUC "
+                         f"{auc:.3f} < {MIN_ENERGY_AUC}), so it is not served: give more text of your domain or "
+                         "more --minutes")
+    worse = [w for w in health.get("warnings", []) if "worse than it started" in w]
+    if worse:
+        raise NotServable(f"the adapted model {worse[0].removeprefix('it ')}, so it is not served: give more text "
+                         "of your domain or more --minutes")
+
+
+# ---- 4. export -----------------------------------------------------------------------------------------------
+
+
+def export(inputs: Inputs, work: Work) -> None:
+    """The scorer into work.model and, beside a cloze scorer, the energy model into work.model/detector; each
+    behind the export's parity gate (CheckpointError, ExportError or ParityError become an AdaptError)."""
+    from electric.checkpoint import CheckpointError
+    from electric.export.errors import ExportError
+    from electric.export.exporter import ExportOptions, export_model
+
+    def quiet(msg: str) -> None:  # the export's progress is noise here, its warnings are not
+        if "warning" in msg.lower():
+            log(msg)
+
+    opts = ExportOptions(quantize="int8" if inputs.precision == "int8" else None, overwrite=True,
+                         parity_data=work.parity, calibration_data=work.parity)
+    parts = [("generator" if inputs.scorer == "cloze" else "discriminator", work.model)]
+    if inputs.scorer == "cloze":
+        parts.append(("discriminator", work.model / "detector"))
+    for part, dest in parts:
+        what = "the cloze model (the scorer)" if part == "generator" else (
+            "the energy model (the scorer and the detector)" if dest == work.model else "the energy model (the "
+            "detector)")
+        log(f"exporting {what} to ONNX {inputs.precision}, parity checked on {PARITY_SENTENCES} sentences of the text")
+        try:
+            export_model(work.run / part, dest, opts, log=quiet)
+        except (CheckpointError, ExportError) as e:  # ParityError is an ExportError
+            raise AdaptError(f"the export of {what} failed: {e}") from None
+    work.mark("exported")
+
+
+# ---- 5-6. score, tune, compare -------------------------------------------------------------------------------
+
+
+def score_lists(score_texts: ScoreTexts, dev: list, test: list | None) -> tuple[ScoredLists, ScoredLists | None]:
+    """(dev, test or None) `ScoredLists`, each distinct hypothesis of both scored once."""
+    from electric.evaluation.nbest import ScoredLists
+
+    scored, _ = ScoredLists.score([*dev, *(test or [])], score_texts, chunk_size=512, progress=True)
+    d, t = scored.split(len(dev))
+    return d, (t if test else None)
+
+
+def tune(dev: ScoredLists, test: ScoredLists | None, metric: str, seed: int) -> RerankResult:
+    """`rerank_scored` with the weights tuned on `dev` by the guard (the LM summed over tokens, as the server's
+    default); figures on `test` (on dev again without one)."""
+    from electric.evaluation.nbest import RerankOptions, rerank_scored
+
+    return rerank_scored(test if test is not None else dev, RerankOptions(metric=metric, lm_score="sum", seed=seed),
+                         dev=dev)
+
+
+def figures(result: RerankResult, test: ScoredLists | None, metric: str) -> dict:
+    """One system's record: the weights applied and which (lm, no_lm, first_pass), the guard on dev, and on the
+    test lists (when there are) first, no-LM, after, oracle and what the LM changed against the no-LM choice."""
+    import numpy as np
+
+    from electric.evaluation.nbest import Evaluator, Weights, make_metric
+
+    tuning = result.report.tuning
+    out = {"applied": tuning["applied"], "weights": result.weights.to_dict(),
+           "weights_no_lm": tuning["weights_no_lm"], "weights_lm": tuning["weights_lm"],
+           "guard": _guard(tuning["guard"]), "guard_no_lm": _guard(tuning["guard_no_lm"]),
+           "dev": {k: tuning["dev"][k] for k in ("num_utterances", "first", "no_lm", "with_lm", "reranked",
+                                                  "oracle")}}
+    if test is not None:
+        ev = Evaluator(test.lists, make_metric(metric))
+        chosen = np.array([r.order[0] for r in test.rerank(result.weights)])
+        without = np.array([r.order[0] for r in test.rerank(Weights.from_dict(tuning["weights_no_lm"]))])
+        better, worse = ev.compare(without, chosen)
+        changed = sum(nb.hyps[a] != nb.hyps[b] for nb, a, b in zip(test.lists, without, chosen, strict=True))
+        out["test"] = {"num_utterances": len(test.lists), "first": ev.first(), "no_lm": ev.score_selection(without),
+                       "after": ev.score_selection(chosen), "oracle": ev.oracle(),
+                       "changed": changed, "better": better, "worse": worse, "same": changed - better - worse}
+    return out
+
+
+def _guard(g: dict) -> dict:
+    return {"gain": g["gain"], "ci": g["ci"], "confidence": g["confidence"], "significant": g["significant"]}
+
+
+def with_prior(scored: ScoredLists, first: ScoredLists, weights: Weights) -> ScoredLists:
+    """`scored` (one LM's scores of the lists) with the whole combination of another LM's `first` (the same lists,
+    its scores) under its `weights` as their first-pass score: what the second LM is tuned on top of."""
+    return dataclasses.replace(scored, lists=[dataclasses.replace(nb, first_pass_scores=[float(x) for x in tot])
+                                              for nb, tot in zip(scored.lists, first.totals(weights), strict=True)])
+
+
+def score_and_tune(inputs: Inputs, work: Work) -> tuple[dict, ScoredLists, ScoredLists | None]:
+    """The exported scorer's scores of the lists, and its figures with the weights the guard chose on dev."""
+    from electric.inference.scoring import load_scorer
+
+    scorer = load_scorer(work.model, METHOD_OF_SCORER[inputs.scorer], backend="onnx", truncate=True)
+    n_hyps = len({h for nb in [*inputs.dev, *(inputs.test or [])] for h in nb.hyps})
+    log(f"scoring {n_hyps:,} distinct hypotheses of {len(inputs.dev)} dev"
+        + (f" and {len(inputs.test)} test lists" if inputs.test else " lists") + " with the exported scorer")
+    t0 = time.perf_counter()
+    dev, test = score_lists(scorer.score, inputs.dev, inputs.test)
+    took = time.perf_counter() - t0
+    model = figures(tune(dev, test, inputs.metric, inputs.seed), test, inputs.metric)
+    model["seconds_to_score"] = round(took, 2)
+    log(guard_sentence("the adapted model", model, inputs.metric))
+    return model, dev, test
+
+
+def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None) -> tuple[dict, dict | None]:
+    """A Kneser-Ney n-gram LM trained on the same text, tuned on the same dev lists the same way; and, when the guard
+    applies it, the adapted model tuned on top of its combination (`dev`, `test`: the adapted model's scores)."""
+    from electric.evaluation.ngram import KneserNeyLM
+
+    t0 = time.perf_counter()
+    lm = KneserNeyLM.train(inputs.sentences, NGRAM_ORDER)
+    log(f"a {lm.describe()}, trained in {time.perf_counter() - t0:.1f} s")
+    ng_dev, ng_test = score_lists(lm.score_texts, inputs.dev, inputs.test)
+    ng_result = tune(ng_dev, ng_test, inputs.metric, inputs.seed)
+    ngram = {"order": NGRAM_ORDER, "sentences": lm.sentences, "words": lm.tokens,
+             **figures(ng_result, ng_test, inputs.metric)}
+    log(guard_sentence(f"the {NGRAM_ORDER}-gram LM", ngram, inputs.metric))
+    if ngram["applied"] != "lm":
+        return ngram, None
+    w = ng_result.weights  # the n-gram helps on dev: does the adapted model add to it?
+    both_dev = with_prior(dev, ng_dev, w)
+    both_test = None if test is None or ng_test is None else with_prior(test, ng_test, w)
+    both = figures(tune(both_dev, both_test, inputs.metric, inputs.seed), both_test, inputs.metric)
+    log(guard_sentence("the adapted model over the n-gram's combination", both, inputs.metric))
+    return ngram, both
+
+
+# ---- 7. the model directory ----------------------------------------------------------------------------------
+
+
+def write_model(inputs: Inputs, work: Work, report: dict) -> None:
+    """MODEL, whole: the scorer's export with the tuned weights (and the detector) named in its manifest, the model
+    card and the report."""
+    from electric.checkpoint import atomic_dir
+    from electric.export.manifest import add_serving_defaults
+
+    add_serving_defaults(work.model, rerank_weights=report["results"]["model"]["weights"],
+                         detector="detector" if (work.model / "detector").is_dir() else None,
+                         adapted={"card": CARD, "report": REPORT})
+    with atomic_dir(inputs.out) as tmp:
+        shutil.copytree(work.model, tmp, dirs_exist_ok=True)
+        (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        (tmp / CARD).write_text(model_card(report), encoding="utf-8")
+
+
+def versions() -> dict:
+    import onnxruntime
+    import torch
+    import transformers
+
+    from electric import __version__
+
+    return {"electric": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "onnxruntime": onnxruntime.__version__}
+
+
+APPLIED_AS = {"lm": "the LM applied", "no_lm": "no LM: the first pass with tuned bonuses",
+              "first_pass": "the first pass alone"}
+
+
+def guard_sentence(name: str, r: dict, metric: str) -> str:
+    """The guard's decision on one LM, in words, with its dev gain and interval."""
+    g = r["guard"]
+    lo, hi = g["ci"]
+    gain = f"dev gain over the no-LM combination {g['gain']:.2f} {metric.upper()} points, {g['confidence']:.0%} " \
+           f"interval [{lo:.2f}, {hi:.2f}]"
+    if g["significant"]:
+        return f"{name}: applied ({gain}; LM weight {r['weights']['lm']:g})"
+    if hi < 0:
+        return f"{name}: not applied: significantly worse than no LM ({gain})"
+    return f"{name}: not applied: the gain is not significant ({gain})"
+
+
+BOTH_APPLIED_AS = {"lm": "the adapted model added", "no_lm": "the n-gram's combination with tuned bonuses",
+                   "first_pass": "the n-gram's combination alone"}
+
+
+def summary(report: dict) -> list[str]:
+    """The test figures of every system, one line each (none without test lists)."""
+    res, metric = report["results"], report["inputs"]["metric"].upper()
+    model, ngram, both = res["model"], res["ngram"], res["model_and_ngram"]
+    if "test" not in model:
+        return []
+    t = model["test"]
+    w = model["weights_no_lm"]
+    piece = f", {w['piece']:g}/piece" if w.get("piece") else ""
+
+    def row(label: str, value: float, note: str = "") -> str:
+        return f"  {metric} {label + ':':<20} {value:6.2f}" + (f"   ({note})" if note else "")
+
+    rows = [f"test, {t['num_utterances']} utterances ({report['inputs']['test']['file']}):",
+            row("first hypothesis", t["first"]),
+            row("without an LM", t["no_lm"], f"first pass + {w['length']:g}/word{piece}, tuned on dev"),
+            row(f"{ngram['order']}-gram LM", ngram["test"]["after"], APPLIED_AS[ngram["applied"]]),
+            row("adapted model", t["after"], f"{APPLIED_AS[model['applied']]}: what the server applies")]
+    if both is not None:
+        rows.append(row("both LMs", both["test"]["after"], BOTH_APPLIED_AS[both["applied"]]))
+    rows += [row("oracle", t["oracle"]),
+             f"against the no-LM choice, the adapted model changed {t['changed']} utterances: {t['better']} better, "
+             f"{t['worse']} worse, {t['same']} as good"]
+    return rows
+
+
+def model_card(report: dict) -> str:
+    """MODEL/README.md: a metadata header, then what the model is, what it was made from and how, its health, the
+    guard's decision and the test figures beside the n-gram LM's."""
+    i, res, h = report["inputs"], report["results"], report["health"]
+    metric = i["metric"].upper()
+    model, ngram, both = res["model"], res["ngram"], res["model_and_ngram"]
+    name = Path(i["out"]).name
+    header = ["---", "library_name: electric", f"base_model: {Path(i['checkpoint']['path']).name}",
+              "pipeline_tag: text-ranking", "tags: [electric, reranking, n-best, onnx, domain-adaptation]",
+              f"metrics: [{i['metric']}]", "---", ""]
+    scorer = ("the cloze model: log q(x_t | x without t) of every token, summed, in one pass" if i["scorer"] == "cloze"
+              else "Electric's energy: -s_t of every token, summed, in one pass")
+    lines = [f"# {name}", "",
+             f"{Path(i['checkpoint']['path']).name}, continued as Electric on {i['text']['sentences']:,} sentences of "
+             f"one domain for {h['minutes']:.1f} minutes, exported to ONNX {i['precision']}, with reranking "
+             f"weights tuned on {i['dev']['lists']} n-best lists. `electric serve --model {name}` answers",
+             f"`/v1/score` ({scorer}), `/v1/rerank` (with the weights below unless a request gives its own) and "
+             "`/v1/detect` (Electric's energy model, `detector/`); gRPC the same.", "",
+             "## Made from", "",
+             f"- base checkpoint: `{i['checkpoint']['path']}` (sha256 `{i['checkpoint']['sha256']}`)",
+             *[f"- text: `{f}` (sha256 `{s}`)" for f, s in zip(i["text"]["files"], i["text"]["sha256"], strict=True)],
+             f"  - {i['text']['sentences']:,} sentences, each its own example",
+             f"- dev lists: `{i['dev']['file']}` ({i['dev']['lists']} lists, {metric} tuned on them)",
+             *([f"- test lists: `{i['test']['file']}` ({i['test']['lists']} lists, never tuned on)"] if i["test"] else []),
+             f"- recipe: {RECIPE['epochs']} epochs at lr {RECIPE['lr']:g}, {i['minutes']:g} minutes at most; "
+             f"{h['steps']} steps, {h['tokens']:,} tokens in {h['minutes']:.1f} minutes", "",
+             "## Training health (held-out text)", "",
+             "| figure | start | end |", "|---|---|---|"]
+    for key, label, fmt in HEALTH_FIGURES:
+        start, end = (h.get("start") or {}).get(key), (h.get("end") or {}).get(key)
+        if end is not None:
+            lines.append(f"| {label} | {'-' if start is None else format(start, fmt)} | {format(end, fmt)} |")
+    lines += ["", "The start is the checkpoint under a fresh head (the energy head and the cloze model are new); a model "
+              "below chance or worse at the end than at the start is never written.", "",
+              "## Reranking weights: the guard's decision", "",
+              "total(h) = first-pass score + lm * LM(h) + length * words(h) + piece * pieces(h), tuned on the dev "
+              "lists; an LM is applied only when its dev gain over the first pass with tuned bonuses is significant "
+              "(a seeded paired bootstrap).", "",
+              f"- {guard_sentence('the adapted model', model, i['metric'])}",
+              f"- {guard_sentence(f'the {NGRAM_ORDER}-gram LM (baseline)', ngram, i['metric'])}",
+              *([f"- {guard_sentence('the adapted model over the n-gram combination', both, i['metric'])}"]
+                if both else []),
+              f"- served weights (`electric.json` `rerank_weights`): `{json.dumps(model['weights'])}`", ""]
+    rows = summary(report)
+    if rows:
+        lines += ["## Test figures", "", "```", *rows, "```", ""]
+    lines += ["## Versions", "", *[f"- {k} {v}" for k, v in report["versions"].items()], "",
+              "## Command", "", "```", report["command"], "```", ""]
+    return "\n".join(header + lines)
+
+
+def build_report(inputs: Inputs, health: dict, results: dict, command: str) -> dict:
+    return {
+        "inputs": {"checkpoint": {"path": str(inputs.checkpoint.resolve()), "sha256": inputs.checkpoint_sha256},
+                   "text": {"files": [str(p.resolve()) for p in inputs.texts], "sha256": list(inputs.text_sha256),
+                            "sentences": len(inputs.sentences)},
+                   "dev": {"file": str(inputs.dev_path.resolve()), "lists": len(inputs.dev)},
+                   "test": None if inputs.test_path is None else {"file": str(inputs.test_path.resolve()),
+                                                                   "lists": len(inputs.test)},
+                   "minutes": inputs.minutes, "metric": inputs.metric, "scorer": inputs.scorer,
+                   "precision": inputs.precision, "seed": inputs.seed, "out": str(inputs.out)},
+        "recipe": RECIPE,
+        "health": {"steps": health["steps"], "tokens": health["tokens"],
+                   "minutes": health["minutes"],
+                   "start": health.get("start"), "end": health.get("end"), "warnings": health.get("warnings", [])},
+        "results": results,
+        "versions": versions(),
+        "command": command,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+# ---- the command ---------------------------------------------------------------------------------------------
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--checkpoint", required=True, type=Path,
+                    help="the checkpoint to adapt: any local BERT-family or sentence-transformers directory, or a run "
+                         "of `python -m training.pretrain` (as --init-from takes)")
+    ap.add_argument("--text", required=True, nargs="+", metavar="FILE",
+                    help="your domain's text, one sentence (or utterance) a line: a few thousand sentences pay")
+    ap.add_argument("--dev", required=True, metavar="LISTS",
+                    help=f"n-best lists with references to tune the weights on (HyPoradise JSON, ESPnet JSON or "
+                         f"text; at least {MIN_DEV_LISTS}); none of them should be in the text")
+    ap.add_argument("--test", metavar="LISTS", help="n-best lists with references to report on (never tuned on)")
+    ap.add_argument("--out", required=True, type=Path, help="the model directory to write (electric serve --model)")
+    ap.add_argument("--minutes", type=float, default=DEFAULT_MINUTES,
+                    help=f"adaptation time at most (default {DEFAULT_MINUTES:g}: on 2 CPU cores, 10 epochs of about "
+                         "2,600 sentences)")
+    ap.add_argument("--metric", choices=("wer", "cer", "bleu", "chrf"), default="wer",
+                    help="what the weights are tuned for: wer (default) or cer for speech, bleu or chrf for translation")
+    ap.add_argument("--scorer", choices=tuple(METHOD_OF_SCORER), default="cloze",
+                    help="what /v1/score and /v1/rerank score with: cloze (default; the cloze model's log q, one pass) "
+                         "or electric (the energy, one pass); the energy model detects in both cases")
+    ap.add_argument("--precision", choices=("int8", "fp32"), default="int8",
+                    help="the exported graphs served on a CPU: int8 (default; static, parity-checked) or fp32")
+    ap.add_argument("--seed", type=int, default=0, help="of the training run, the parity sample and the bootstraps")
+    ap.add_argument("--overwrite", action="store_true", help="replace --out when it exists")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """`electric adapt` (registered through the electric.commands entry point: the library never imports training)."""
+    p = sub.add_parser("adapt", help="adapt a checkpoint to your domain and make a served reranker of it",
+                       description=__doc__.split("\n")[0], epilog=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, command: str | None = None) -> int:
+    """The seven stages; exit status 0, 2 on bad input or a model that must not be served (one line, nothing in
+    --out), 130 when interrupted (the same command resumes)."""
+    t0 = time.monotonic()
+    command = command or "electric adapt " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["adapt"] else sys.argv[1:])
+    work = None
+    try:
+        stage(1, "checking the inputs")
+        inputs = check_inputs(args)
+        log(f"{len(inputs.sentences):,} sentences of text, {len(inputs.dev)} dev lists"
+            + (f", {len(inputs.test)} test lists" if inputs.test else ""))
+        work = open_work(inputs)
+        if not work.done("trained"):
+            write_text(inputs, work)
+            stage(2, f"adapting {inputs.checkpoint.name} as Electric for {inputs.minutes:g} minutes at most")
+            adapt(inputs, work)
+        else:
+            stage(2, "adapted already (resumed)")
+        health = work.read("trained")
+        stage(3, "checking the adapted model's health")
+        health_gate(health)
+        if not work.done("exported"):
+            stage(4, "exporting")
+            export(inputs, work)
+        else:
+            stage(4, "exported already (resumed)")
+        stage(5, "scoring the lists and tuning the weights on dev (the guard decides whether the LM is applied)")
+        model, dev, test = score_and_tune(inputs, work)
+        stage(6, f"the baseline: a {NGRAM_ORDER}-gram LM on the same text, tuned the same way, and both LMs together")
+        ngram, both = ngram_baseline(inputs, dev, test)
+        report = build_report(inputs, health, {"model": model, "ngram": ngram, "model_and_ngram": both}, command)
+        stage(7, f"writing {inputs.out}")
+        write_model(inputs, work, report)
+    except AdaptError as e:
+        print(f"error: {e}", file=sys.stderr)
+        if work is not None and (isinstance(e, NotServable) or not work.done("trained")):
+            shutil.rmtree(work.root, ignore_errors=True)  # nothing worth resuming
+        return 2
+    except KeyboardInterrupt:
+        where = f"; the same command resumes from {work.root}" if work is not None else ""
+        print(f"\ninterrupted: nothing was written to {args.out}{where}", file=sys.stderr)
+        return 130
+    shutil.rmtree(work.root, ignore_errors=True)
+    m = report["results"]["model"]
+    print()
+    for line in summary(report):
+        print(line)
+    print(guard_sentence("the adapted model", m, inputs.metric))
+    print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes: {inputs.out} (model card {inputs.out / CARD}); "
+          f"serve it with: electric serve --model {inputs.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="electric adapt", description=__doc__.split("\n")[0], epilog=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    return run(args, "electric adapt " + shlex.join(argv if argv is not None else sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
