@@ -16,7 +16,7 @@ from electric.checkpoint import MANIFEST  # noqa: E402
 from electric.cli import main  # noqa: E402
 from electric.export import exporter as ex  # noqa: E402
 from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
-from electric.inference.scoring import load_scorer  # noqa: E402
+from electric.inference.scoring import load_scorer, only_method  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_thread")]
 
@@ -96,6 +96,38 @@ def test_cloze_scores_from_the_export_equal_the_torch_path(exported, cloze_run, 
     assert np.corrcoef([s.score for s in int8.score(TEXTS)], want)[0, 1] > 0.99
     rc = main(["score", "--model", str(out), "--method", "electric", "--quiet", str(src)])
     assert rc == 2 and "not a discriminator" in capsys.readouterr().err
+
+
+def test_scoring_commands_take_the_only_method_from_the_manifest(exported, cloze_run, capsys, tmp_path):
+    """Issue 51, item 6: an export (or checkpoint) of Electric's cloze model has one method, which its manifest
+    (config.json) names: `electric score`, `eval nbest` and `rerank` use it without --method. A discriminator has
+    two and a run directory holds two models: electric stays their default."""
+    out, m = exported
+    assert m["scoring_methods"] == ["cloze"]
+    assert [only_method(d) for d in (out, cloze_run / "generator", cloze_run / "discriminator", cloze_run)] == [
+        "cloze", "cloze", None, None]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(TEXTS[:2]) + "\n")
+    rc = main(["score", "--model", str(out), "--quiet", str(src)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert [json.loads(line)["method"] for line in captured.out.splitlines()] == ["cloze", "cloze"]
+    nbest = tmp_path / "lists.json"
+    nbest.write_text(json.dumps([{"input": ["show me flights to boston", "show me flight to boston"],
+                                  "output": "show me flights to boston", "am_score": [-1.0, -1.5], "id": f"u{i}"}
+                                 for i in range(4)]))
+    rc = main(["eval", "nbest", "--model", str(out), "--nbest", str(nbest), "--lm-weight", "1", "--length-weight",
+               "0", "--json", "--quiet"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert json.loads(captured.out)["method"] == "cloze"
+    rc = main(["rerank", "--model", str(out), "--nbest", str(nbest), "--out", str(tmp_path / "r.json"),
+               "--lm-weight", "1", "--length-weight", "0", "--quiet"])
+    captured = capsys.readouterr()
+    assert rc == 0 and (tmp_path / "r.json").is_file(), captured.err
+    rc = main(["score", "--model", str(cloze_run), "--quiet", str(src)])  # a run directory: its discriminator
+    captured = capsys.readouterr()
+    assert rc == 0 and json.loads(captured.out.splitlines()[0])["method"] == "electric", captured.err
 
 
 def test_refusals_and_the_int8_gate(cloze_run, tmp_path, capsys, monkeypatch):

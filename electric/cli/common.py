@@ -26,12 +26,14 @@ def model_options(p: argparse.ArgumentParser, default_method: str = "electric") 
 
     g = p.add_argument_group("model")
     g.add_argument("--model", required=True, help="model directory, or a pretraining run directory")
-    g.add_argument("--method", choices=METHODS, default=default_method,
+    g.add_argument("--method", choices=METHODS,
                    help="electric: Electric PLL, one pass (sum of -s_t); electra: sum of log(1 - p_t), p_t the "
                         "replaced probability (calibrated for an export); cloze: sum of log q(x_t | x without t) from "
                         "an Electric run's two-tower cloze model (RUN/generator or its export), one pass; mlm-pll: "
                         "classic masked-LM PLL, one pass per token; mlm-pll-word-l2r: also masks the "
-                        f"rest of the word (Kauf & Ivanova 2023). Default {default_method}")
+                        "rest of the word (Kauf & Ivanova 2023). Default: the model's only method when it has one "
+                        f"(cloze for a cloze model or its export), else {default_method}")
+    p.set_defaults(default_method=default_method)
     g.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
                    help="auto: onnx for an `electric export` directory, torch otherwise (mlm-pll: torch only)")
     g.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
@@ -86,6 +88,10 @@ def run_command(fn, args) -> int:
 
     prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
     try:
+        if getattr(args, "method", "") is None:  # --method not given (model_options)
+            from electric.inference.scoring import only_method
+
+            args.method = only_method(args.model) or args.default_method
         return fn(args)
     except (InputError, NBestError, CheckpointError, MissingExtra, InputTooLongError, OSError, ValueError) as e:
         if os.environ.get("ELECTRIC_DEBUG"):

@@ -24,6 +24,7 @@ scorer a method needs from a model or run directory.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,13 @@ from electric.batching import (
     plan_batches,
     progress_bar,
 )
-from electric.checkpoint import CheckpointError, require_local_dir, resolve_model_dir
+from electric.checkpoint import (
+    ARCHITECTURE_KINDS,
+    MANIFEST,
+    CheckpointError,
+    require_local_dir,
+    resolve_model_dir,
+)
 from electric.inference.calibration import Calibration, replaced_logits, replaced_probs
 from electric.inference.encoding import (
     Encoded,
@@ -349,6 +356,26 @@ def model_dir_for_method(path: str | Path, method: str) -> Path:
     d = require_local_dir(path, "model")
     sub = "generator" if method in MLM_METHODS + CLOZE_METHODS else "discriminator"
     return resolve_model_dir(d, (sub,), missing=f"run directory {str(d)!r} has no {sub}/ for --method {method}")
+
+
+def only_method(model: str | Path) -> str | None:
+    """The one method a model directory can be scored by, or None when it has several or says none: an export's
+    manifest names its methods (`scoring_methods`), a checkpoint's config.json its kind (METHODS_OF_KIND). Only
+    Electric's cloze model, or its export, has one (cloze); a discriminator has two (electric, electra), a run
+    directory holds two models. Nothing is loaded."""
+    d = Path(model)
+    try:
+        if (d / MANIFEST).is_file():
+            methods = json.loads((d / MANIFEST).read_text()).get("scoring_methods") or []
+        elif (d / "config.json").is_file():
+            archs = read_config(d).get("architectures") or []
+            methods = next((METHODS_OF_KIND.get(ARCHITECTURE_KINDS[a], ()) for a in archs if a in ARCHITECTURE_KINDS),
+                           ())
+        else:
+            return None
+    except (OSError, ValueError):  # unreadable: loading it says why
+        return None
+    return methods[0] if len(methods) == 1 and methods[0] in METHODS else None
 
 
 def check_model_dir(model: str | Path, method: str, backend: str = "auto") -> Path:
