@@ -206,6 +206,10 @@ def weight_fields(report: object, source: str) -> dict[str, object]:
         raise ValueError(f"{source}: {e}") from None
     values = {WEIGHT_FIELDS[k]: v for k, v in weights.items()}
     for k, v in values.items():
-        if k not in ("prior", "lm_score") and not -MAX_ABS_RERANK_WEIGHT <= v <= MAX_ABS_RERANK_WEIGHT:
+        if k in ("prior", "lm_score"):
+            continue
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise ValueError(f"{source}: {k} {v!r} is not a number")
+        if not -MAX_ABS_RERANK_WEIGHT <= v <= MAX_ABS_RERANK_WEIGHT:
             raise ValueError(f"{source}: {k} {v!r} is outside +-{MAX_ABS_RERANK_WEIGHT:g}")
     return values

@@ -1,0 +1,186 @@
+"""`electric adapt` (training/adapt.py): every bad input stops in one line with nothing written; a model that is not
+fit to serve is never written; an interrupted run resumes; and the whole command on a tiny random checkpoint gives a
+directory that `electric serve` answers score, rerank (with the tuned weights) and detect from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import require_shared
+
+from electric.checkpoint import CheckpointError, serving_defaults
+from training import adapt
+
+
+@pytest.fixture(scope="module")
+def bert(tokenizer_dir, tmp_path_factory) -> Path:
+    from test_init_from_checkpoint import save_bert
+    from transformers import BertModel
+
+    return save_bert(BertModel, tokenizer_dir, tmp_path_factory.mktemp("adapt") / "bert")
+
+
+@pytest.fixture(scope="module")
+def domain(tmp_path_factory) -> dict[str, Path]:
+    """ATIS as a user's domain: 1,000 training references as text, 60 training lists to tune on, 30 test lists."""
+    train = json.loads(require_shared("nbest/atis_train.whisper5best.json").read_text())
+    test = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())
+    d = tmp_path_factory.mktemp("domain")
+    (d / "text.txt").write_text("\n".join(u["output"] for u in train[200:1200]) + "\n")
+    (d / "dev.json").write_text(json.dumps(train[:60]))
+    (d / "test.json").write_text(json.dumps(test[:30]))
+    return {"text": d / "text.txt", "dev": d / "dev.json", "test": d / "test.json"}
+
+
+def argv(bert: Path, domain: dict, out: Path, *extra: str) -> list[str]:
+    return ["--checkpoint", str(bert), "--text", str(domain["text"]), "--dev", str(domain["dev"]),
+            "--test", str(domain["test"]), "--out", str(out), "--minutes", "0.2", *extra]
+
+
+def one_error(capsys) -> str:
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+def nothing_written(out: Path) -> None:
+    assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+
+
+def test_each_bad_input_is_named_in_one_line_and_nothing_is_written(bert, domain, tmp_path, capsys):
+    out = tmp_path / "model"
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    no_refs = [{"input": u["input"], "am_score": u["am_score"]} for u in json.loads(domain["dev"].read_text())]
+    (tmp_path / "norefs.json").write_text(json.dumps(no_refs))
+    (tmp_path / "few.json").write_text(json.dumps(json.loads(domain["dev"].read_text())[:10]))
+    (tmp_path / "notnbest.json").write_text('{"a": 1}')
+    (tmp_path / "roberta").mkdir()
+    (tmp_path / "roberta" / "config.json").write_text('{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}')
+    (tmp_path / "taken").mkdir()
+    cases = [
+        (["--text", str(tmp_path / "missing.txt")], "--text", "no such file"),
+        (["--text", str(tmp_path / "empty.txt")], "empty.txt", "empty"),
+        (["--dev", str(tmp_path / "norefs.json")], "--dev", "no reference"),
+        (["--dev", str(tmp_path / "few.json")], "10 n-best lists, too few to tune on; give at least 50", ""),
+        (["--dev", str(tmp_path / "notnbest.json")], "--dev", "notnbest.json"),
+        (["--checkpoint", str(tmp_path / "roberta")], "--checkpoint", "roberta"),
+        (["--out", str(tmp_path / "taken")], "--out", "exists; give a new directory, or --overwrite"),
+        (["--minutes", "0"], "--minutes 0", "positive"),
+    ]
+    for extra, *words in cases:
+        assert adapt.main(argv(bert, domain, out) + extra) == 2
+        line = one_error(capsys)
+        assert all(w in line for w in words), (extra, line)
+        nothing_written(out)
+    with pytest.raises(SystemExit) as e:  # argparse names the choices
+        adapt.main(argv(bert, domain, out, "--metric", "ter"))
+    assert e.value.code == 2 and "invalid choice: 'ter'" in capsys.readouterr().err
+    nothing_written(out)
+
+
+def test_a_model_that_is_not_fit_to_serve_stops_in_one_line(bert, domain, tmp_path, capsys, monkeypatch):
+    """The health gate, without training: the run's health says the energy ranks replaced tokens below chance."""
+    def trained_badly(inputs, work):
+        work.mark("trained", {"steps": 3, "tokens": 99, "minutes": 0.1, "warnings": [],
+                              "start": {"val_energy_auc": 0.5}, "end": {"val_energy_auc": 0.41}})
+
+    monkeypatch.setattr(adapt, "adapt", trained_badly)
+    out = tmp_path / "model"
+    assert adapt.main(argv(bert, domain, out)) == 2
+    line = one_error(capsys)
+    assert "below chance" in line and "energy AUC 0.410 < 0.5" in line and "not served" in line
+    nothing_written(out)
+    with pytest.raises(adapt.NotServable, match="ends worse than it started"):
+        adapt.health_gate({"end": {"val_energy_auc": 0.7}, "warnings": [
+            "it ends worse than it started: energy AUC 0.700 against 0.760 for the checkpoint under a fresh head"]})
+    adapt.health_gate({"end": {"val_energy_auc": 0.7}, "warnings": []})  # fine: no error
+
+
+def test_too_little_text_for_one_batch_stops_in_one_line(bert, domain, tmp_path, capsys):
+    (tmp_path / "two.txt").write_text("show me flights to boston\nlist all fares\n")
+    out = tmp_path / "model"
+    assert adapt.main(argv(bert, domain, out, "--text", str(tmp_path / "two.txt"))) == 2
+    assert "failed" in capsys.readouterr().err
+    nothing_written(out)
+
+
+def test_a_detector_outside_the_model_directory_is_refused(tmp_path):
+    (tmp_path / "electric.json").write_text(json.dumps({"kind": "cloze", "detector": "../elsewhere"}))
+    with pytest.raises(CheckpointError, match="not an export directory inside"):
+        serving_defaults(tmp_path)
+    (tmp_path / "electric.json").write_text(json.dumps({"kind": "cloze", "rerank_weights": {"lm": 0.5}}))
+    assert serving_defaults(tmp_path).rerank_weights == {"lm": 0.5} and serving_defaults(tmp_path).detector is None
+
+
+def test_the_server_takes_the_models_weights_unless_a_file_or_a_flag_says_otherwise(tmp_path):
+    from server.settings import Settings
+
+    (tmp_path / "electric.json").write_text(json.dumps({"kind": "cloze", "rerank_weights": {
+        "lm": 0.02, "length": 0.1, "beta": 1.0, "prior": "none", "piece": -0.05, "lm_score": "sum"}}))
+    s = Settings(model=tmp_path)
+    assert (s.lm_weight, s.length_weight, s.piece_weight) == (0.02, 0.1, -0.05)
+    (tmp_path / "w.json").write_text(json.dumps({"weights": {"lm": 0.3}}))
+    s = Settings(model=tmp_path, rerank_weights=tmp_path / "w.json")
+    assert (s.lm_weight, s.length_weight) == (0.3, 0.1)  # the file wins where it speaks
+    s = Settings(model=tmp_path, rerank_weights=tmp_path / "w.json", lm_weight=2.0)
+    assert s.lm_weight == 2.0  # a flag wins over both
+    (tmp_path / "electric.json").write_text(json.dumps({"kind": "cloze", "rerank_weights": {"lm": "x"}}))
+    with pytest.raises(ValueError, match="electric.json rerank_weights"):
+        Settings(model=tmp_path)
+
+
+@pytest.mark.integration
+def test_adapt_end_to_end_resumes_after_an_interrupt_and_serves_score_rerank_and_detect(bert, domain, tmp_path,
+                                                                                        capsys, monkeypatch):
+    import httpx
+
+    from server.app import BackgroundServer
+    from server.settings import Settings
+
+    out = tmp_path / "model"
+    gate = adapt.health_gate
+
+    def interrupted(health):  # Ctrl-C once the model is trained
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(adapt, "health_gate", interrupted)
+    assert adapt.main(argv(bert, domain, out)) == 130
+    assert "interrupted: nothing was written" in capsys.readouterr().err
+    assert not out.exists() and (tmp_path / "model.partial" / "trained.done").is_file()
+
+    monkeypatch.setattr(adapt, "health_gate", gate)
+    assert adapt.main(argv(bert, domain, out)) == 0
+    printed = capsys.readouterr().out
+    assert "resuming the interrupted run" in printed and "adapted already (resumed)" in printed
+    assert "WER 3-gram LM:" in printed and "WER adapted model:" in printed and "WER oracle:" in printed
+    assert not (tmp_path / "model.partial").exists()
+
+    manifest = json.loads((out / "electric.json").read_text())
+    report = json.loads((out / "adapt.json").read_text())
+    weights = report["results"]["model"]["weights"]
+    assert manifest["kind"] == "cloze" and manifest["rerank_weights"] == weights and manifest["detector"] == "detector"
+    assert json.loads((out / "detector" / "electric.json").read_text())["kind"] == "discriminator"
+    assert report["results"]["model"]["test"]["num_utterances"] == 30 and report["results"]["ngram"]["order"] == 3
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: electric\n")
+    for section in ("## Made from", "## Training health", "## Reranking weights: the guard's decision",
+                    "## Test figures", "## Versions", "## Command"):
+        assert section in card
+    assert report["inputs"]["checkpoint"]["sha256"] in card and "electric adapt --checkpoint" in card
+
+    assert adapt.main(argv(bert, domain, out)) == 2  # exists
+    assert "exists" in one_error(capsys)
+
+    with BackgroundServer(Settings(model=out, http_port=0, grpc_port=-1, warmup=False)) as srv:
+        info = httpx.get(f"{srv.url}/info").json()
+        assert info["rerank_defaults"] == weights
+        assert [(m["name"], m["kind"]) for m in info["models"]] == [("scorer", "cloze"), ("detector", "discriminator")]
+        r = httpx.post(f"{srv.url}/v1/rerank", json={"hypotheses": ["show me flights", "show me fights"],
+                                                     "scores": [-1.0, -1.1]})
+        assert r.status_code == 200 and r.json()["weights"] == weights
+        r = httpx.post(f"{srv.url}/v1/detect", json={"texts": ["show me flights to boston"]})
+        assert r.status_code == 200 and r.json()["model"] == "detector"
+        r = httpx.post(f"{srv.url}/v1/score", json={"texts": ["show me flights to boston"]})
+        assert r.status_code == 200 and r.json()["model"] == "scorer"
