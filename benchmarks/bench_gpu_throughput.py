@@ -213,8 +213,8 @@ class Steps:
         """Take n steps; the real tokens they read."""
         tokens, total = 0, self.cfg.max_steps
         for _ in range(n):
-            self.parts.model.sample_temperature = temperature_at(self.step, self.cfg, total)
-            _, _, read = optimizer_step(self.step_model, self.parts, self.cfg, self.step, lr_at(self.step, self.cfg, total))
+            lr, temperature = lr_at(self.step, self.cfg, total), temperature_at(self.step, self.cfg, total)
+            _, _, read = optimizer_step(self.step_model, self.parts, self.cfg, self.step, lr, temperature)
             tokens += read
             self.step += 1
         return tokens

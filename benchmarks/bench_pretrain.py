@@ -44,12 +44,14 @@ class ReferenceElectra(torch.nn.Module):
         self.register_buffer("special_ids", torch.tensor(special.all_special), persistent=False)
 
     def forward(self, ids, am, rng):
+        u = torch.rand(ids.shape, generator=rng)  # (B, T)
         cand = obj.candidate_mask(ids, am, self.special_ids)
-        chosen = obj.mask_tokens(cand, self.cfg.mask_prob, self.cfg.max_predictions, rng)
-        gen_in = obj.electra_mask_inputs(ids, chosen, self.special.mask, rng)
+        chosen = obj.mask_tokens(cand, self.cfg.mask_prob, self.cfg.max_predictions, u)
+        gen_in = obj.electra_mask_inputs(ids, chosen, self.special.mask, torch.rand(ids.shape, generator=rng))
         labels = ids.masked_fill(~chosen, -100)
         g = self.generator(gen_in, attention_mask=am, labels=labels)  # (B, T, V) logits everywhere
-        sampled = obj.sample_replacements(g.logits[chosen], 1.0, rng)
+        logits = g.logits[chosen]  # (N, V)
+        sampled = obj.sample_replacements(logits, 1.0, torch.rand(logits.shape, generator=rng))
         fake = ids.clone()
         fake[chosen] = sampled
         d = self.discriminator(fake, attention_mask=am, labels=(fake != ids).long())
@@ -72,7 +74,8 @@ def time_steps(models: dict, batch, steps: int, precision: str) -> dict[str, flo
         for name, m in models.items():
             t0 = time.perf_counter()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-                out = m(ids, am, torch.Generator().manual_seed(i))
+                rng = torch.Generator().manual_seed(i)  # the draws are timed with the step, as the loop makes them
+                out = m(ids, am, m.draw_noise(ids, rng) if isinstance(m, PretrainingModel) else rng)
             out["loss"].backward()
             opts[name].step()
             opts[name].zero_grad(set_to_none=True)

@@ -48,7 +48,7 @@ def batch(B: int, T: int, V: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def step(model, opt, ids, am, seed: int, bf16: bool) -> float:
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        out = model(ids, am, torch.Generator().manual_seed(seed))
+        out = model(ids, am, model.draw_noise(ids, torch.Generator().manual_seed(seed)))
     out["loss"].backward()
     opt.step()
     opt.zero_grad(set_to_none=True)

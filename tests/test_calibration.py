@@ -109,6 +109,35 @@ def test_corruption_replaces_about_mask_prob_of_the_candidate_tokens_only(electr
     assert (labels.sum(axis=1) <= np.maximum(1, np.round(0.15 * n))).all() and labels.any()
 
 
+@pytest.mark.parametrize("objective", ["electra", "electric"])
+def test_calibration_corrupts_text_through_the_training_steps_generator_pass(objective, tokenizer_dir):
+    """Export's calibration and a training step corrupt text through one generator pass: from the same draws (the
+    same seed, the same draw order) the training step's discriminator sees exactly the text calibration scores."""
+    import torch
+
+    from electric.pretraining.config import resolve_config
+    from electric.pretraining.modeling import PretrainingModel, SpecialIds
+    from electric.tokenization import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    torch.manual_seed(0)
+    cfg = resolve_config("debug", objective, {"max_seq_length": 32, "temperature": 1.5, "hidden_dropout_prob": 0.0,
+                                              "attention_probs_dropout_prob": 0.0})
+    model = PretrainingModel(cfg, SpecialIds.from_tokenizer(tok)).eval()
+    sents = ["the river flows past the old mill and into the sea", "a short sentence", "we went home early that day"]
+    (noisy, mask, cand, labels), = corrupted_batches(tok, model.generator, sents, mask_prob=cfg.mask_prob,
+                                                     temperature=cfg.temperature, max_length=cfg.max_seq_length,
+                                                     seed=3)
+    ids = tok(sents, padding=True, truncation=True, max_length=cfg.max_seq_length, split_special_tokens=True,
+              return_tensors="pt")["input_ids"]  # (B, T) clean
+    seen = []
+    model.discriminator.register_forward_pre_hook(lambda _module, args: seen.append(args[0]))
+    with torch.no_grad():
+        model(ids, torch.as_tensor(mask), model.draw_noise(ids, torch.Generator().manual_seed(3)))
+    assert torch.equal(seen[0], torch.as_tensor(noisy))
+    assert labels.any() and (labels == (noisy != ids.numpy())).all()
+
+
 def test_a_generator_without_its_run_config_is_calibrated_at_pretrainings_defaults(electra_run, tmp_path):
     from electric.export.calibration import DEFAULT_SETTINGS
     from electric.pretraining.config import PretrainConfig

@@ -33,7 +33,7 @@ def counted_flops_per_token(objective: str) -> tuple[float, float]:
     ids = torch.randint(5, VOCAB, (BATCH, T), generator=torch.Generator().manual_seed(0))  # (B, T)
     ids[:, 0], ids[:, -1] = 2, 3  # [CLS] ... [SEP]
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        model(ids, torch.ones_like(ids), torch.Generator().manual_seed(0))["loss"].backward()
+        model(ids, torch.ones_like(ids), model.draw_noise(ids, torch.Generator().manual_seed(0)))["loss"].backward()
     return counter.get_total_flops() / (BATCH * T), flops.flops_per_token(cfg, VOCAB, T)
 
 

@@ -99,7 +99,7 @@ def test_forward_returns_finite_loss_and_gradients_everywhere(objective):
     m = PretrainingModel(resolve_config("debug", objective), SPECIAL)
     ids, am = batch(B=3, T=20)
     am[1, 15:] = 0
-    out = m(ids, am, torch.Generator().manual_seed(0))
+    out = m(ids, am, m.draw_noise(ids, torch.Generator().manual_seed(0)))
     assert torch.isfinite(out["loss"])
     out["loss"].backward()
     no_grad = [n for n, p in m.named_parameters() if p.grad is None]
@@ -114,7 +114,7 @@ def test_generator_vocabulary_head_runs_only_at_the_chosen_positions_slots(monke
     head = m.generator.generator_lm_head
     monkeypatch.setattr(head, "forward", lambda x: (seen.append(x.shape), torch.nn.Linear.forward(head, x))[1])
     ids, am = batch(B=4, T=40)
-    m(ids, am, torch.Generator().manual_seed(0))
+    m(ids, am, m.draw_noise(ids, torch.Generator().manual_seed(0)))
     # each row's slots for its chosen positions, a fixed number (max_predictions) whatever the batch chose, not all T
     assert m.cfg.max_predictions == 9 < 40
     assert seen == [torch.Size([4 * m.cfg.max_predictions, m.cfg.embedding_size])]
@@ -149,7 +149,7 @@ def test_details_give_the_per_token_tensors_health_needs(objective):
     ids = torch.randint(5, 300, (2, 12), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
     mask[1, 9:] = 0
-    d = m(ids, mask, torch.Generator().manual_seed(1), details=True)["details"]
+    d = m(ids, mask, m.draw_noise(ids, torch.Generator().manual_seed(1)), details=True)["details"]
     assert d["hidden"].shape == (2, 12, 64) and torch.equal(d["attention_mask"], mask)
     assert d["gen_nll"].shape == d["gen_targets"].shape and d["gen_nll"].numel() > 0 and (d["gen_nll"] > 0).all()
     if objective == "mlm":
@@ -191,7 +191,7 @@ def test_electrics_correction_uses_the_log_q_of_the_noise_it_sampled_from(temper
                         lambda s, log_q, p: seen.setdefault("log_q", log_q) is not None and corrected(s, log_q, p))
     ids, am = batch()
     with torch.no_grad():
-        m(ids, am, torch.Generator().manual_seed(0))
+        m(ids, am, m.draw_noise(ids, torch.Generator().manual_seed(0)))
         logits = m.generator(ids, am).float()  # (B, T, V): the cloze model on the clean input
     expected = torch.log_softmax(logits / temperature, -1).gather(-1, seen["inputs"][..., None]).squeeze(-1)
     assert torch.allclose(seen["log_q"], expected, atol=1e-4)

@@ -11,8 +11,9 @@ from electric.pretraining import objectives as obj
 SPECIAL = torch.tensor([0, 1, 2, 3, 4])  # [PAD] [UNK] [CLS] [SEP] [MASK]
 
 
-def rng(seed=0):
-    return torch.Generator().manual_seed(seed)
+def uniforms(shape, seed=0):
+    """U(0, 1) draws, as `corruption.draw_noise` makes them for the functions that take them."""
+    return torch.rand(shape, generator=torch.Generator().manual_seed(seed))
 
 
 def test_candidates_exclude_special_and_padding():
@@ -42,7 +43,7 @@ def test_mask_tokens_chooses_k_candidates_without_duplicates():
     am = torch.ones_like(ids)
     am[::2, 30:] = 0  # half the rows are padded
     cand = corruption.candidate_mask(ids, am, SPECIAL)
-    chosen = corruption.mask_tokens(cand, 0.15, max_predictions=int(0.155 * 40), rng=rng())
+    chosen = corruption.mask_tokens(cand, 0.15, max_predictions=int(0.155 * 40), u=uniforms(cand.shape))
     assert not (chosen & ~cand).any(), "only candidates may be chosen"
     expected = corruption.num_to_mask(cand.sum(1), 0.15, int(0.155 * 40))
     assert torch.equal(chosen.sum(1), expected)
@@ -51,20 +52,42 @@ def test_mask_tokens_chooses_k_candidates_without_duplicates():
 def test_mask_tokens_is_uniform_over_candidates():
     cand = torch.zeros(4000, 12, dtype=torch.bool)
     cand[:, 1:11] = True  # 10 candidates, k = 2
-    chosen = corruption.mask_tokens(cand, 0.15, 19, rng(1))
+    chosen = corruption.mask_tokens(cand, 0.15, 19, uniforms(cand.shape, 1))
     freq = chosen[:, 1:11].float().mean(0)  # each candidate chosen with probability 0.2
     assert torch.allclose(freq, torch.full_like(freq, 0.2), atol=0.03)
 
 
-def test_mask_tokens_is_reproducible_from_the_generator():
-    cand = torch.ones(8, 30, dtype=torch.bool)
-    assert torch.equal(corruption.mask_tokens(cand, 0.15, 5, rng(3)), corruption.mask_tokens(cand, 0.15, 5, rng(3)))
+def test_mask_tokens_chooses_the_candidates_with_the_smallest_draws():
+    cand = torch.tensor([[False, True, True, True, True, False]])
+    u = torch.tensor([[0.0, 0.9, 0.2, 0.7, 0.1, 0.05]])  # the non-candidates' draws never count
+    chosen = corruption.mask_tokens(cand, 0.5, 5, u)  # k = round(0.5 * 4) = 2
+    assert chosen.tolist() == [[False, False, True, False, True, False]]
+
+
+@pytest.mark.parametrize("objective", corruption.OBJECTIVES)
+def test_draw_noise_draws_what_its_objective_reads_in_one_fixed_order(objective):
+    B, T, V, most = 3, 10, 50, 4
+    noise = corruption.draw_noise(torch.Generator().manual_seed(9), (B, T), objective=objective, vocab_size=V,
+                                  max_predictions=most, temperature=2.5)
+    g = torch.Generator().manual_seed(9)  # the same draws, by hand, in the documented order
+    assert torch.equal(noise.choose, torch.rand(B, T, generator=g))
+    assert (noise.show is not None) == (objective != "electric")
+    if noise.show is not None:
+        assert torch.equal(noise.show, torch.rand(B, T, generator=g))
+    if objective == "mlm":
+        assert noise.gumbel is None and torch.equal(noise.swap_ids, torch.randint(V, (B, T), generator=g))
+    else:  # a row of uniforms for each of chosen_slots' B x min(max_predictions, T) slots
+        assert noise.swap_ids is None and torch.equal(noise.gumbel, torch.rand(B * most, V, generator=g))
+    assert noise.temperature.shape == () and noise.temperature.dtype == torch.float32
+    assert noise.temperature.item() == 2.5
+    with pytest.raises(ValueError, match="objective"):
+        corruption.draw_noise(g, (B, T), objective="bert", vocab_size=V, max_predictions=most, temperature=1.0)
 
 
 def test_electra_generator_input_masks_85_percent_of_chosen():
     ids = torch.randint(5, 100, (200, 50))
-    chosen = torch.rand(200, 50, generator=rng(2)) < 0.3
-    out = corruption.electra_mask_inputs(ids, chosen, mask_id=4, rng=rng(4))
+    chosen = uniforms((200, 50), 2) < 0.3
+    out = corruption.electra_mask_inputs(ids, chosen, mask_id=4, u=uniforms(ids.shape, 4))
     assert torch.equal(out[~chosen], ids[~chosen]), "unchosen positions are untouched"
     masked = (out[chosen] == 4).float().mean().item()
     assert abs(masked - 0.85) < 0.03
@@ -75,7 +98,8 @@ def test_bert_input_is_80_10_10():
     ids = torch.full((400, 50), 7)
     chosen = torch.ones(400, 50, dtype=torch.bool)
     chosen[:, 25:] = False
-    out = corruption.bert_mask_inputs(ids, chosen, mask_id=4, vocab_size=1000, rng=rng(5))
+    random_ids = torch.randint(1000, ids.shape, generator=torch.Generator().manual_seed(5))
+    out = corruption.bert_mask_inputs(ids, chosen, mask_id=4, u=uniforms(ids.shape, 5), random_ids=random_ids)
     assert torch.equal(out[~chosen], ids[~chosen])
     sel = out[chosen]
     frac_mask = (sel == 4).float().mean().item()
@@ -86,12 +110,12 @@ def test_bert_input_is_80_10_10():
 
 def test_gumbel_max_samples_follow_softmax_in_fp32_without_gradient():
     logits = torch.tensor([[0.0, math.log(2.0), math.log(7.0)]]).repeat(20000, 1).bfloat16().requires_grad_()
-    s = corruption.sample_replacements(logits, temperature=1.0, rng=rng(6))
+    s = corruption.sample_replacements(logits, torch.tensor(1.0), uniforms(logits.shape, 6))
     assert s.grad_fn is None and not s.requires_grad
     freq = torch.bincount(s, minlength=3).float() / len(s)
     assert torch.allclose(freq, torch.tensor([0.1, 0.2, 0.7]), atol=0.015)
     # temperature sharpens: at T -> 0 the argmax wins
-    assert (corruption.sample_replacements(logits.detach().float(), 1e-3, rng(7)) == 2).all()
+    assert (corruption.sample_replacements(logits.detach().float(), torch.tensor(1e-3), uniforms(logits.shape, 7)) == 2).all()
 
 
 @pytest.mark.parametrize("temperature", [1.0, 2.0, 0.7])
@@ -103,7 +127,8 @@ def test_cloze_log_q_is_the_log_softmax_gathered_with_its_gradient(temperature, 
     targets, present = torch.randint(0, 11, (n,), generator=g), torch.randint(0, 11, (n,), generator=g)
     weights = torch.rand(n, generator=g)  # a loss that weighs rows differently, some not at all
     weights[0] = 0.0
-    target_log_q, noise_log_q, best = obj.cloze_log_q(products, bias, targets, present, temperature)
+    target_log_q, noise_log_q, best = obj.cloze_log_q(products, bias, targets, present,
+                                                      None if temperature == 1.0 else torch.tensor(temperature))
     (target_log_q * weights).sum().backward()
     got = products.grad.clone(), bias.grad.clone()
     products.grad = bias.grad = None
@@ -162,7 +187,7 @@ def test_electra_loss_weights_generator_1_and_discriminator_50():
     disc = torch.zeros(1, 4)
     labels = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
     am = torch.ones(1, 4, dtype=torch.long)
-    out = obj.electra_loss(gen_logits, gen_targets, disc, labels, am)
+    out = obj.electra_loss(gen_logits, gen_targets, torch.tensor([True, True]), disc, labels, am)
     gen = (math.log(2.0) + math.log(4.0 / 3.0)) / 2
     assert out["gen_loss"].item() == pytest.approx(gen, abs=1e-6)
     assert out["disc_loss"].item() == pytest.approx(math.log(2.0), abs=1e-6)

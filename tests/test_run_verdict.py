@@ -66,5 +66,5 @@ def test_every_electric_step_logs_where_its_corrected_logits_sit():
     model = PretrainingModel(ELECTRIC, SpecialIds(pad=0, mask=3, cls=1, sep=2, vocab_size=40,
                                                   all_special=(0, 1, 2, 3))).train()
     ids, mask = torch.randint(4, 40, (4, 16)), torch.ones(4, 16, dtype=torch.long)
-    out = model(ids, mask, torch.Generator().manual_seed(1), details=True)
+    out = model(ids, mask, model.draw_noise(ids, torch.Generator().manual_seed(1)), details=True)
     assert float(out["logit_mean"]) == pytest.approx(float(out["details"]["disc_logits"].mean()), abs=1e-5)

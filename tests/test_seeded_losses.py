@@ -49,7 +49,7 @@ def seeded_losses(objective: str, temperature: float, steps: int = 3) -> list[di
     ids, mask = batch()
     rows = []
     for step in range(steps):
-        out = model(ids, mask, torch.Generator().manual_seed(100 + step))
+        out = model(ids, mask, model.draw_noise(ids, torch.Generator().manual_seed(100 + step)))
         out["loss"].backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

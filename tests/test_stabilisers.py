@@ -35,7 +35,8 @@ def test_gdes_keeps_the_generators_loss_off_the_discriminators_embeddings(object
     disc_words = model.discriminator.electra.embeddings.word_embeddings.weight
     assert gen_word_embeddings(model) is not model.discriminator.electra.embeddings.word_embeddings
     torch.testing.assert_close(model.generator_word_weight(), disc_words.detach())  # delta starts at 0
-    out = model(*batch(), torch.Generator().manual_seed(0))
+    ids, am = batch()
+    out = model(ids, am, model.draw_noise(ids, torch.Generator().manual_seed(0)))
     out["loss"].backward()  # the generator's loss alone (disc_weight 0)
     assert disc_words.grad is None or disc_words.grad.abs().max() == 0
     assert model.gdes_delta.grad is not None and model.gdes_delta.grad.abs().max() > 0
@@ -43,7 +44,7 @@ def test_gdes_keeps_the_generators_loss_off_the_discriminators_embeddings(object
     model.zero_grad()
     cfg2 = resolve_config("debug", objective, {"embedding_sharing": "gdes", "gen_weight": 0.0})
     model2 = PretrainingModel(cfg2, special_ids())
-    model2(*batch(), torch.Generator().manual_seed(0))["loss"].backward()
+    model2(ids, am, model2.draw_noise(ids, torch.Generator().manual_seed(0)))["loss"].backward()
     assert model2.discriminator.electra.embeddings.word_embeddings.weight.grad.abs().max() > 0
 
 

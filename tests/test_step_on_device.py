@@ -73,7 +73,7 @@ def test_a_training_step_reads_nothing_back_to_the_host(objective):
     optimizer = build_optimizer(model, model.cfg)
     ids, am = batch()
     with HostReads() as reads:
-        out = model(ids, am, torch.Generator().manual_seed(1))
+        out = model(ids, am, model.draw_noise(ids, torch.Generator().manual_seed(1)))
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -101,8 +101,9 @@ def test_a_steps_shapes_do_not_depend_on_what_it_chose(objective, monkeypatch):
                 return out
 
         ids, am = batch(lengths)
+        noise = model.draw_noise(ids, torch.Generator().manual_seed(1))
         with Shapes():
-            model(ids, am, torch.Generator().manual_seed(1))["loss"].backward()
+            model(ids, am, noise)["loss"].backward()
         return seen
 
     assert shapes((20, 20, 13, 3)) == shapes((20, 4, 20, 9))
@@ -112,7 +113,7 @@ def test_chosen_slots_lists_the_chosen_in_boolean_index_order_then_distinct_fill
     chosen = torch.tensor([[False, True, False, True, False],
                            [False, False, False, False, False],
                            [True, False, False, False, True]])
-    index, valid = corruption.chosen_slots(chosen, slots=2)
+    index, valid = corruption.chosen_slots(chosen, max_predictions=2)
     # rows of 5: the chosen flat positions 1, 3 (row 0) and 10, 14 (row 2) first, as x[chosen] orders them
     assert index[valid].tolist() == [1, 3, 10, 14] == chosen.flatten().nonzero().squeeze(-1).tolist()
     assert valid.tolist() == [True] * 4 + [False] * 2
@@ -129,14 +130,14 @@ def test_replace_at_writes_only_the_valid_slots():
     assert out.tolist() == [[2, 10, 99, 12, 3]] and ids.tolist() == [[2, 10, 11, 12, 3]]
 
 
-def test_mlm_loss_and_accuracy_skip_ignored_slots():
+def test_mlm_loss_and_accuracy_skip_unused_slots():
     logits = torch.tensor([[0.0, 0.0], [2.0, 0.0], [9.0, -9.0]])
-    targets = torch.tensor([0, 0, obj.IGNORE])
-    assert obj.mlm_loss(logits, targets).item() == pytest.approx(
+    targets, valid = torch.tensor([0, 0, 1]), torch.tensor([True, True, False])  # the last slot: wrong, unused
+    assert obj.mlm_loss(logits, targets, valid).item() == pytest.approx(
         (torch.log(torch.tensor(2.0)) + torch.log1p(torch.exp(torch.tensor(-2.0)))).item() / 2, abs=1e-6)
-    assert obj.accuracy(logits, targets).item() == pytest.approx(1.0)  # row 0 ties: argmax takes index 0
-    none = torch.full((3,), obj.IGNORE)
-    assert obj.mlm_loss(logits, none).item() == 0.0 and obj.accuracy(logits, none).item() == 0.0
+    assert obj.accuracy(logits, targets, valid).item() == pytest.approx(1.0)  # row 0 ties: argmax takes index 0
+    none = torch.zeros(3, dtype=torch.bool)
+    assert obj.mlm_loss(logits, targets, none).item() == 0.0 and obj.accuracy(logits, targets, none).item() == 0.0
 
 
 def test_the_cloze_log_q_takes_a_few_large_blocks_on_a_gpu_and_cache_sized_ones_on_a_cpu():
@@ -147,32 +148,48 @@ def test_the_cloze_log_q_takes_a_few_large_blocks_on_a_gpu_and_cache_sized_ones_
 
 
 @pytest.mark.parametrize("objective", ["mlm", "electra", "electric"])
-def test_the_step_after_its_draws_compiles_to_one_graph_that_gives_the_eager_loss(objective):
-    """`forward` draws the step's noise first (`draw_noise`, outside any graph); `step` is then one graph, forward and
-    backward (aot_eager: torch.compile's tracing without generating kernels), with eager's loss and gradients."""
+def test_the_step_compiles_to_one_graph_that_a_new_temperature_never_recompiles(objective):
+    """The step is a function of its batch and its draws alone (`draw_noise`, made outside any graph, the sampling
+    temperature among them as a 0-d tensor): compiled whole (fullgraph, forward and backward; aot_eager is
+    torch.compile's tracing without generating kernels), it runs steps whose temperature changes every time, as a
+    --temperature-start schedule's does, on one graph, with eager's losses and gradients."""
+    from torch._dynamo.utils import counters
+
     torch.manual_seed(0)
-    model = PretrainingModel(config(objective), SPECIAL).train()
+    cfg = resolve_config("debug", objective, {"max_seq_length": 20, "hidden_dropout_prob": 0.0,
+                                              "attention_probs_dropout_prob": 0.0, "temperature_start": 4.0})
+    model = PretrainingModel(cfg, SPECIAL).train()
     ids, am = batch()
-    noise = model.draw_noise(ids, torch.Generator().manual_seed(1))
-    eager = model.step(ids, am, noise)
-    eager["loss"].backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad(set_to_none=True)
     torch._dynamo.reset()
-    compiled = torch.compile(model.step, backend="aot_eager", fullgraph=True)(ids, am, noise)  # fails on a break
-    compiled["loss"].backward()
-    assert compiled["loss"].item() == pytest.approx(eager["loss"].item(), rel=1e-5)
-    assert all(torch.allclose(p.grad, grads[n], rtol=1e-4, atol=1e-6) for n, p in model.named_parameters()
-               if p.grad is not None) and len(grads) > 0
+    counters.clear()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)  # fails on a graph break
+    for step, temperature in enumerate((4.0, 3.25, 2.5, 1.0)):
+        noise = model.draw_noise(ids, torch.Generator().manual_seed(step), temperature)
+        eager = model(ids, am, noise)
+        eager["loss"].backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad(set_to_none=True)
+        out = compiled(ids, am, noise)
+        out["loss"].backward()
+        assert out.keys() == eager.keys() and len(grads) > 0
+        assert all(out[k].item() == pytest.approx(eager[k].item(), rel=1e-5, abs=1e-6) for k in eager), step
+        assert all(torch.allclose(p.grad, grads[n], rtol=1e-4, atol=1e-6) for n, p in model.named_parameters()
+                   if p.grad is not None), step
+        model.zero_grad(set_to_none=True)
+    # compiled once, on the first step: a Python float read inside the step (as the temperature once was) would
+    # make a second graph when it changed
+    assert counters["stats"]["unique_graphs"] == 1 and counters["aot_autograd"]["total"] == 1
 
 
-def test_forward_is_draw_noise_then_step():
+def test_the_temperature_reaches_the_step_as_a_tensor_and_only_through_its_draws():
     torch.manual_seed(0)
-    model = PretrainingModel(config("electric"), SPECIAL).train()
-    ids, am = batch()
-    a = model(ids, am, torch.Generator().manual_seed(3))["loss"]
-    b = model.step(ids, am, model.draw_noise(ids, torch.Generator().manual_seed(3)))["loss"]
-    assert a.item() == b.item()
+    model = PretrainingModel(resolve_config("debug", "electric", {"temperature_start": 2.0}), SPECIAL)
+    noise = model.draw_noise(torch.zeros(2, 8, dtype=torch.long), torch.Generator(), 1.75)
+    assert noise.temperature.shape == () and noise.temperature.item() == 1.75
+    assert not any(isinstance(v, float) for v in vars(model).values())  # no number the loop could set between steps
+    fixed = PretrainingModel(resolve_config("debug", "electric"), SPECIAL)  # temperature 1 throughout
+    with pytest.raises(ValueError, match="samples at 1 throughout"):
+        fixed.draw_noise(torch.zeros(2, 8, dtype=torch.long), torch.Generator(), 2.0)
 
 
 def test_compile_says_in_one_line_why_it_cannot_or_what_it_costs(monkeypatch, capsys):

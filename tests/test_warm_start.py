@@ -88,7 +88,7 @@ def test_a_frozen_generator_is_the_mlm_itself_fixed_and_not_sharing_weights():
     ids = torch.randint(4, 50, (4, 16))
     ids[:, 0], ids[:, -1] = 2, 3
     opt = build_optimizer(model, cfg)
-    out = model(ids, torch.ones_like(ids), torch.Generator().manual_seed(0))
+    out = model(ids, torch.ones_like(ids), model.draw_noise(ids, torch.Generator().manual_seed(0)))
     out["loss"].backward()
     opt.step()
     assert all(torch.equal(before[k], v) for k, v in mlm.state_dict().items())  # the generator never moves

@@ -14,8 +14,9 @@ checkpoint and exits.
 
 `main` resolves the command line into one frozen `RunConfig` (`resolve_run`); `train` runs it top to bottom:
 `setup` (data, model, optimizer), `start_or_resume` (trainer state, run directory, config.json), `take_steps`
-(the loop: `optimizer_step`, logging, `evaluate_and_log`, `checkpoint`), with a warm start `switch_to_objective`
-and `take_steps` again, then `finish`.
+(the loop, one job a part: `schedule_at` the step's learning rate and temperature, `optimizer_step`, the clock of
+training/budget.py, `StepLog` the log and evaluations, `stop_reason` and `warm_start_reason`, `checkpoint`), with a
+warm start `switch_to_objective` and `take_steps` again, then `finish`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from electric.pretraining.init_from import pretraining_model, resolve_init
 from electric.pretraining.modeling import PretrainingModel, SpecialIds
 from electric.pretraining.validation import evaluate, unigram_baseline
 from electric.tokenization import load_tokenizer
+from training.budget import StageClock
 from training.distributed import Dist
 from training.pretrain_args import parse_args, resolve_run
 from training.progress import TrainProgress
@@ -63,7 +65,6 @@ from training.run_dir import TrainerState, load_checkpoint, save_checkpoint, sav
 from training.schedule import build_optimizer, lr_at, set_lr, temperature_at
 
 WARM_START_DONE = "warm start done"  # take_steps' reason when the MLM stage has run its share
-CALIBRATION_STEPS = 5  # a --time-budget run refits its schedule length every this many steps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,15 +100,15 @@ def train(run: RunConfig, tokenizer) -> int:
         record_baseline(Path(run.out) / "metrics.jsonl", evaluate(
             parts.model, parts.val_ds, run.pretrain, parts.special.pad, d.device, parts.autocast, parts.unigram_lp))
     first_step = trainer.step
-    reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
-    if reason == WARM_START_DONE:  # the MLM stage ran its share: its encoder becomes the discriminator's
+    end = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
+    if end.reason == WARM_START_DONE:  # the MLM stage ran its share: its encoder becomes the discriminator's
         parts = switch_to_objective(run, parts, trainer)
-        reason, last = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
-    finish(run, parts, trainer, last, reason)
+        end = take_steps(run, parts, step_module(parts.model, run.pretrain, d), trainer)
+    finish(run, parts, trainer, end)
     if d.world > 1:  # each process's own account, on its own node's log: every rank did its share
         print(f"{d}: steps {first_step + 1}-{trainer.step}, {parts.batches.tokens_read:,} tokens read from "
               "its shard", file=sys.stderr)
-    return 3 if reason == "collapse" else 0
+    return 3 if end.reason == "collapse" else 0
 
 
 @dataclass(frozen=True)
@@ -228,75 +229,113 @@ def compile_refused(device: torch.device) -> bool:
     return False
 
 
-def take_steps(run: RunConfig, parts: Parts, step_model: StepModule, trainer: TrainerState) -> tuple[str, dict]:
-    """Optimizer steps until the schedule ends or something stops the run: (why it stopped, the latest logged
-    values). Logs every log_every steps, evaluates every eval_every, checkpoints every save_every."""
-    cfg, d, metrics_path = parts.model.cfg, parts.d, Path(run.out) / "metrics.jsonl"  # cfg: this stage's recipe
-    warm = trainer.warm
-    budget_s = run.pretrain.time_budget_minutes * 60
-    stage_end_s = budget_s * (run.pretrain.warm_start if warm else 1.0)  # elapsed time at which this stage ends
-    stage_end_step = trainer.total_steps if warm else trainer.run_steps  # ... at the latest
-    first = trainer.stage_step
-    start_time, start_elapsed, start_step = time.time(), trainer.elapsed, trainer.step
-    name = "mlm warm start" if warm else f"{cfg.objective} from {Path(cfg.init_from).name}" if cfg.init_from \
-        else f"{cfg.objective}-{cfg.preset}"
-    bar = TrainProgress(name, trainer.total_steps, trainer.step, trainer.elapsed,
-                        budget_s, enabled=d.main)  # time / budget with --time-budget; plain lines in a log file
-    window = {"t": time.time(), "tokens": 0}  # tokens since the last training line
-    last: dict = {}
-    with stop_signals() as stop, contextlib.closing(bar):
+@dataclass(frozen=True)
+class StageEnd:
+    """How `take_steps` ended a stage."""
+
+    reason: str  # why: the schedule's end ("max steps", "time budget", WARM_START_DONE) or a stop_reason
+    last: dict  # the latest logged values
+    temperature: float  # the sampling temperature of the last step: the closing evaluation measures at it
+
+
+def take_steps(run: RunConfig, parts: Parts, step_model: StepModule, trainer: TrainerState) -> StageEnd:
+    """Optimizer steps until this stage's schedule ends or something stops the run. Each step: its learning rate
+    and temperature (`schedule_at`), `optimizer_step`, the clock (`StageClock`: elapsed time, the schedule refitted
+    to a --time-budget), the log and the evaluation (`StepLog`), whether to stop (`stop_reason`,
+    `warm_start_reason`), and a checkpoint every save_every steps."""
+    cfg, d = parts.model.cfg, parts.d  # cfg: this stage's recipe
+    clock = StageClock.start(run, trainer)
+    log = StepLog(run, parts, trainer, clock.budget_s)
+    temperature = schedule_at(cfg, trainer)[1]
+    with stop_signals() as stop, contextlib.closing(log.bar):
         while trainer.step < trainer.total_steps:
-            lr = lr_at(trainer.step - first, cfg, trainer.total_steps - first)
-            parts.model.sample_temperature = temperature_at(trainer.step - first, cfg, trainer.total_steps - first)
-            sums, grad_norm, tokens = optimizer_step(step_model, parts, cfg, trainer.step, lr)
-            trainer.step = step = trainer.step + 1
-            trainer.tokens += tokens
-            window["tokens"] += tokens
-            trainer.elapsed = elapsed = start_elapsed + time.time() - start_time
-            bar.update(step, trainer.total_steps, elapsed)
-
-            if budget_s and step - start_step >= CALIBRATION_STEPS and step % CALIBRATION_STEPS == 0:
-                # Fit the schedule's length to the time left, from the mean step time so far (refitted
-                # as the machine's speed changes; the decay ends where the budget does).
-                per_step = (time.time() - start_time) / (step - start_step)
-                fitted = min(stage_end_step, step + int(max(0.0, stage_end_s - elapsed) / per_step))
-                trainer.total_steps = d.broadcast_int(min(stage_end_step, max(fitted, step + 1)))
-
-            if step % cfg.log_every == 0 or step == 1:
-                sums = d.average(sums)  # the global batch's metrics, not rank 0's share
-                dt = time.time() - window["t"]
-                tok_s = window["tokens"] / dt if dt > 0 else 0.0
-                last.update({"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer.tokens,
-                             "tokens_per_s": round(tok_s, 1), "epoch": round(parts.batches.epoch_fraction, 4),
-                             "elapsed_s": round(elapsed, 1), **{k: round(float(v), 5) for k, v in sums.items()}})
-                window = {"t": time.time(), "tokens": 0}
-                bar.set_postfix(progress_fields(last, tok_s))
-                if d.main:
-                    with metrics_path.open("a") as f:
-                        f.write(json.dumps({k: v for k, v in last.items() if not k.startswith("val_")}) + "\n")
-            collapsed = False
-            if step % cfg.eval_every == 0 and d.main:
-                collapsed = evaluate_and_log(run, parts, trainer, last, bar)
-                bar.set_postfix(progress_fields(last, None))
-
-            reason = stop_reason(run, stop["signal"], elapsed, parts.batches.epoch_fraction, step, collapsed)
-            if warm and reason == "time budget" or (warm and not reason and budget_s and elapsed >= stage_end_s):
-                reason = WARM_START_DONE
+            lr, temperature = schedule_at(cfg, trainer)
+            sums, grad_norm, tokens = optimizer_step(step_model, parts, cfg, trainer.step, lr, temperature)
+            trainer.step, trainer.tokens, trainer.elapsed = trainer.step + 1, trainer.tokens + tokens, clock.elapsed()
+            clock.refit(trainer, d)
+            log.step(trainer, sums, grad_norm, lr, tokens)
+            collapsed = log.evaluate(trainer, temperature) if trainer.step % cfg.eval_every == 0 and d.main else False
+            reason = warm_start_reason(trainer, clock, stop_reason(
+                run, stop["signal"], trainer.elapsed, parts.batches.epoch_fraction, trainer.step, collapsed))
             if d.any(reason is not None):
-                return reason or "another rank", last
-            if step % cfg.save_every == 0:
+                return StageEnd(reason or "another rank", log.last, temperature)
+            if trainer.step % cfg.save_every == 0:
                 checkpoint(run, parts, trainer)
                 d.barrier()
-    # the schedule ran to its end: max_steps, or the length fitted to the time budget
-    if warm:
-        return WARM_START_DONE, last
-    return ("time budget" if budget_s and trainer.total_steps < run.pretrain.max_steps else "max steps"), last
+    return StageEnd(schedule_end_reason(run, trainer, clock), log.last, temperature)
 
 
-def optimizer_step(step_model: StepModule, parts: Parts, cfg: PretrainConfig, step: int,
-                   lr: float) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
-    """One optimizer step at learning rate `lr`, over grad_accum micro-steps: (the metrics' means, still on the
-    device; the gradient norm before clipping; the tokens seen, over all processes)."""
+def schedule_at(cfg: PretrainConfig, trainer: TrainerState) -> tuple[float, float]:
+    """The learning rate and the sampling temperature of the step `trainer.step` takes: this stage's schedules,
+    from its first step (`trainer.stage_step`) to where it now ends (`trainer.total_steps`)."""
+    done, length = trainer.step - trainer.stage_step, trainer.total_steps - trainer.stage_step
+    return lr_at(done, cfg, length), temperature_at(done, cfg, length)
+
+
+class StepLog:
+    """One stage's log: the progress bar, a training line in metrics.jsonl every log_every steps and after the
+    first (the global batch's means, read off the device only then), and the evaluations (rank 0). `last` holds
+    the latest values of both."""
+
+    def __init__(self, run: RunConfig, parts: Parts, trainer: TrainerState, budget_s: float):
+        self.run, self.parts, self.cfg = run, parts, parts.model.cfg
+        cfg = self.cfg
+        name = "mlm warm start" if trainer.warm else f"{cfg.objective} from {Path(cfg.init_from).name}" \
+            if cfg.init_from else f"{cfg.objective}-{cfg.preset}"
+        self.bar = TrainProgress(name, trainer.total_steps, trainer.step, trainer.elapsed, budget_s,
+                                 enabled=parts.d.main)  # time / budget with --time-budget; plain lines in a log file
+        self.window_start, self.window_tokens = time.time(), 0  # since the last training line
+        self.last: dict = {}
+
+    def step(self, trainer: TrainerState, sums: dict[str, torch.Tensor], grad_norm: torch.Tensor, lr: float,
+             tokens: int) -> None:
+        """After each step (on every process: the means are all-reduced)."""
+        step, d = trainer.step, self.parts.d
+        self.window_tokens += tokens
+        self.bar.update(step, trainer.total_steps, trainer.elapsed)
+        if step % self.cfg.log_every and step != 1:
+            return
+        sums = d.average(sums)  # the global batch's metrics, not rank 0's share
+        dt = time.time() - self.window_start
+        tok_s = self.window_tokens / dt if dt > 0 else 0.0
+        self.last.update({"step": step, "lr": lr, "grad_norm": float(grad_norm), "tokens": trainer.tokens,
+                          "tokens_per_s": round(tok_s, 1), "epoch": round(self.parts.batches.epoch_fraction, 4),
+                          "elapsed_s": round(trainer.elapsed, 1), **{k: round(float(v), 5) for k, v in sums.items()}})
+        self.window_start, self.window_tokens = time.time(), 0
+        self.bar.set_postfix(progress_fields(self.last, tok_s))
+        if d.main:
+            with (Path(self.run.out) / "metrics.jsonl").open("a") as f:
+                f.write(json.dumps({k: v for k, v in self.last.items() if not k.startswith("val_")}) + "\n")
+
+    def evaluate(self, trainer: TrainerState, temperature: float) -> bool:
+        """Evaluate and log (rank 0); True iff the evaluation found the discriminator collapsed."""
+        collapsed = evaluate_and_log(self.run, self.parts, trainer, self.last, self.bar, temperature)
+        self.bar.set_postfix(progress_fields(self.last, None))
+        return collapsed
+
+
+def warm_start_reason(trainer: TrainerState, clock: StageClock, reason: str | None) -> str | None:
+    """In the warm start the time budget, the run's or the stage's share of it, ends the stage, not the run:
+    WARM_START_DONE in place of "time budget". Any other reason stands."""
+    if trainer.warm and (reason == "time budget" or (not reason and clock.over(trainer.elapsed))):
+        return WARM_START_DONE
+    return reason
+
+
+def schedule_end_reason(run: RunConfig, trainer: TrainerState, clock: StageClock) -> str:
+    """Why a stage whose schedule ran to its end ended: the warm start's share done, the length fitted to the time
+    budget, or max_steps."""
+    if trainer.warm:
+        return WARM_START_DONE
+    return "time budget" if clock.budget_s and trainer.total_steps < run.pretrain.max_steps else "max steps"
+
+
+def optimizer_step(step_model: StepModule, parts: Parts, cfg: PretrainConfig, step: int, lr: float,
+                   temperature: float) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
+    """One optimizer step at learning rate `lr`, its samples drawn at `temperature`, over grad_accum micro-steps:
+    (the metrics' means, still on the device; the gradient norm before clipping; the tokens seen, over all
+    processes). Each micro-step's draws are made first (`PretrainingModel.draw_noise`), so the model is called with
+    its batch and those tensors alone."""
     d = parts.d
     set_lr(parts.optimizer, lr)
     sums: dict[str, torch.Tensor] = {}  # metrics stay on the device until a log step reads them
@@ -306,11 +345,12 @@ def optimizer_step(step_model: StepModule, parts: Parts, cfg: PretrainConfig, st
         if d.device.type == "cuda":  # from page-locked memory the copy runs behind the host, which goes on queueing
             ids, mask = ids.pin_memory(), mask.pin_memory()
         ids, mask = ids.to(d.device, non_blocking=True), mask.to(d.device, non_blocking=True)
+        noise = parts.model.draw_noise(ids, step_rng(cfg.seed, step, micro * d.world + d.rank, d.device), temperature)
         last_micro = micro == cfg.grad_accum - 1
         # Gradients are all-reduced once per optimizer step, on the last micro-step.
         no_sync = contextlib.nullcontext if last_micro else step_model.no_sync
         with no_sync(), parts.autocast():
-            res = step_model.model(ids, mask, step_rng(cfg.seed, step, micro * d.world + d.rank, d.device))
+            res = step_model.model(ids, mask, noise)
         (res["loss"] / cfg.grad_accum).backward()
         for k, v in res.items():
             sums[k] = sums.get(k, 0) + v.detach() / cfg.grad_accum
@@ -355,10 +395,12 @@ def stop_reason(run: RunConfig, signal_name: str | None, elapsed: float, epoch_f
     return None
 
 
-def evaluate_and_log(run: RunConfig, parts: Parts, trainer: TrainerState, last: dict, bar: TrainProgress | None) -> bool:
-    """Evaluate on the validation slice and log it (rank 0); True iff it finds the discriminator collapsed."""
+def evaluate_and_log(run: RunConfig, parts: Parts, trainer: TrainerState, last: dict, bar: TrainProgress | None,
+                     temperature: float) -> bool:
+    """Evaluate on the validation slice, its samples drawn at `temperature` (the last step's), and log it (rank
+    0); True iff it finds the discriminator collapsed."""
     val = evaluate(parts.model, parts.val_ds, run.pretrain, parts.special.pad, parts.d.device, parts.autocast,
-                   parts.unigram_lp)
+                   parts.unigram_lp, temperature)
     return record_eval(Path(run.out) / "metrics.jsonl", trainer.step, trainer, val, last, bar, run.pretrain.start)
 
 
@@ -426,17 +468,17 @@ def checkpoint(run: RunConfig, parts: Parts, trainer: TrainerState) -> None:
         save_checkpoint(Path(run.out), parts.model, parts.tokenizer, parts.optimizer, trainer)
 
 
-def finish(run: RunConfig, parts: Parts, trainer: TrainerState, last: dict, reason: str) -> None:
+def finish(run: RunConfig, parts: Parts, trainer: TrainerState, end: StageEnd) -> None:
     """The last step's evaluation (unless it had one), the final checkpoint, curves.png and the summary."""
     out, d = Path(run.out), parts.d
     if d.main and trainer.step % run.pretrain.eval_every:
-        evaluate_and_log(run, parts, trainer, last, None)
+        evaluate_and_log(run, parts, trainer, end.last, None, end.temperature)
     checkpoint(run, parts, trainer)
     if d.main:
         write_curves(out)
         warnings = verdict(run.pretrain, read_metrics(out))
         write_health(out, trainer, warnings)
-        print_summary(out, run.pretrain, trainer, last, reason, warnings)
+        print_summary(out, run.pretrain, trainer, end.last, end.reason, warnings)
     d.barrier()
     d.close()
 

@@ -69,31 +69,29 @@ def fit_platt(scores: np.ndarray, labels: np.ndarray, max_iter: int = 100, tol: 
 def corrupted_batches(tokenizer, generator, sentences: Sequence[str], *, mask_prob: float, temperature: float,
                       max_length: int, seed: int = 0, batch_size: int = 32):
     """Yield (input_ids, attention_mask, candidates, labels) NumPy (B, T) batches: each sentence tokenised,
-    k = max(1, round(mask_prob * n)) of its n tokens chosen and replaced by `generator` samples as in
-    pretraining (electric.modeling.corruption, which pretraining corrupts its batches with); label 1 where the
-    token now differs."""
+    k = max(1, round(mask_prob * n)) of its n tokens chosen and replaced by `generator` samples through pretraining's
+    own generator pass (`electric.modeling.corruption.corrupt`, with `draw_noise`'s draws from a generator seeded
+    with `seed`); label 1 where the token now differs."""
     import torch
 
-    from electric.modeling.corruption import (
-        candidate_mask,
-        electra_labels,
-        generator_samples,
-        mask_tokens,
-        max_predictions,
-    )
+    from electric.modeling.cloze import ElectricForClozeLM
+    from electric.modeling.corruption import corrupt, draw_noise, electra_labels, max_predictions
 
     rng = torch.Generator().manual_seed(seed)
     special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
     most = max_predictions(mask_prob, max_length)
+    objective = "electric" if isinstance(generator, ElectricForClozeLM) else "electra"  # what its noise needs
     for i in range(0, len(sentences), batch_size):
         enc = tokenizer(list(sentences[i:i + batch_size]), padding=True, truncation=True, max_length=max_length,
                         split_special_tokens=True, return_tensors="pt")  # "[SEP]" in a sentence is text, as served
         ids, mask = enc["input_ids"], enc["attention_mask"]  # (B, T)
-        candidates = candidate_mask(ids, mask, special)  # (B, T)
-        chosen = mask_tokens(candidates, mask_prob, most, rng)  # (B, T)
-        noisy = generator_samples(generator, ids, mask, chosen, tokenizer.mask_token_id, temperature, rng)
-        labels = electra_labels(ids, noisy)  # (B, T)
-        yield noisy.numpy(), mask.numpy(), candidates.numpy(), labels.numpy().astype(bool)
+        noise = draw_noise(rng, ids.shape, objective=objective, vocab_size=generator.config.vocab_size,
+                           max_predictions=most, temperature=temperature)
+        with torch.no_grad():
+            c = corrupt(generator, ids, mask, special, noise, mask_prob=mask_prob, max_predictions=most,
+                        mask_id=tokenizer.mask_token_id)
+        labels = electra_labels(ids, c.corrupted)  # (B, T)
+        yield c.corrupted.numpy(), mask.numpy(), c.candidates.numpy(), labels.numpy().astype(bool)
 
 
 def collect(run: Callable[[np.ndarray, np.ndarray], np.ndarray], batches) -> tuple[np.ndarray, np.ndarray]:
@@ -148,14 +146,15 @@ def run_settings(generator_dir: Path) -> dict:
 
 
 def load_generator(generator_dir: Path):
-    """An ELECTRA masked-LM generator or Electric's two-tower cloze generator, on CPU, eval mode."""
+    """An ELECTRA masked-LM generator or Electric's two-tower cloze generator, on CPU, eval mode, its attention
+    through SDPA (the boolean masks of pretraining's generator pass are written for it)."""
     from transformers import AutoModelForMaskedLM
 
     import electric.modeling.cloze  # noqa: F401 - registers ElectricForClozeLM with the Auto classes
     from electric.checkpoint import CheckpointError
 
     try:
-        return AutoModelForMaskedLM.from_pretrained(generator_dir).eval()
+        return AutoModelForMaskedLM.from_pretrained(generator_dir, attn_implementation="sdpa").eval()
     except (OSError, ValueError, KeyError) as e:
         raise CheckpointError(f"could not load the generator {str(generator_dir)!r}: {e}") from e
 

@@ -7,9 +7,11 @@ the ELECTRA generator `ElectraForMaskedLM`, Electric's noise model `electric.mod
 and `electric.modeling.pre_layer_norm` builds any of them pre-LayerNorm. How a batch is corrupted (the chosen
 positions, the generator's replacements, the labels) is `electric.modeling.corruption`; the losses are `objectives`.
 
-A step is written for a GPU that never waits on the host: `forward` draws the step's random numbers first
-(`draw_noise`), then `step` runs on fixed shapes (the chosen positions as `chosen_slots`, every mean a weighted sum)
-and reads nothing back, so it compiles to one graph (tests/test_step_on_device.py).
+A step is written for a GPU that never waits on the host: its random numbers, the sampling temperature included,
+are drawn before it (`draw_noise`, into one `Noise` of tensors); `forward` then runs on fixed shapes (the
+chosen positions as `chosen_slots`, every mean a weighted sum), reads nothing back and reads no Python number that
+changes between steps, so it compiles to one graph that a new temperature never recompiles
+(tests/test_step_on_device.py).
 """
 
 from __future__ import annotations
@@ -22,22 +24,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedModel
 
 from electric.modeling.cloze import ElectricClozeConfig, ElectricForClozeLM
 from electric.modeling.corruption import (
-    bert_draws,
+    Corruption,
+    Noise,
     bert_mask_inputs,
     candidate_mask,
     chosen_slots,
+    corrupt,
+    draw_noise,
     electra_labels,
-    electra_mask_inputs,
     electric_labels,
+    key_mask,
     mask_tokens,
-    replace_at,
-    sample_replacements,
-    uniforms,
+    masked_lm_logits,
 )
 from electric.modeling.pre_layer_norm import electra_model
 from electric.pretraining import objectives as obj
@@ -76,30 +78,12 @@ def _details(disc_logits, disc_output, labels, attention_mask, hidden, gen_logit
     return d
 
 
-def _key_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) -> (B, 1, 1, T) bool, True = may be attended to: the mask SDPA reads. transformers passes a 4D mask
-    through as it is; from a 2D one it would first ask the device whether the batch has any padding at all (to
-    skip the mask), a read that makes the host wait for the GPU twice a step."""
-    return attention_mask.bool()[:, None, None, :]
-
-
 def _use_sdpa(*models: PreTrainedModel) -> None:
     """Attention through torch's scaled_dot_product_attention (flash or memory-efficient kernels on a GPU), which
-    the boolean masks of `_key_mask` and the cloze towers are written for."""
+    the boolean masks of `key_mask` and the cloze towers are written for."""
     for model in models:
         if model.config._attn_implementation != "sdpa":
             model.set_attn_implementation("sdpa")
-
-
-@dataclass(frozen=True)
-class StepNoise:
-    """The random draws of one step, in the order the step reads them, drawn before it runs (`draw_noise`): the step
-    is then a function of its batch and these tensors alone, holds no generator and compiles to one graph."""
-
-    choose: torch.Tensor  # (B, T) uniforms: which positions are chosen (mask_tokens)
-    show: torch.Tensor | None = None  # (B, T) uniforms: what the generator sees at them (mlm, electra)
-    swap_ids: torch.Tensor | None = None  # (B, T) random token ids: mlm's random replacements
-    gumbel: torch.Tensor | None = None  # (N, V) uniforms: the samples at N = B x max_predictions slots (electra, electric)
 
 
 @dataclass
@@ -166,7 +150,6 @@ class PretrainingModel(nn.Module):
                 generator = ElectricForClozeLM(ElectricClozeConfig(**gen_kwargs))
         self.generator = generator
         _use_sdpa(discriminator, generator)
-        self.sample_temperature = cfg.temperature  # the loop lowers it over a --temperature-start schedule
         if self.gdes:  # the generator's word embeddings: stopgrad(the discriminator's) + this delta
             E = discriminator.config.embedding_size
             self.gdes_delta = nn.Parameter(torch.zeros(V, E))
@@ -236,11 +219,29 @@ class PretrainingModel(nn.Module):
             self.generator.electra.embeddings = shared
             self.generator.generator_lm_head.weight = shared.word_embeddings.weight
 
+    @property
+    def tempered(self) -> bool:
+        """Whether any step of this config samples at a temperature other than 1: only then does Electric's log q
+        of the noise need its own softmax (`objectives.cloze_log_q`). Fixed for the run, so never a recompile."""
+        return self.cfg.temperature != 1.0 or self.cfg.temperature_start not in (0.0, 1.0)
+
     # ---- the three objectives -------------------------------------------------------------------
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rng: torch.Generator,
+    def draw_noise(self, input_ids: torch.Tensor, rng: torch.Generator, temperature: float | None = None) -> Noise:
+        """The random draws of one step on the (B, T) batch `input_ids`, from `rng`, with the temperature its
+        samples are drawn at (the loop's schedule gives it; None: the config's `temperature`)."""
+        temperature = self.cfg.temperature if temperature is None else temperature
+        if temperature != 1.0 and not self.tempered:
+            raise ValueError(f"temperature {temperature}: this config samples at 1 throughout (temperature "
+                             f"{self.cfg.temperature}, temperature_start {self.cfg.temperature_start})")
+        return draw_noise(rng, input_ids.shape, objective=self.cfg.objective, vocab_size=self.special.vocab_size,
+                          max_predictions=self.cfg.max_predictions, temperature=temperature)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, noise: Noise,
                 details: bool = False) -> dict:
-        """input_ids, attention_mask: (B, T). Returns {"loss": scalar, metric name: detached scalar}.
+        """One objective's pass over a (B, T) batch with the step's draws `noise` (`draw_noise`): the step is a
+        function of the batch and those tensors alone, so it compiles to one graph whatever the temperature
+        schedule does. Returns {"loss": scalar, metric name: detached scalar}.
 
         details=True adds "details": the per-token tensors that training health is measured from
         (electric.pretraining.health.health_metrics): disc_logits (the logit the loss sees; Electric's is corrected),
@@ -250,104 +251,73 @@ class PretrainingModel(nn.Module):
         if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
             raise ValueError(f"input_ids {tuple(input_ids.shape)} and attention_mask "
                              f"{tuple(attention_mask.shape)} must both be (B, T)")
-        return self.step(input_ids, attention_mask, self.draw_noise(input_ids, rng), details)
-
-    @torch.compiler.disable  # a generator cannot enter a compiled graph: the step's draws happen before it
-    def draw_noise(self, input_ids: torch.Tensor, rng: torch.Generator) -> StepNoise:
-        """The draws of one step on a (B, T) batch, from `rng` in the order the step reads them."""
-        shape, device = input_ids.shape, input_ids.device
-        choose = uniforms(rng, shape, device)
         if self.cfg.objective == "mlm":
-            return StepNoise(choose, *bert_draws(rng, shape, self.special.vocab_size, device))
-        show = uniforms(rng, shape, device) if self.cfg.objective == "electra" else None
-        slots = shape[0] * min(self.cfg.max_predictions, shape[1])
-        return StepNoise(choose, show, gumbel=uniforms(rng, (slots, self.special.vocab_size), device))
-
-    def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, noise: StepNoise,
-             details: bool = False) -> dict:
-        """`forward` with its draws made: the objective's pass over a (B, T) batch."""
-        candidates = candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
-        chosen = mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, noise.choose)  # (B, T)
-        if self.cfg.objective == "mlm":
-            return self._mlm(input_ids, attention_mask, chosen, noise, details)
+            return self._mlm(input_ids, attention_mask, noise, details)
         if self.cfg.objective == "electra":
-            return self._electra(input_ids, attention_mask, chosen, noise, details)
-        return self._electric(input_ids, attention_mask, candidates, chosen, noise, details)
+            return self._electra(input_ids, attention_mask, noise, details)
+        return self._electric(input_ids, attention_mask, noise, details)
 
-    def _masked_lm_logits(self, model: ElectraForMaskedLM, inputs, attention_mask, index, words=None):
-        """The vocabulary head only at the flat positions `index` (N,): logits (N, V) and the last layer (B, T, H).
-        `words` (V, E): the word embeddings in and out in place of the model's own (GDES)."""
-        attention_mask = _key_mask(attention_mask)  # (B, 1, 1, T)
-        if words is None:
-            h = model.electra(inputs, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
-            return model.generator_lm_head(model.generator_predictions(h.flatten(0, 1)[index])), h  # (N, V)
-        h = model.electra(inputs_embeds=F.embedding(inputs, words), attention_mask=attention_mask).last_hidden_state
-        features = model.generator_predictions(h.flatten(0, 1)[index])  # (N, E)
-        return F.linear(features, words, model.generator_lm_head.bias), h  # (N, V), (B, T, H)
+    def _corrupt(self, input_ids, attention_mask, noise: Noise) -> Corruption:
+        """The generator's pass (`corrupt`, as export's calibration runs it); without gradient for a frozen
+        generator."""
+        with torch.no_grad() if self.frozen_generator else contextlib.nullcontext():
+            return corrupt(self.generator, input_ids, attention_mask, self.special_ids, noise,
+                           mask_prob=self.cfg.mask_prob, max_predictions=self.cfg.max_predictions,
+                           mask_id=self.special.mask, words=self.generator_word_weight())
 
     def _discriminate(self, disc_inputs, attention_mask, details: bool):
         """Discriminator outputs s (B, T), and its last layer (B, T, H) when details are asked for."""
         assert self.discriminator is not None  # objectives electra and electric have one
-        out = self.discriminator(disc_inputs, attention_mask=_key_mask(attention_mask), output_hidden_states=details)
+        out = self.discriminator(disc_inputs, attention_mask=key_mask(attention_mask), output_hidden_states=details)
         return out.logits, (out.hidden_states[-1] if details else None)
 
-    # Every shape in a step is fixed by the batch's (B, T): the chosen positions are `chosen_slots`' B x
-    # max_predictions indices (the unused ones skipped by an IGNORE target or a False in `valid`), and every mean is a
-    # weighted sum. No value is read back to the host, so a GPU never waits for the step to tell it what comes next.
+    # Every shape in a step is fixed by the batch's (B, T): the chosen positions are `chosen_slots`' B x S slots
+    # (an unused one is False in `valid`), and every mean is a weighted sum. No value is read back to the host, so a
+    # GPU never waits for the step to tell it what comes next.
 
-    def _mlm(self, input_ids, attention_mask, chosen, noise: StepNoise, details=False) -> dict:
+    def _mlm(self, input_ids, attention_mask, noise: Noise, details=False) -> dict:
         s = self.special
         assert noise.show is not None and noise.swap_ids is not None  # drawn for objective mlm
-        inputs = bert_mask_inputs(input_ids, chosen, s.mask, s.vocab_size, (noise.show, noise.swap_ids))  # (B, T)
+        candidates = candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
+        chosen = mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, noise.choose)  # (B, T)
+        inputs = bert_mask_inputs(input_ids, chosen, s.mask, noise.show, noise.swap_ids)  # (B, T)
         index, valid = chosen_slots(chosen, self.cfg.max_predictions)  # (N,) each
-        logits, h = self._masked_lm_logits(self.masked_lm, inputs, attention_mask, index)  # (N, V), (B, T, H)
-        targets = input_ids.flatten()[index].masked_fill(~valid, obj.IGNORE)  # (N,)
-        loss = obj.mlm_loss(logits, targets)
-        out: dict[str, Any] = {"loss": loss, "gen_loss": loss.detach(), "gen_acc": obj.accuracy(logits, targets)}
+        logits, h = masked_lm_logits(self.masked_lm, inputs, attention_mask, index)  # (N, V), (B, T, H)
+        targets = input_ids.flatten()[index]  # (N,)
+        loss = obj.mlm_loss(logits, targets, valid)
+        out: dict[str, Any] = {"loss": loss, "gen_loss": loss.detach(),
+                               "gen_acc": obj.accuracy(logits, targets, valid)}
         if details:
             out["details"] = _details(None, None, None, attention_mask, h, logits[valid], targets[valid])
         return out
 
-    def _electra(self, input_ids, attention_mask, chosen, noise: StepNoise, details=False) -> dict:
-        assert noise.show is not None and noise.gumbel is not None  # drawn for objective electra
-        gen_inputs = electra_mask_inputs(input_ids, chosen, self.special.mask, noise.show)  # (B, T)
-        index, valid = chosen_slots(chosen, self.cfg.max_predictions)  # (N,) each
-        with torch.no_grad() if self.frozen_generator else contextlib.nullcontext():
-            gen_logits, _ = self._masked_lm_logits(self.masked_lm, gen_inputs, attention_mask, index,
-                                                   self.generator_word_weight())  # (N, V)
-        targets = input_ids.flatten()[index].masked_fill(~valid, obj.IGNORE)  # (N,)
-        sampled = sample_replacements(gen_logits, self.sample_temperature, noise.gumbel)  # (N,)
-        disc_inputs = replace_at(input_ids, index, valid, sampled)  # (B, T)
-        labels = electra_labels(input_ids, disc_inputs)  # (B, T)
-        s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T), (B, T, H) or None
+    def _electra(self, input_ids, attention_mask, noise: Noise, details=False) -> dict:
+        c = self._corrupt(input_ids, attention_mask, noise)
+        targets = input_ids.flatten()[c.index]  # (N,)
+        labels = electra_labels(input_ids, c.corrupted)  # (B, T)
+        s, h = self._discriminate(c.corrupted, attention_mask, details)  # (B, T), (B, T, H) or None
         gen_weight = 0.0 if self.frozen_generator else self.cfg.gen_weight
-        out = obj.electra_loss(gen_logits, targets, s, labels, attention_mask, gen_weight, self.cfg.disc_weight)
-        out["gen_acc"] = obj.accuracy(gen_logits, targets)
+        out = obj.electra_loss(c.logits, targets, c.valid, s, labels, attention_mask, gen_weight,
+                               self.cfg.disc_weight)
+        out["gen_acc"] = obj.accuracy(c.logits, targets, c.valid)
         if details:
-            out["details"] = _details(s, s, labels, attention_mask, h, gen_logits[valid], targets[valid])
+            out["details"] = _details(s, s, labels, attention_mask, h, c.logits[c.valid], targets[c.valid])
         return out
 
-    def _electric(self, input_ids, attention_mask, candidates, chosen, noise: StepNoise, details=False) -> dict:
-        assert noise.gumbel is not None  # drawn for objective electric
-        words = self.generator_word_weight()  # (V, E) with GDES, else None: the generator's own
-        # on CPU the towers' small masked attention (tiny: 1 head of 32) trains faster unfused (~5% of a step)
-        with sdpa_kernel(SDPBackend.MATH) if input_ids.device.type == "cpu" else contextlib.nullcontext():
-            feats = self.cloze.cloze_hidden(input_ids, attention_mask, words)  # (B, T, E) on the clean input
-        head = self.cloze.lm_head
-        products = F.linear(feats.flatten(0, 1), head.weight if words is None else words)  # (B*T, V), bias apart
-        index, valid = chosen_slots(chosen, self.cfg.max_predictions)  # (N,) each
-        sampled = sample_replacements(torch.add(products[index], head.bias), self.sample_temperature,
-                                      noise.gumbel)  # (N,)
-        disc_inputs = replace_at(input_ids, index, valid, sampled)  # (B, T)
-        labels = electric_labels(chosen)  # (B, T): every sampled position is "noise"
+    def _electric(self, input_ids, attention_mask, noise: Noise, details=False) -> dict:
+        c = self._corrupt(input_ids, attention_mask, noise)
+        assert c.products is not None  # a cloze model's pass
+        labels = electric_labels(c.chosen)  # (B, T): every sampled position is "noise"
         # the correction's log q is the noise's: the distribution the replacements were drawn from, tempered when
-        # --temperature is not 1 (the cloze model's own loss below keeps its untempered log q)
-        target_log_q, noise_log_q, best = obj.cloze_log_q(products, head.bias, input_ids.flatten(),
-                                                          disc_inputs.flatten(), self.sample_temperature)  # (B*T,)
+        # the temperature is not 1 (the cloze model's own loss below keeps its untempered log q)
+        target_log_q, noise_log_q, best = obj.cloze_log_q(
+            c.products, self.cloze.lm_head.bias, input_ids.flatten(), c.corrupted.flatten(),
+            noise.temperature if self.tempered else None)  # (B*T,) each
         target_log_q, noise_log_q, best = (t.view(input_ids.shape) for t in (target_log_q, noise_log_q, best))
         log_q = torch.where(attention_mask.bool(), noise_log_q, 0.0)  # (B, T)
-        s, h = self._discriminate(disc_inputs, attention_mask, details)  # (B, T) energies, (B, T, H) or None
+        s, h = self._discriminate(c.corrupted, attention_mask, details)  # (B, T) energies, (B, T, H) or None
         logit = obj.electric_corrected_logits(s, log_q, self.cfg.mask_prob)  # (B, T)
+        candidates = c.candidates
         out = obj.electric_loss(target_log_q, candidates, logit, labels, attention_mask, self.cfg.gen_weight,
                                 self.cfg.disc_weight)
         with torch.no_grad():
@@ -367,7 +337,8 @@ class PretrainingModel(nn.Module):
         """`input_ids` (B, T) with the usual k positions replaced by draws from a fixed distribution `noise_probs`
         (V,) instead of the generator, and the labels (B, T), 1 = replaced."""
         candidates = candidate_mask(input_ids, attention_mask, self.special_ids)  # (B, T)
-        chosen = mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, rng)  # (B, T)
+        u = torch.rand(input_ids.shape, generator=rng, device=input_ids.device)  # (B, T)
+        chosen = mask_tokens(candidates, self.cfg.mask_prob, self.cfg.max_predictions, u)  # (B, T)
         draws = torch.multinomial(noise_probs, int(chosen.sum()), replacement=True, generator=rng)  # (k,)
         noisy = input_ids.clone()
         noisy[chosen] = draws

@@ -23,9 +23,6 @@ import torch.nn.functional as F
 ROW_BLOCK = 128
 GPU_BLOCK_ELEMENTS = 2**27  # 512 MB of fp32 logits per block
 
-IGNORE = -100  # a target that no loss or accuracy counts: the unused slots of `chosen_slots`
-
-
 def _blocks(n: int, vocab_size: int, device: torch.device):
     rows = ROW_BLOCK if device.type == "cpu" else max(ROW_BLOCK, GPU_BLOCK_ELEMENTS // max(1, vocab_size))
     return (slice(a, a + rows) for a in range(0, n, rows))
@@ -42,7 +39,7 @@ class _ClozeLogQ(torch.autograd.Function):
             log_q = torch.log_softmax(logits, -1)
             target_log_q[rows] = log_q.gather(-1, targets[rows, None]).squeeze(-1)
             best[rows] = log_q.amax(-1)  # (argmax is ~30x slower on CPU)
-            if temperature != 1.0:
+            if temperature is not None:
                 log_q = torch.log_softmax(logits.div_(temperature), -1)
             noise_log_q[rows] = log_q.gather(-1, present[rows, None]).squeeze(-1)
         ctx.save_for_backward(products, bias, targets)
@@ -63,11 +60,14 @@ class _ClozeLogQ(torch.autograd.Function):
 
 
 def cloze_log_q(products: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor, present: torch.Tensor,
-                temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                temperature: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """From the cloze head at N positions, its product (N, V) without the bias (V,) — logits = products + bias:
     log q(targets) (N,) fp32, differentiable in both; log q_T(present) (N,) fp32 at the sampling temperature T,
     the noise's log-probability of the token each position now holds, without gradient; and the largest log q
-    (N,), which log q(targets) reaches when the target is the model's first choice."""
+    (N,), which log q(targets) reaches when the target is the model's first choice.
+
+    `temperature`: T as a 0-d tensor, or None when the noise is drawn at 1 (which spares a second softmax). Whether
+    it is None is fixed for a run; its value may change every step without changing the graph."""
     return _ClozeLogQ.apply(products, bias, targets, present, temperature)
 
 
@@ -110,18 +110,18 @@ def masked_bce(logits: torch.Tensor, labels: torch.Tensor, attention_mask: torch
     return (per_token * weights).sum() / weights.sum().clamp(min=1.0)
 
 
-def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the positions given, (N, V) and (N,), leaving out targets set to IGNORE; 0 with none."""
-    counted = (targets != IGNORE).sum()
-    total = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, reduction="sum")
-    return total / counted.clamp(min=1)
+def mlm_loss(logits: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the slots where `valid` (N,) bool holds, of logits (N, V) and targets (N,); 0 with
+    none (`chosen_slots`' unused slots are left out)."""
+    # cross_entropy's own ignore_index skips the unused slots (a weighted sum of per-slot losses would round otherwise)
+    total = F.cross_entropy(logits.float(), targets.masked_fill(~valid, -100), ignore_index=-100, reduction="sum")
+    return total / valid.sum().clamp(min=1)
 
 
 @torch.no_grad()
-def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The share of positions whose first choice (argmax of (N, V)) is the target (N,), leaving out IGNORE."""
-    counted = targets != IGNORE
-    return ((logits.argmax(dim=-1) == targets) & counted).sum() / counted.sum().clamp(min=1)
+def accuracy(logits: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """The share of the `valid` (N,) slots whose first choice (argmax of (N, V)) is the target (N,)."""
+    return ((logits.argmax(dim=-1) == targets) & valid).sum() / valid.sum().clamp(min=1)
 
 
 @torch.no_grad()
@@ -139,14 +139,15 @@ def _disc_metrics(logits: torch.Tensor, labels: torch.Tensor, attention_mask: to
 def electra_loss(
     gen_logits: torch.Tensor,
     gen_targets: torch.Tensor,
+    gen_valid: torch.Tensor,
     disc_logits: torch.Tensor,
     labels: torch.Tensor,
     attention_mask: torch.Tensor,
     gen_weight: float = 1.0,
     disc_weight: float = 50.0,
 ) -> dict:
-    """L = gen_weight * L_MLM (masked positions) + disc_weight * BCE(sigma(s_t), label_t) (non-pad tokens)."""
-    gen = mlm_loss(gen_logits, gen_targets)
+    """L = gen_weight * L_MLM (the valid slots) + disc_weight * BCE(sigma(s_t), label_t) (non-pad tokens)."""
+    gen = mlm_loss(gen_logits, gen_targets, gen_valid)
     disc = masked_bce(disc_logits, labels, attention_mask)
     out = {"loss": gen_weight * gen + disc_weight * disc, "gen_loss": gen.detach(), "disc_loss": disc.detach()}
     out.update(_disc_metrics(disc_logits, labels, attention_mask))

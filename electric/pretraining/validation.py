@@ -27,9 +27,9 @@ def unigram_baseline(train_ds, vocab_size: int, special_ids: tuple[int, ...]) ->
 
 @torch.no_grad()
 def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, device, autocast,
-             unigram_lp: torch.Tensor | None = None) -> dict:
+             unigram_lp: torch.Tensor | None = None, temperature: float | None = None) -> dict:
     """Mean metrics and training health over the fixed validation slice, with fixed masking seeds
-    (comparable across steps)."""
+    (comparable across steps), the samples drawn at `temperature` (None: the config's)."""
     if len(val_ds) == 0:
         return {}
     model.eval()
@@ -43,14 +43,14 @@ def evaluate(model: PretrainingModel, val_ds, cfg: PretrainConfig, pad_id: int, 
     n = 0
     bs = cfg.micro_batch_size
     for b in range(min(cfg.eval_batches, math.ceil(len(val_ds) / bs))):
-        ids, mask = collate(val_ds[b * bs: (b + 1) * bs]["input_ids"], pad_id)
+        ids, mask = (t.to(device) for t in collate(val_ds[b * bs: (b + 1) * bs]["input_ids"], pad_id))
+        noise = model.draw_noise(ids, step_rng(cfg.seed + 7, 0, b, device), temperature)
         with autocast():
-            out = model(ids.to(device), mask.to(device), step_rng(cfg.seed + 7, 0, b, device), details=True)
+            out = model(ids, mask, noise, details=True)
         details.append({k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in out.pop("details").items()})
         if noise_probs is not None:
             with autocast():
-                s, labels = model.fixed_noise_scores(ids.to(device), mask.to(device), noise_probs,
-                                                     step_rng(cfg.seed + 11, 0, b, device))
+                s, labels = model.fixed_noise_scores(ids, mask, noise_probs, step_rng(cfg.seed + 11, 0, b, device))
             details[-1].update(noise_scores=s.float().cpu(), noise_labels=labels.cpu())
         for k, v in out.items():
             totals[k] = totals.get(k, 0.0) + float(v)
