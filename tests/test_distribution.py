@@ -85,3 +85,22 @@ def test_metadata_left_by_an_install_under_the_former_name_does_not_break_the_co
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert p.returncode == 0 and "usage: electric serve" in p.stdout, p.stderr[-2000:]
+
+
+# `pip install torch==VERSION`, with its index when it names one
+TORCH_LINE = re.compile(r"pip install torch==[\w.+]+(?: --(?:extra-)?index-url \S+[\w/])?")
+CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+
+
+def test_the_readme_and_the_install_page_install_the_same_torch():
+    """Issue 51, item 3: the quick start's torch line installs what it says, the CPU build from PyTorch's CPU wheel
+    index (PyPI's Linux wheel is the CUDA build), and docs/install.md gives the same line; .ci/run pins the same
+    version."""
+    readme = TORCH_LINE.findall((REPO / "README.md").read_text(encoding="utf-8"))
+    install = TORCH_LINE.findall((REPO / "docs" / "install.md").read_text(encoding="utf-8"))
+    assert readme and all(line.endswith(CPU_INDEX) for line in readme), readme
+    assert set(readme) <= set(install), (readme, install)
+    assert f"```bash\n{readme[0]}\n```" in (REPO / "docs" / "install.md").read_text(encoding="utf-8")
+    versions = {m for name in ("README.md", "docs/install.md", ".ci/run")
+                for m in re.findall(r"torch==([\w.+]+)", (REPO / name).read_text(encoding="utf-8"))}
+    assert len(versions) == 1, versions
