@@ -5,6 +5,14 @@
 #   benchmarks/gpu_run.sh bundle                  # here, from the repository's root: writes gpu_bundle/
 #   benchmarks/gpu_run.sh run [--minutes M] ...   # there: every stage under its own time limit
 #
+# The machine `run` needs, each limit one of the script's parameters:
+#   - one CUDA GPU, PyTorch built for it, and CPython 3.12 on x86-64 Linux with transformers, tokenizers,
+#     onnxruntime, numpy, pandas, pyarrow and grpcio; no network: everything else comes in gpu_bundle/
+#   - the repository's files and gpu_bundle/ carried there together: at most bundle's --limit-mib (64 MiB)
+#   - the command's time: run's --deadline-s (570 s: the defaults fit a machine held for ten minutes)
+#   - what is brought back: run's --out, 5 files and the model's pieces of at most --piece-mib (15 MiB) in
+#     OUT/model/, two folders deep
+#
 # bundle (needs pip to reach the package index, unless --no-wheels) puts into gpu_bundle/ (git-ignored) what a bare
 # GPU machine with torch, transformers, tokenizers, onnxruntime, numpy, pandas, pyarrow and grpcio lacks:
 #   wheels/       the project's other requirements for CPython 3.12 on manylinux x86_64 (pip download --no-deps), at
@@ -25,28 +33,26 @@
 #   blimp        BLiMP-12, one pass per method, then MLM PLL       | benchmarks/gpu_pretrain_report.py, into
 #   rerank       guarded reranking of ATIS, WSJ, LibriSpeech       | OUT/gpu_pretrain.json
 #   glue         SST-2 and CoLA dev after fine-tuning             /
-#   bring-back   the best discriminator in bf16, in pieces of <= 15 MiB, with its sha256 and command
+#   bring-back   the best discriminator in bf16, in pieces of <= --piece-mib MiB, with its sha256 and command
 #   serve        benchmarks/bench_gpu_serve.py: the torch server on the GPU, every route once, req/s and p50/p99
 #                at concurrency 1, 16, 64, beside the CPU int8 server on the same model
 # Every figure is written as it comes (each JSON is rewritten whole after each figure), so a stage that runs out of
 # time loses its own unfinished figure, not the ones before it. A stage that fails prints one line
 # (`STAGE name FAILED: ...`) and the next one runs.
 #
-# What comes back ($OUT: at most 8 files of 16 MiB, two folders deep):
+# What --out holds at the end:
 #   OUT/gpu_run.log  OUT/gpu_throughput.json  OUT/gpu_profile.txt  OUT/gpu_pretrain.json  OUT/gpu_serve.json
-#   OUT/model/best.tar.00 ... (ELECTRA-Small's discriminator in bf16 is ~27 MB: 2 pieces; at most 3 fit)
+#   OUT/model/best.tar.00 ... (ELECTRA-Small's discriminator in bf16 is ~27 MB: 2 pieces of 15 MiB)
 # Restore the model: cat best.tar.* > best.tar; check it against gpu_pretrain.json's bring_back.tar_sha256
 # (sha256sum), then tar xf best.tar: a transformers ElectraForPreTraining folder with its tokenizer.
 #
-# Through the device tool (one 10-minute command; the stages' defaults end within --deadline-s 570: setup ~30 s,
-# throughput <= 180 s (compile and CUDA graphs take most of it), 3 x 0.5 min of pretraining + their start and save,
-# ~150 s of evaluation, bring-back, serve). Half a minute per objective is ~45M tokens at the target pace: enough to
-# check the chain, not the quality targets; a longer comparison is another call (a later session: ~9 minutes), e.g.
-# "benchmarks/gpu_run.sh run --minutes 2.5 --skip throughput serve".
-#   here:  benchmarks/gpu_run.sh bundle
-#   run:   command   "benchmarks/gpu_run.sh run"     (or: "benchmarks/gpu_run.sh run --minutes 1.5 --skip serve")
-#          carry     ["gpu_bundle"]
-#          timeout_s 600
+# Time: the stages' defaults end within --deadline-s 570: setup ~30 s, throughput <= 180 s (compile and CUDA graphs
+# take most of it), 3 x 0.5 min of pretraining + their start and save, ~150 s of evaluation, bring-back, serve. Half
+# a minute per objective is ~45M tokens at the target pace: enough to check the chain, not the quality targets; a
+# longer comparison is another run of about 9 minutes, e.g. "benchmarks/gpu_run.sh run --minutes 2.5 --skip
+# throughput serve".
+#   here:   benchmarks/gpu_run.sh bundle
+#   there:  benchmarks/gpu_run.sh run --out OUT      (or: benchmarks/gpu_run.sh run --minutes 1.5 --skip serve)
 # then copy OUT's JSONs to benchmarks/results/. On a CPU (the test does this at tiny sizes):
 #   benchmarks/gpu_run.sh run --device cpu --preset debug --minutes 0.05 --out /tmp/out ...
 
@@ -161,7 +167,7 @@ run() {
     local objectives=(electric electra mlm) skip=() deadline=570 site=/tmp/site obj
     local t_throughput=180 t_slack=30 t_tokenize=45 t_health=30 t_blimp=40 t_rerank=40 t_glue=50 t_bring=25 t_serve=50
     local steps=30 warmup=10 blimp_limit="" lists="" glue_examples=4000 glue_epochs=2 glue_eval="" serve_seconds=5
-    local pretrain_flags=() num_proc=0 compile=(off cudagraphs) serve_flags=()
+    local pretrain_flags=() num_proc=0 compile=(off cudagraphs) serve_flags=() piece_mib=15
     while (($#)); do
         case $1 in
             --bundle) bundle=$2; shift 2 ;;
@@ -181,6 +187,7 @@ run() {
             --rerank-s) num "$1" "$2"; t_rerank=$2; shift 2 ;;
             --glue-s) num "$1" "$2"; t_glue=$2; shift 2 ;;
             --bring-back-s) num "$1" "$2"; t_bring=$2; shift 2 ;;
+            --piece-mib) num "$1" "$2"; piece_mib=$2; shift 2 ;;
             --serve-s) num "$1" "$2"; t_serve=$2; shift 2 ;;
             --steps) steps=$2; shift 2 ;;
             --warmup-steps) warmup=$2; shift 2 ;;
@@ -298,7 +305,7 @@ PY
             --glue-examples "$glue_examples" --glue-epochs "$glue_epochs" ${glue_eval:+--glue-eval-examples "$glue_eval"}
         # 4. the best discriminator, before serving: a lost minute there must not lose the model
         stage bring-back "$t_bring" $PY "${report[@]:0:1}" bring-back "${report[@]:1}" --out "$out/model" \
-            --best-file "$work/best"
+            --piece-mib "$piece_mib" --best-file "$work/best"
     fi
 
     # 5. serving the best discriminator (or the first run's) on the GPU, beside the CPU int8 server

@@ -246,7 +246,7 @@ def take_steps(run: RunConfig, parts: Parts, step_model: StepModule, trainer: Tr
     cfg, d = parts.model.cfg, parts.d  # cfg: this stage's recipe
     clock = StageClock.start(run, trainer)
     log = StepLog(run, parts, trainer, clock.budget_s)
-    temperature = schedule_at(cfg, trainer)[1]
+    temperature = schedule_at(cfg, trainer)[1]  # what the closing evaluation measures at, should no step be taken
     with stop_signals() as stop, contextlib.closing(log.bar):
         while trainer.step < trainer.total_steps:
             lr, temperature = schedule_at(cfg, trainer)
