@@ -98,11 +98,13 @@ def test_a_model_that_is_not_fit_to_serve_stops_in_one_line(bert, domain, tmp_pa
     adapt.health_gate({"end": {"val_energy_auc": 0.7}, "warnings": []})  # fine: no error
 
 
-def test_too_little_text_for_one_batch_stops_in_one_line(bert, domain, tmp_path, capsys):
+def test_too_little_text_for_one_batch_stops_in_one_line(bert, domain, tmp_path, capfd):
+    """Pretraining (its own process) says it, once."""
     (tmp_path / "two.txt").write_text("show me flights to boston\nlist all fares\n")
     out = tmp_path / "model"
     assert adapt.main(argv(bert, domain, out, "--text", str(tmp_path / "two.txt"))) == 2
-    assert "failed" in capsys.readouterr().err
+    line = one_error(capfd)
+    assert "training sequences" in line and "give more text" in line
     nothing_written(out)
 
 

@@ -54,7 +54,8 @@ RECIPE: dict[str, str | int | float] = {"objective": "electric", "epochs": 10, "
 DEFAULT_MINUTES = 4.0
 MIN_DEV_LISTS = 50  # fewer: the paired bootstrap of the guard can call almost no gain significant
 NGRAM_ORDER = 3
-PARITY_SENTENCES = 200  # of the text, seeded: the export's parity and the detector's calibration run on them
+PARITY_SENTENCES = 200  # of the text, seeded: the export's parity check runs on them
+CALIBRATION_SENTENCES = 1000  # of the text, seeded: /v1/detect's calibration needs a few thousand tokens
 MIN_ENERGY_AUC = 0.5  # an energy that ranks replaced tokens below chance would rank texts backwards
 METHOD_OF_SCORER = {"cloze": "cloze", "electric": "electric"}
 CARD, REPORT = "README.md", "adapt.json"
@@ -66,6 +67,10 @@ class AdaptError(Exception):
 
 class NotServable(AdaptError):
     """The adapted model failed the health gate: the next run starts clean."""
+
+
+class Said(AdaptError):
+    """A stop whose one line the pretraining process has printed already."""
 
 
 def log(msg: str) -> None:
@@ -207,6 +212,10 @@ class Work:
     def parity(self) -> Path:
         return self.root / "parity.txt"
 
+    @property
+    def calibration(self) -> Path:
+        return self.root / "calibration.txt"
+
     def done(self, name: str) -> bool:
         return (self.root / f"{name}.done").is_file()
 
@@ -241,11 +250,12 @@ def open_work(inputs: Inputs) -> Work:
 
 
 def write_text(inputs: Inputs, work: Work) -> None:
-    """The adaptation text, one sentence a document (as the hypotheses it will score come, one at a time), and a
-    seeded sample of it for the export's parity check and the detector's calibration."""
+    """The adaptation text, one sentence a document (as the hypotheses it will score come, one at a time), and
+    seeded samples of it for the export's parity check and the detector's calibration."""
     work.text.write_text("".join(f"{s}\n\n" for s in inputs.sentences), encoding="utf-8")
-    sample = random.Random(inputs.seed).sample(inputs.sentences, min(PARITY_SENTENCES, len(inputs.sentences)))
-    work.parity.write_text("".join(f"{s}\n" for s in sample), encoding="utf-8")
+    sample = random.Random(inputs.seed).sample(inputs.sentences, min(CALIBRATION_SENTENCES, len(inputs.sentences)))
+    work.calibration.write_text("".join(f"{s}\n" for s in sample), encoding="utf-8")
+    work.parity.write_text("".join(f"{s}\n" for s in sample[:PARITY_SENTENCES]), encoding="utf-8")
 
 
 # ---- 2-3. adapt, and the health gate -------------------------------------------------------------------------
@@ -273,7 +283,7 @@ def adapt(inputs: Inputs, work: Work) -> None:
         proc.wait()  # it got the signal too: it saves a checkpoint first
         raise
     if rc == 2:  # the text or the checkpoint: pretraining said what is wrong in one line
-        raise AdaptError(f"adapting on {', '.join(map(str, inputs.texts))} failed (its reason is above)")
+        raise Said(f"adapting on {', '.join(map(str, inputs.texts))} failed")
     if rc != 0:
         raise AdaptError(f"adapting failed (python -m training.pretrain exited {rc}; its message is above)")
     health = run_health(work.run)
@@ -329,7 +339,7 @@ def export(inputs: Inputs, work: Work) -> None:
             log(msg)
 
     opts = ExportOptions(quantize="int8" if inputs.precision == "int8" else None, overwrite=True,
-                         parity_data=work.parity, calibration_data=work.parity)
+                         parity_data=work.parity, calibration_data=work.calibration)
     parts = [("generator" if inputs.scorer == "cloze" else "discriminator", work.model)]
     if inputs.scorer == "cloze":
         parts.append(("discriminator", work.model / "detector"))
@@ -600,8 +610,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--text", required=True, nargs="+", metavar="FILE",
                     help="your domain's text, one sentence (or utterance) a line: a few thousand sentences pay")
     ap.add_argument("--dev", required=True, metavar="LISTS",
-                    help=f"n-best lists with references to tune the weights on (HyPoradise JSON, ESPnet JSON or "
-                         f"text; at least {MIN_DEV_LISTS}); none of them should be in the text")
+                    help=f"n-best lists with references to tune the weights on (HyPoradise or ESPnet JSON, with "
+                         f"first-pass scores where you have them; at least {MIN_DEV_LISTS}); none of their references "
+                         "should be in the text")
     ap.add_argument("--test", metavar="LISTS", help="n-best lists with references to report on (never tuned on)")
     ap.add_argument("--out", required=True, type=Path, help="the model directory to write (electric serve --model)")
     ap.add_argument("--minutes", type=float, default=DEFAULT_MINUTES,
@@ -661,7 +672,8 @@ def run(args: argparse.Namespace, command: str | None = None) -> int:
         stage(7, f"writing {inputs.out}")
         write_model(inputs, work, report)
     except AdaptError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if not isinstance(e, Said):
+            print(f"error: {e}", file=sys.stderr)
         if work is not None and (isinstance(e, NotServable) or not work.done("trained")):
             shutil.rmtree(work.root, ignore_errors=True)  # nothing worth resuming
         return 2
