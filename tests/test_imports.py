@@ -109,11 +109,13 @@ def test_each_layer_imports_only_the_layers_below_it_and_nothing_imports_the_cli
     assert wrong == {}
 
 
-def test_serve_is_a_subcommand_added_by_the_server_package():
+def test_serve_and_adapt_are_subcommands_added_by_the_server_and_training_packages():
     from electric.cli import PLUGINS, build_parser
 
-    assert {ep.name: ep.value for ep in entry_points(group=PLUGINS)} == {"serve": "server.cli:add_parser"}
-    assert "serve" in build_parser()._subparsers._group_actions[0].choices
+    assert {ep.name: ep.value for ep in entry_points(group=PLUGINS)} == {"serve": "server.cli:add_parser",
+                                                                        "adapt": "training.adapt:add_parser"}
+    choices = build_parser()._subparsers._group_actions[0].choices
+    assert "serve" in choices and "adapt" in choices
 
 
 def test_the_server_core_imports_no_transport_library():
