@@ -169,10 +169,12 @@
 
   // ---- score and compare --------------------------------------------------------------------------------------
 
-  /** The words of `text` with their code-point offsets. */
-  function words(text) {
+  /** The words of `text` with their code-point offsets, of its first `upTo` code points only (what was read of a
+   * truncated text). */
+  function words(text, upTo = Infinity) {
     const out = [];
     const chars = Array.from(text);
+    if (upTo < chars.length) chars.length = upTo;
     let start = -1;
     chars.forEach((c, i) => {
       if (/\s/.test(c)) {
@@ -184,23 +186,48 @@
     return out;
   }
 
-  /** The words of `a` that a longest common subsequence with `b`'s words leaves out: where `a` differs. */
-  function differing(a, b) {
-    const n = a.length, m = b.length;
-    const L = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
+  /** The words of a scored text the model read: up to its last token when it was truncated. */
+  const scoredWords = (r) => words(r.text, r.truncated && r.tokens.length ? r.tokens[r.tokens.length - 1].end
+    : Infinity);
+
+  const DIFF_CELLS = 250000; // the most cells of differing's table (a few ms); past it the middle differs whole
+
+  /** The words of `a` that a longest common subsequence with `b`'s words leaves out: where `a` differs. The words
+   * both begin and end with are matched first, in linear time; what is left between them is compared by the
+   * quadratic LCS only when it has at most DIFF_CELLS pairs of words, else all of it is marked as differing.
+   * `bCut`: `b` is the read part of a truncated text, so a word of `a` after the last one `b` has matched is not
+   * known to differ, and is not marked. */
+  function differing(a, b, bCut) {
+    let lo = 0, endA = a.length, endB = b.length;
+    while (lo < endA && lo < endB && a[lo].word === b[lo].word) lo++;
+    while (endA > lo && endB > lo && a[endA - 1].word === b[endB - 1].word) { endA--; endB--; }
+    const n = endA - lo, m = endB - lo;
+    const openEnd = bCut && endB === b.length; // what of `a` comes after all of `b` cannot be compared
+    if (n * m > DIFF_CELLS || (!m && !openEnd)) return a.slice(lo, endA);
+    const same = (i, j) => a[lo + i].word === b[lo + j].word;
+    const L = Array.from({ length: n + 1 }, () => new Int32Array(m + 1));
     for (let i = n - 1; i >= 0; i--) {
       for (let j = m - 1; j >= 0; j--) {
-        L[i][j] = a[i].word === b[j].word ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+        L[i][j] = same(i, j) ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
       }
     }
     const out = [];
     let i = 0, j = 0;
-    while (i < n) {
-      if (j < m && a[i].word === b[j].word) { i++; j++; }
+    while (i < n && !(openEnd && j === m)) {
+      if (j < m && same(i, j)) { i++; j++; }
       else if (j < m && L[i][j + 1] >= L[i + 1][j]) j++;
-      else out.push(a[i++]);
+      else out.push(a[lo + i++]);
     }
     return out;
+  }
+
+  /** For positions asked in increasing order: whether each lies in one of `spans` (sorted, apart), in one pass. */
+  function within(spans) {
+    let k = 0;
+    return (at) => {
+      while (k < spans.length && spans[k].end <= at) k++;
+      return k < spans.length && at >= spans[k].start;
+    };
   }
 
   async function score() {
@@ -210,7 +237,7 @@
     const results = body.results;
     const order = results.map((_, i) => i).sort((a, b) => results[b].score - results[a].score || a - b);
     const best = results[order[0]];
-    const bestWords = words(best.text);
+    const bestWords = scoredWords(best);
     const worst = Math.max(1e-9, ...results.flatMap((r) => r.tokens.map((t) => -t.score)));
     const table = el("table");
     table.id = "scores";
@@ -221,14 +248,14 @@
       const row = table.insertRow();
       row.dataset.index = String(i);
       if (place === 0) row.className = "best";
-      const changed = place === 0 ? [] : differing(words(r.text), bestWords);
+      const changed = within(place === 0 ? [] : differing(scoredWords(r), bestWords, best.truncated));
       const cells = [String(place + 1), fmt(r.score), place === 0 ? "" : fmt(r.score - best.score), fmt(r.mean),
         String(r.num_tokens)];
       cells.forEach((c, k) => row.append(el("td", k ? "num" : "", c)));
       const shade = (t) => -t.score / worst;
       const text = tokenSpans(r.text, r.tokens, r.truncated, cssVar("--unlikely"), shade, (t, span) => {
         span.title = `${t.token}: ${fmt(t.score)}`;
-        if (changed.some((w) => t.start >= w.start && t.start < w.end)) span.classList.add("diff");
+        if (changed(t.start)) span.classList.add("diff");
       });
       const cell = el("td");
       cell.append(text);
@@ -286,6 +313,15 @@
       else throw new InputError(`weight ${name}: ${JSON.stringify(value)} is not a number`);
     }
     return weights;
+  }
+
+  /** prior and beta make the prior of a list without first-pass scores only: greyed out while the list has them. */
+  function priorApplies() {
+    const scored = $("rerank-text").value.includes("\t");
+    for (const id of ["w-prior", "w-beta"]) {
+      $(id).disabled = scored;
+      $(id).title = scored ? "a list with first-pass scores has them as its prior" : "";
+    }
   }
 
   function resetWeights() {
@@ -374,8 +410,9 @@
         `${lines[chosen]} (total ${fmt(best.total)} against ${fmt(was.total)}).`);
     }
     if (result.tied) summary.append(" Another hypothesis has the same total: the earlier line won.");
-    const prior = scores ? "the first-pass score"
-      : w.prior === "rank" ? `\u2212${w.beta}\u00b7rank` : "0 (prior none)";
+    const prior = scores ? `the first-pass score (prior ${w.prior} is for a list without scores)`
+      : w.prior === "rank" ? `\u2212${w.beta}\u00b7rank (prior rank: the lines' order is the first pass's)`
+        : "0 (prior none: the lines' order is not used)";
     const key = el("p", "legend");
     key.append("total = ", el("span", "key prior"), `prior: ${prior}`,
       el("span", "key lm"), `${w.lm} \u00d7 LM (${w.lm_score} of the token scores)`,
@@ -514,7 +551,10 @@
       e.preventDefault();
       const box = e.target;
       box.setRangeText("\t", box.selectionStart, box.selectionEnd, "end");
+      priorApplies();
     });
+    $("rerank-text").addEventListener("input", priorApplies);
+    priorApplies();
     connect();
   }
 

@@ -294,6 +294,72 @@ def test_rerank_shows_the_order_of_v1_rerank_with_each_total_split_into_its_part
     assert f"chose line {want[0]['rank'] + 1} over the first pass's choice, line 1" in summary
 
 
+def test_the_rerank_legend_says_what_the_prior_selector_does(browser, server, tmp_path):
+    """Issue 51, item 5: with first-pass scores they are the prior, and the prior and beta fields (which make the
+    prior of a list without scores) are greyed out; without scores the legend names the selector's value."""
+    open_page(browser, server.url, "rerank")
+    fill(browser, "rerank-text", "show me flights\t-1.5\nshow me fights\t-2")
+    assert browser.execute_script("return [document.getElementById('w-prior').disabled, "
+                                  "document.getElementById('w-beta').disabled]") == [True, True]
+    run_view(browser, "rerank")
+    prior = browser.execute_script("return document.getElementById('w-prior').value")
+    legend = by_css(browser, "#rerank-out p.legend")[0].text
+    assert f"prior: the first-pass score (prior {prior} is for a list without scores)" in legend
+    from selenium.webdriver.support.select import Select
+
+    fill(browser, "rerank-text", "show me flights\nshow me fights")
+    assert not by_css(browser, "#w-prior")[0].get_attribute("disabled")
+    for choice, said in (("none", "prior: 0 (prior none: the lines' order is not used)"),
+                         ("rank", "(prior rank: the lines' order is the first pass's)")):
+        Select(by_css(browser, "#w-prior")[0]).select_by_visible_text(choice)
+        run_view(browser, "rerank")
+        assert said in by_css(browser, "#rerank-out p.legend")[0].text
+    help_text = by_css(browser, "#view-rerank .help")[0].text
+    assert "with prior rank, which takes the lines' order as the first pass's" in help_text
+    browser.save_screenshot(str(tmp_path / "rerank-prior.png"))
+
+
+def test_the_word_diff_of_long_texts_does_not_freeze_the_page(browser, server):
+    """Issue 51, item 5: eight lines of 50,000 characters, truncated, used to freeze the tab for seconds (a word
+    diff quadratic in all their words). Now only what the model read is compared, by a capped algorithm: no task
+    of the page's takes a second, and the word that differs is still marked."""
+    long = "the chef cooked the meal and the guests ate it " * 1100  # 51,700 characters
+    first = ["one", "two", "three", "four", "five", "six", "seven", "eight"]
+    lines = [f"{w} {long}" for w in first]
+    open_page(browser, server.url, "score")
+    browser.execute_script("document.getElementById('score-text').value = arguments[0]; window.longest = 0; "
+                           "new PerformanceObserver((l) => { for (const e of l.getEntries()) "
+                           "window.longest = Math.max(window.longest, e.duration); }).observe({type: 'longtask'});",
+                           "\n".join(lines))
+    by_css(browser, "#score-truncate")[0].click()
+    run_view(browser, "score")
+    assert error(browser, "score") == ""
+    assert len(by_css(browser, "#scores tr[data-index]")) == 8
+    for row in by_css(browser, "#scores tr[data-index]:not(.best)"):  # its first word, and nothing else, differs from the best's
+        marked = "".join(t.text for t in row.find_elements("css selector", ".tok.diff"))
+        assert marked == first[int(row.get_attribute("data-index"))]
+    assert browser.execute_script("return window.longest") < 1000  # ms
+
+
+REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"  # ReDoc's "API docs by Redocly" image: the CSP blocks it
+
+
+@pytest.mark.parametrize("page, drawn, blocked", [("docs", ".opblock", set()), ("redoc", "h1", {REDOC_LOGO})])
+def test_the_api_pages_work_under_their_content_security_policy(browser, server, page, drawn, blocked):
+    """Issue 51, item 5: /docs and /redoc have a CSP (their own inline code allowed by its hash, nothing from
+    another host) and draw the API under it; the one thing it refuses is ReDoc's logo from its CDN."""
+    r = httpx.get(f"{server.url}/{page}")
+    assert "default-src 'self'" in r.headers["content-security-policy"]
+    assert r.headers["x-content-type-options"] == "nosniff"
+    browser.get(f"{server.url}/{page}")
+    until(browser, lambda d: by_css(d, drawn))
+    fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert {u for u in fetched if not u.startswith(server.url + "/")} <= blocked, fetched
+    logged = [e["message"] for e in browser.get_log("browser")]
+    refused = [m for m in logged if "Content Security Policy" in m or "Uncaught" in m]
+    assert all(any(u in m for u in blocked) and "blocked" in m for m in refused), refused
+
+
 def test_classify_shows_the_label_probabilities_or_a_label_per_word(browser, server, api, tmp_path):
     from selenium.webdriver.support.select import Select
 
