@@ -46,6 +46,9 @@ from server.transport import record
 log = logging.getLogger("electric.server")
 SWITCH_INTERVAL_S = 0.0005
 FLUSH_S = 1.0  # after the shutdown grace: time to send the 503 / UNAVAILABLE answers before cutting connections
+# on every HTTP response, the app's and the connection's own (uvicorn's 400 and 500, the 431): a browser takes each
+# body as its Content-Type says, never as what it looks like
+RESPONSE_HEADERS = [("x-content-type-options", "nosniff")]
 
 DESCRIPTION = """Electric pseudo-log-likelihood scores, n-best reranking, ELECTRA replaced-token detection and
 fine-tuned classifiers, batched across requests. The same calls are served over gRPC (`electric.v1`).
@@ -165,6 +168,7 @@ def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None
     protocol = http_protocol(settings, refused)
     config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None, access_log=False,
                             lifespan="on", server_header=False, log_level=settings.log_level, http=protocol,
+                            headers=RESPONSE_HEADERS,
                             # uvicorn hints int seconds, but passes it to asyncio.wait_for: a float is fine
                             timeout_graceful_shutdown=settings.shutdown_grace_s + FLUSH_S)  # type: ignore[arg-type]
     server = _Uvicorn(config, on_exit, protocol)

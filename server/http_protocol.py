@@ -2,11 +2,11 @@
 out. `http_protocol(settings, refused)` makes the class `uvicorn.Config(http=...)` takes.
 
 - **A bounded request head.** A request line and headers over `max_header_bytes`, or more than `max_headers`
-  headers, are answered 431 `headers_too_large` and the connection is closed, before the app (the API key check,
-  the body) sees anything of the request. httptools has no limit of its own, and joins a header that arrives in
-  many reads by copying it again at every read: a 100 MB header used to be read (30 s of quadratic copying, the
-  event loop stalled for everyone). The bytes read while a head is incomplete are counted at every read, so at
-  most one read (256 KiB) past the limit is ever parsed.
+  headers, are answered 431 `headers_too_large` (with uvicorn's default headers, as every response) and the
+  connection is closed, before the app (the API key check, the body) sees anything of the request. httptools has
+  no limit of its own, and joins a header that arrives in many reads by copying it again at every read: a 100 MB
+  header used to be read (30 s of quadratic copying, the event loop stalled for everyone). The bytes read while a
+  head is incomplete are counted at every read, so at most one read (256 KiB) past the limit is ever parsed.
 - **A shutdown that answers what has arrived.** uvicorn closes an idle keep-alive connection at once when it
   shuts down: a request whose bytes were in the socket, not yet read by a busy event loop, or on their way from a
   client that had just read its last answer, got no answer at all. Here an idle connection stays open for
@@ -121,7 +121,8 @@ class HttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         body = json.dumps({"error": error, "error_type": HEADERS_TOO_LARGE}).encode()
-        self.transport.write(b"".join([STATUS_LINE[431], b"content-type: application/json\r\n",
+        defaults = [b"%s: %s\r\n" % (name, value) for name, value in self.server_state.default_headers]
+        self.transport.write(b"".join([STATUS_LINE[431], *defaults, b"content-type: application/json\r\n",
                                        b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body]))
         self.transport.close()
         client = self.client[0] if self.client else ""

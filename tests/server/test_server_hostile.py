@@ -311,6 +311,28 @@ def test_a_content_length_of_5000_digits_is_not_a_500(server, length):
     assert reply is not None and reply[0] in (400, 401), reply
 
 
+def raw_exchange(port: int, request: bytes) -> tuple[int, dict, bytes] | None:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(request)
+        return read_response(s)
+
+
+@pytest.mark.integration
+def test_every_http_response_says_nosniff(server, http):
+    """Issue 51, item 5: every response tells the browser to take its body as its Content-Type says - the API's,
+    the pages', the errors', and the ones the connection writes itself (uvicorn's 400, the 431)."""
+    answers = [http.get(path) for path in ("/health", "/ready", "/info", "/metrics", "/", "/docs", "/openapi.json",
+                                           "/ui-assets/ui.js", "/nope")]
+    answers += [post(http, "/v1/score", b'{"texts": ["a"]}'), post(http, "/v1/score", b'{"texts": []}'),
+                httpx.post(f"{server.url}/v1/score", json={"texts": ["a"]}), http.put("/v1/score")]
+    assert [r.status_code for r in answers] == [200] * 8 + [404, 200, 422, 401, 405]
+    assert [r.headers.get("x-content-type-options") for r in answers] == ["nosniff"] * len(answers)
+    bad = raw_exchange(server.port, b"NOT HTTP AT ALL\r\n\r\n")
+    big = raw_exchange(server.port, b"GET /health HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * 70_000 + b"\r\n\r\n")
+    assert bad is not None and big is not None and (bad[0], big[0]) == (400, 431)
+    assert bad[1].get("x-content-type-options") == big[1].get("x-content-type-options") == "nosniff"
+
+
 @pytest.mark.integration
 def test_authentication_comes_before_the_body(server):
     with httpx.Client(base_url=server.url, timeout=30) as anon:
