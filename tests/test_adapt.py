@@ -186,3 +186,28 @@ def test_adapt_end_to_end_resumes_after_an_interrupt_and_serves_score_rerank_and
         assert r.status_code == 200 and r.json()["model"] == "detector"
         r = httpx.post(f"{srv.url}/v1/score", json={"texts": ["show me flights to boston"]})
         assert r.status_code == 200 and r.json()["model"] == "scorer"
+
+
+def test_tuning_for_bleu_reports_every_system_in_bleu_points():
+    """The stages after the export, on synthetic LM scores: tuned for BLEU (a translation user's metric), the
+    summary and the guard's sentence speak BLEU, and the n-gram's combination can be put under a second LM."""
+    import numpy as np
+
+    from electric.evaluation.nbest import NBestList, ScoredLists, Weights
+
+    utts = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())[:120]
+    lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
+    rng = np.random.default_rng(0)
+    scored = ScoredLists(lists, [rng.normal(size=len(nb.hyps)) for nb in lists],
+                         [rng.normal(size=len(nb.hyps)) for nb in lists])
+    dev, test = scored.split(60)
+    model = adapt.figures(adapt.tune(dev, test, "bleu", 0), test, "bleu")
+    assert set(model["test"]) >= {"first", "no_lm", "after", "oracle", "better", "worse"}
+    assert model["test"]["oracle"] >= model["test"]["first"]  # BLEU: higher is better
+    assert "BLEU points" in adapt.guard_sentence("the adapted model", model, "bleu")
+    stacked = adapt.with_prior(test, test, Weights(lm=1.0))
+    assert np.allclose(stacked.lists[0].first_pass_scores, test.totals(Weights(lm=1.0))[0])
+    report = {"inputs": {"metric": "bleu", "test": {"file": "test.json"}},
+              "results": {"model": model, "ngram": {"order": 3, **model}, "model_and_ngram": None}}
+    rows = adapt.summary(report)
+    assert rows[0] == "test, 60 utterances (test.json):" and all(r.startswith("  BLEU ") for r in rows[1:6])
