@@ -262,17 +262,21 @@ def write_text(inputs: Inputs, work: Work) -> None:
 
 
 def pretrain_argv(inputs: Inputs, work: Work, resume: bool) -> list[str]:
+    """The pretraining command line, its paths absolute (it runs from the project's root)."""
+    run, text = str(work.run.resolve()), str(work.text.resolve())
     if resume:
-        return ["--resume", "--out", str(work.run), "--data", str(work.text), "--num-proc", "1"]
-    return ["--objective", str(RECIPE["objective"]), "--init-from", str(inputs.checkpoint), "--data", str(work.text),
+        return ["--resume", "--out", run, "--data", text, "--num-proc", "1"]
+    return ["--objective", str(RECIPE["objective"]), "--init-from", str(inputs.checkpoint.resolve()), "--data", text,
             "--epochs", str(RECIPE["epochs"]), "--lr", str(RECIPE["lr"]),
             "--min-warmup-steps", str(RECIPE["min_warmup_steps"]), "--time-budget", str(inputs.minutes),
-            "--seed", str(inputs.seed), "--num-proc", "1", "--out", str(work.run), "--overwrite"]
+            "--seed", str(inputs.seed), "--num-proc", "1", "--out", run, "--overwrite"]
 
 
 def adapt(inputs: Inputs, work: Work) -> None:
     """`python -m training.pretrain` in its own process (its progress bar on this terminal; Ctrl-C makes it save a
     checkpoint, and the next run resumes from it)."""
+    from training.run_dir import saved_trainer
+
     resume = (work.run / "state" / "trainer.pt").is_file()
     argv = pretrain_argv(inputs, work, resume)
     log(("resuming" if resume else "starting") + f": python -m training.pretrain {shlex.join(argv)}")
@@ -287,10 +291,7 @@ def adapt(inputs: Inputs, work: Work) -> None:
     if rc != 0:
         raise AdaptError(f"adapting failed (python -m training.pretrain exited {rc}; its message is above)")
     health = run_health(work.run)
-    from training.run_dir import saved_trainer
-
-    trainer = saved_trainer(work.run)
-    health["minutes"] = trainer.elapsed / 60
+    health["minutes"] = saved_trainer(work.run).elapsed / 60
     if health.get("end") is None:
         raise AdaptError("adapting ended without an evaluation of the model (interrupted?); run the same command "
                          "again to resume")
