@@ -196,8 +196,8 @@ async def load_grpc(target: str, texts: list[str], concurrency: int, seconds: fl
     """As load_http, over gRPC: Scoring/Score, or Classification/Classify when `classify`."""
     import grpc
 
-    from server.grpc_gen.electric.v1 import electric_pb2 as pb
-    from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
+    from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+    from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 
     lat, errors = [], {}
     async with grpc.aio.insecure_channel(target) as ch:

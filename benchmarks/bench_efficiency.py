@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{n_rows} rows of {args.warmup + args.seconds + TAIL_S:g} s load + about {args.raw_seconds:g} s raw each: "
           f"about {n_rows * (args.warmup + args.seconds + TAIL_S + args.raw_seconds + 2) / 60:.0f} min", flush=True)
 
-    from server.grpc_gen.electric.v1 import electric_pb2 as pb
+    from electric.grpc_gen.electric.v1 import electric_pb2 as pb
 
     texts = wiki_sentences(args.sentences)
     lists = nbest_lists(args.nbest, 40)

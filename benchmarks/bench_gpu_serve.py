@@ -87,8 +87,8 @@ def grpc_routes(target: str, text: str) -> dict[str, Callable[[], Any]]:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from server.grpc_gen.electric.v1 import electric_pb2 as pb
-    from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
+    from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+    from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 
     def call(make: Callable[[grpc.Channel], Any]) -> Callable[[], Any]:
         def one() -> Any:

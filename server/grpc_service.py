@@ -21,6 +21,8 @@ from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 from pydantic import SecretStr
 
+from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.engine import Answer, Engine
 from server.errors import (
     BackendError,
@@ -31,8 +33,6 @@ from server.errors import (
     Unauthorized,
     ValidationError,
 )
-from server.grpc_gen.electric.v1 import electric_pb2 as pb
-from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.intake import GRPC_KEY, check_counts, require_key
 from server.settings import Settings
 from server.transport import record, status_for, timing_metadata

@@ -89,7 +89,7 @@ def test_generator_outputs_are_read():
 
 
 def test_grpc_frame_is_a_length_prefixed_score_request():
-    from server.grpc_gen.electric.v1 import electric_pb2 as pb
+    from electric.grpc_gen.electric.v1 import electric_pb2 as pb
 
     msg = pb.ScoreRequest(texts=["list all flights to dallas"]).SerializeToString()
     frame = be.grpc_frame(msg)

@@ -85,8 +85,8 @@ def test_image_serves_http_and_grpc_as_non_root_and_stops_on_sigterm(image, mode
     import grpc
     import httpx
 
-    from server.grpc_gen.electric.v1 import electric_pb2 as pb
-    from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
+    from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+    from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 
     name = f"electric-test-{os.getpid()}"
     http_port, grpc_port = free_port(), free_port()

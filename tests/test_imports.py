@@ -80,6 +80,7 @@ def test_the_library_imports_neither_the_server_nor_training():
 SHARED = {"electric", "electric.checkpoint", "electric.tokenization", "electric.textio", "electric.hardware",
           "electric.batching", "electric.words", "electric.shared_data", "electric.allocator"}
 LAYERS = {
+    "electric.grpc_gen": set(),  # the generated gRPC stubs of proto/ (the server's contract): protobuf and grpc only
     "electric.evaluation": set(),  # scores come in as numbers
     "electric.modeling": set(),  # the networks: every layer that loads a model imports them, they import none
     "electric.inference": {"electric.modeling"},  # never pretraining: loading a model needs the networks only

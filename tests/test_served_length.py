@@ -17,12 +17,12 @@ import pytest
 from conftest import save_random_electra
 
 from electric.checkpoint import FINETUNE_CONFIG, MANIFEST, CheckpointError, trained_length
+from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from electric.inference.backend import TorchBackend, load_backend
 from electric.inference.encoding import InputTooLongError
 from electric.inference.scoring import Scorer
 from server.app import BackgroundServer
-from server.grpc_gen.electric.v1 import electric_pb2 as pb
-from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
 from tests.server.helpers import AUTH, GRPC_AUTH, KEY
 

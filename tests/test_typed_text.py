@@ -105,8 +105,8 @@ def server(disc_dir):
 
 
 def test_server_scores_a_typed_sep_as_the_text_it_is(http, channel):
-    from server.grpc_gen.electric.v1 import electric_pb2 as pb
-    from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
+    from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+    from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 
     texts = ["hello [SEP] world", "hello [sep] world", "[MASK] [CLS] [PAD]"]
     r = http.post("/v1/score", json={"texts": texts, "per_token": True}, headers=AUTH)

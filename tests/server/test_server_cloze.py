@@ -7,9 +7,9 @@ import grpc
 import numpy as np
 import pytest
 
+from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.app import BackgroundServer
-from server.grpc_gen.electric.v1 import electric_pb2 as pb
-from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
 from tests.server.helpers import GRPC_AUTH, KEY
 

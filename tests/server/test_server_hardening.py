@@ -22,9 +22,9 @@ import httpx
 import pytest
 from conftest import save_random_electra
 
+from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.app import BackgroundServer
-from server.grpc_gen.electric.v1 import electric_pb2 as pb
-from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import OPEN_HTTP_PATHS, Settings
 from tests.server.helpers import GRPC_AUTH, KEY, controlled_loader, failures, wait_until
 

@@ -25,6 +25,8 @@ import numpy as np
 import pytest
 
 from electric.evaluation.nbest import NBestList, Weights, rerank_lists
+from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from electric.inference import encoding
 from electric.inference.encoding import (
     CAP_CHARS_PER_TOKEN,
@@ -38,8 +40,6 @@ from server.admission import Pace, cost
 from server.app import BackgroundServer
 from server.batcher import Timing, _Item, _Request
 from server.engine import Engine
-from server.grpc_gen.electric.v1 import electric_pb2 as pb
-from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
 from tests.server.helpers import GRPC_AUTH, KEY, failures, read_response
 

@@ -18,9 +18,9 @@ import pytest
 from conftest import save_random_electra
 from jsonschema import Draft202012Validator
 
+from electric.grpc_gen.electric.v1 import electric_pb2 as pb
+from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.app import BackgroundServer
-from server.grpc_gen.electric.v1 import electric_pb2 as pb
-from server.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.settings import Settings
 from tests.server.helpers import AUTH, GRPC_AUTH, KEY
 

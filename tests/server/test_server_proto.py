@@ -1,4 +1,4 @@
-"""The generated gRPC stubs (server/grpc_gen) must match proto/electric/v1/*.proto."""
+"""The generated gRPC stubs (electric/grpc_gen) must match proto/electric/v1/*.proto."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_a_changed_proto_is_detected(tmp_path, monkeypatch):
 
 
 def test_services_parallel_the_http_routes():
-    from server.grpc_gen.electric.v1 import electric_pb2 as pb
+    from electric.grpc_gen.electric.v1 import electric_pb2 as pb
 
     methods = {f"{s.name}/{m.name}" for s in pb.DESCRIPTOR.services_by_name.values() for m in s.methods}
     assert methods == {"Scoring/Score", "Scoring/Rerank", "Detection/Detect", "Classification/Classify",

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from server.grpc_gen.electric.v1 import electric_pb2 as electric_dot_v1_dot_electric__pb2
+from electric.grpc_gen.electric.v1 import electric_pb2 as electric_dot_v1_dot_electric__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
