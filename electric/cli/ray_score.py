@@ -169,7 +169,7 @@ def ray_score_texts(args):
     returns a `TextScore` per text (0 tokens for a text without a score: no token, or a bad record under skip)."""
     from electric.cli.offline import files, ray_job
     from electric.inference.records import record_text_score
-    from electric.inference.scoring import TextScore
+    from electric.results import TextScore
 
     ray_job.require_ray()
     model = _check_args(args)

@@ -4,38 +4,11 @@ What /v1/classify and Classification/Classify return; NumPy only."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
 import numpy as np
 
 from electric.inference.encoding import Encoded
+from electric.results import Classification, TokenLabel
 from electric.words import word_groups
-
-
-@dataclass
-class TokenLabel:
-    token: str
-    start: int
-    end: int
-    label: str
-    probability: float
-
-
-@dataclass
-class Classification:
-    label: str | None  # most probable label; None for a regression model
-    probabilities: dict[str, float] = field(default_factory=dict)  # every label, in the model's order
-    value: float | None = None  # regression models (one output)
-    tokens: list[TokenLabel] | None = None  # token classifiers: one label per word piece
-    words: list[TokenLabel] | None = None  # token classifiers: each word labelled by its first piece
-    truncated: bool = False
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        for k in ("value", "tokens", "words"):
-            if d[k] is None:
-                del d[k]
-        return d
 
 
 def label_names(config: dict) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from electric.inference.encoding import InputTooLongError
-from electric.inference.scoring import TextScore
+from electric.results import TextScore
 
 BLANK = "blank line: nothing to score"
 NO_TOKEN = "no token to score: the tokenizer keeps none of its characters (zero-width, control or lone combining)"

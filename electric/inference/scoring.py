@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +55,7 @@ from electric.inference.masked_lm import (
     mlm_token_logprobs,
     read_config,
 )
+from electric.results import Detection, TextScore, TokenDetection, TokenScore, WordDetection
 from electric.words import word_groups
 
 DISCRIMINATOR_METHODS = ("electric", "electra")
@@ -98,76 +98,7 @@ def run_logits(backend, encoded: Sequence[Encoded], *, max_batch_tokens: int = D
     return [e.stitch(rs) for e, rs in zip(encoded, per_item, strict=True)]
 
 
-# ---- 3. per-item results -----------------------------------------------------------------------------
-
-
-@dataclass
-class TokenScore:
-    token: str  # the piece, e.g. "##o"
-    start: int  # character span of the piece in the text
-    end: int
-    score: float  # this token's share of the sentence score
-
-
-@dataclass
-class TextScore:
-    text: str
-    score: float  # sentence score: higher = more likely (sum over candidate tokens)
-    mean: float  # score / num_tokens (0 for an empty text)
-    num_tokens: int  # candidate tokens scored
-    method: str = "electric"
-    truncated: bool = False
-    tokens: list[TokenScore] | None = None  # with per_token=True
-
-    def to_dict(self) -> dict:
-        """The fields, without `truncated` when False and `tokens` when None (built directly: asdict's deep copy
-        costs more than the rest of a server response)."""
-        d = {"text": self.text, "score": self.score, "mean": self.mean, "num_tokens": self.num_tokens,
-             "method": self.method}
-        if self.truncated:
-            d["truncated"] = True
-        if self.tokens is not None:
-            d["tokens"] = [vars(t).copy() for t in self.tokens]
-        return d
-
-
-@dataclass
-class TokenDetection:
-    token: str
-    start: int
-    end: int
-    prob: float  # p_t: probability that this piece was replaced (calibrated; sigma(s_t) without a calibration)
-    logit: float  # s_t, the discriminator's raw output
-
-
-@dataclass
-class WordDetection:
-    word: str  # text[start:end]
-    start: int
-    end: int
-    max_prob: float  # max over the word's pieces
-    mean_prob: float  # mean over the word's pieces
-    num_pieces: int
-
-
-@dataclass
-class Detection:
-    text: str
-    score: float  # sum_t log(1 - p_t): log-probability that nothing was replaced
-    mean: float
-    num_tokens: int
-    tokens: list[TokenDetection] = field(default_factory=list)
-    words: list[WordDetection] = field(default_factory=list)
-    truncated: bool = False
-
-    def to_dict(self, per_token: bool = True) -> dict:
-        d = {"text": self.text, "score": self.score, "mean": self.mean, "num_tokens": self.num_tokens}
-        if per_token:
-            d["tokens"] = [vars(t).copy() for t in self.tokens]
-            d["words"] = [vars(w).copy() for w in self.words]
-        if self.truncated:
-            d["truncated"] = True
-        return d
+# ---- 3. per-item results (their types: electric.results) ---------------------------------------------
 
 
 def _check_row(encoded: Encoded, row: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from electric.evaluation.nbest.lists import NBestError, NBestList
+from electric.results import RerankedList
 
 PRIORS = ("rank", "none")  # a(h) of a list without first-pass scores: -beta * rank, or 0
 LM_SCORES = ("sum", "mean")  # lm(h): the LM's sum over tokens (the PLL) or its mean per token
@@ -102,27 +103,6 @@ def weighted_total(prior: np.ndarray, lm: np.ndarray, words: np.ndarray, pieces:
             raise ValueError(f"a piece bonus ({weights.piece:g}) needs the pieces of every hypothesis")
         total = total + weights.piece * pieces
     return total
-
-
-@dataclass
-class RerankedList:
-    utt_id: str
-    order: list[int]  # original indices, best first
-    hyps: list[str]  # reordered
-    total: list[float]  # combined score, in the new order
-    prior: list[float]  # a(h)
-    lm: list[float]
-    words: list[int]
-    tied: bool = False  # a hypothesis of another text has the best total too; the earlier position won
-    pieces: list[int] | None = None  # the tokenizer pieces the LM scored, when known
-
-    def to_dict(self) -> dict:
-        pieces = self.pieces if self.pieces is not None else [None] * len(self.hyps)
-        return {"utt_id": self.utt_id, "best": self.hyps[0], "order": self.order, "tied": self.tied, "hyps": [
-            {"text": h, "rank": r, "total": t, "prior": a, "lm": s, "words": w,
-             **({"pieces": n} if n is not None else {})}
-            for h, r, t, a, s, w, n in zip(self.hyps, self.order, self.total, self.prior, self.lm, self.words,
-                                           pieces, strict=True)]}
 
 
 def rerank_one(nb: NBestList, lm_scores: Sequence[float] | np.ndarray, weights: Weights,
