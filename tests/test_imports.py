@@ -81,6 +81,7 @@ SHARED = {"electric", "electric.checkpoint", "electric.tokenization", "electric.
           "electric.batching", "electric.words", "electric.shared_data", "electric.allocator", "electric.results"}
 LAYERS = {
     "electric.grpc_gen": set(),  # the generated gRPC stubs of proto/ (the server's contract): protobuf and grpc only
+    "electric.client": {"electric.grpc_gen"},  # httpx or grpcio, the stubs and electric.results: nothing else
     "electric.evaluation": set(),  # scores come in as numbers
     "electric.modeling": set(),  # the networks: every layer that loads a model imports them, they import none
     "electric.inference": {"electric.modeling"},  # never pretraining: loading a model needs the networks only
@@ -88,7 +89,8 @@ LAYERS = {
     "electric.finetuning": {"electric.evaluation"},  # its tasks report the evaluation metrics
     "electric.export": {"electric.inference", "electric.modeling", "electric.evaluation"},  # never pretraining
     "electric.cli": {"electric.inference", "electric.evaluation", "electric.export", "electric.modeling",
-                     "electric.pretraining", "electric.finetuning"},  # eval detect reads FCE with the task readers
+                     "electric.pretraining", "electric.finetuning",  # eval detect reads FCE with the task readers
+                     "electric.client"},  # --server
 }
 
 
