@@ -1,5 +1,6 @@
-"""What every scoring command of `electric` shares: the model options, loading the scorer, running a command
-with input errors as one line (exit 2), and small helpers (chunks, JSON reports, output checks)."""
+"""What every scoring command of `electric` shares: the model options (a local --model, or a running --server),
+loading the scorer, running a command with input errors as one line (exit 2), and small helpers (chunks, JSON
+reports, output checks)."""
 
 from __future__ import annotations
 
@@ -22,17 +23,26 @@ class InputError(ValueError):
 
 def model_options(p: argparse.ArgumentParser, default_method: str = "electric") -> None:
     from electric.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS
+    from electric.client.client import API_KEY_ENV, DEFAULT_CONCURRENCY
     from electric.inference.scoring import METHODS
 
-    g = p.add_argument_group("model")
-    g.add_argument("--model", required=True, help="model directory, or a pretraining run directory")
+    g = p.add_argument_group("model: a local --model, or a running --server")
+    where = g.add_mutually_exclusive_group(required=True)
+    where.add_argument("--model", help="model directory, or a pretraining run directory")
+    where.add_argument("--server", metavar="URL",
+                       help="score with a running `electric serve` instead: http://HOST:PORT or grpc://HOST:PORT "
+                            "(the same outputs as --model on the model it serves)")
+    g.add_argument("--api-key", help=f"the server's API key (default ${API_KEY_ENV})")
+    g.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                   help=f"--server: requests in flight at once (default {DEFAULT_CONCURRENCY})")
     g.add_argument("--method", choices=METHODS,
                    help="electric: Electric PLL, one pass (sum of -s_t); electra: sum of log(1 - p_t), p_t the "
                         "replaced probability (calibrated for an export); cloze: sum of log q(x_t | x without t) from "
                         "an Electric run's two-tower cloze model (RUN/generator or its export), one pass; mlm-pll: "
                         "classic masked-LM PLL, one pass per token; mlm-pll-word-l2r: also masks the "
                         "rest of the word (Kauf & Ivanova 2023). Default: the model's only method when it has one "
-                        f"(cloze for a cloze model or its export), else {default_method}")
+                        f"(cloze for a cloze model or its export), else {default_method}; with --server, the one it "
+                        "serves")
     p.set_defaults(default_method=default_method)
     g.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
                    help="auto: onnx for an `electric export` directory, torch otherwise (mlm-pll: torch only)")
@@ -55,7 +65,9 @@ def progress_disable(args) -> bool | None:
 
 def scorer_from_args(args):
     """The scorer of the model options (`model_options`): `electric.inference.scoring.load_scorer` after the
-    cheap checks, with progress bars quiet as asked."""
+    cheap checks, with progress bars quiet as asked; with --server, the server's (`server_scorer`)."""
+    if args.server is not None:
+        return server_scorer(args)
     model_dir = check_model(args)  # before the slow imports
     from electric.cli import quiet_progress_bars
     from electric.inference.backend import resolve_backend
@@ -75,6 +87,41 @@ def scorer_from_args(args):
                        truncate=args.truncate, sliding_window=args.sliding_window)
 
 
+def server_scorer(args):
+    """The --server's scorer (electric.cli.server_scorer), its method checked: --method, or the one it serves."""
+    from electric.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS
+
+    local = {"backend": "auto", "device": None, "batch_size": DEFAULT_BATCH_SIZE,
+             "max_batch_tokens": DEFAULT_MAX_BATCH_TOKENS, "sliding_window": False}  # model_options' defaults
+    given = [f"--{name.replace('_', '-')}" for name, default in local.items() if getattr(args, name) != default]
+    if given:
+        raise InputError(f"{', '.join(given)}: for a local --model; a --server batches and runs its model by its "
+                         "own settings")
+    positive("--concurrency", args.concurrency)
+    from electric.cli.server_scorer import ServerScorer
+    from electric.client import Client
+
+    client = Client(args.server, args.api_key, concurrency=args.concurrency)
+    scorer = ServerScorer(client, client.info(), args.truncate)
+    if args.method is None:
+        args.method = scorer.methods[0]
+    elif args.method not in scorer.methods:
+        raise InputError(f"--method {args.method}: {args.server} scores with {' or '.join(scorer.methods)}"
+                         + (" (the mlm-pll methods need a local --model)" if args.method.startswith("mlm") else ""))
+    return scorer
+
+
+def scored_by(args) -> str:
+    """What scored, as the reports name it: the --model directory, or the --server URL."""
+    return str(args.model if args.server is None else args.server)
+
+
+def check_not_ray(args) -> None:
+    if args.server is not None and getattr(args, "ray", None) is not None:
+        raise InputError("--ray scores with a local export on a Ray cluster; --server scores with a running server: "
+                         "give one")
+
+
 def positive(name: str, value: int) -> None:
     if value < 1:
         raise InputError(f"{name} must be at least 1, got {value}")
@@ -83,17 +130,19 @@ def positive(name: str, value: int) -> None:
 def run_command(fn, args) -> int:
     """Run a subcommand; input errors become one line on stderr and exit status 2."""
     from electric.checkpoint import CheckpointError, MissingExtra
+    from electric.client import ClientError
     from electric.evaluation.nbest import NBestError
     from electric.inference.encoding import InputTooLongError
 
     prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
     try:
-        if getattr(args, "method", "") is None:  # --method not given (model_options)
+        if getattr(args, "method", "") is None and getattr(args, "server", None) is None:  # --method not given
             from electric.inference.scoring import only_method
 
             args.method = only_method(args.model) or args.default_method
         return fn(args)
-    except (InputError, NBestError, CheckpointError, MissingExtra, InputTooLongError, OSError, ValueError) as e:
+    except (InputError, NBestError, CheckpointError, MissingExtra, InputTooLongError, ClientError, OSError,
+            ValueError) as e:
         if os.environ.get("ELECTRIC_DEBUG"):
             raise
         print(f"{prog}: error: {e}", file=sys.stderr)

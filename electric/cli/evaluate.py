@@ -2,6 +2,7 @@
 their own modules and add themselves with `add_eval_parser` (EVAL_TASKS).
 
     electric eval blimp --model runs/electric-tiny --data ../shared/data/blimp
+    electric eval blimp --server http://127.0.0.1:8000 --data ../shared/data/blimp     # a running server
 """
 
 from __future__ import annotations
@@ -10,7 +11,15 @@ import importlib
 import json
 import sys
 
-from electric.cli.common import EXIT_USAGE, model_options, positive, run_command, scorer_from_args, write_json
+from electric.cli.common import (
+    EXIT_USAGE,
+    model_options,
+    positive,
+    run_command,
+    scored_by,
+    scorer_from_args,
+    write_json,
+)
 
 # modules that add a task to `electric eval` with add_eval_parser(eval_subparsers)
 EVAL_TASKS = ("electric.cli.rerank", "electric.cli.eval_detect")
@@ -29,7 +38,7 @@ def cmd_eval_blimp(args) -> int:
         return [s.score for s in scorer.score(texts, method=args.method)]
 
     res = blimp_accuracy(sets, score_fn, progress=not args.quiet and sys.stderr.isatty())
-    report = {"model": str(args.model), "method": args.method, "data": str(args.data), "limit": args.limit, **res}
+    report = {"model": scored_by(args), "method": args.method, "data": str(args.data), "limit": args.limit, **res}
     if args.report:
         write_json(args.report, report)
     if args.json:

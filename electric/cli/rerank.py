@@ -5,6 +5,7 @@ printed.
     electric rerank --model runs/electric-tiny --nbest lists.json --out reranked.json [--dev dev.json |
         --dev-fraction 0.5 --seed 0] [--report report.json]
     electric eval nbest --model runs/electric-tiny --nbest lists.json
+    electric eval nbest --server http://127.0.0.1:8000 --nbest lists.json     # scored by a running server
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from dataclasses import replace
 
 from electric.cli.common import (
     InputError,
+    check_not_ray,
     check_output,
     model_options,
     positive,
     run_command,
+    scored_by,
     scorer_from_args,
     write_json,
 )
@@ -55,6 +58,7 @@ def _nbest_job(args, *, write: bool) -> int:
 
     # every report needs the metric (the score extra): say so before reading, loading or scoring anything
     require_metric(args.metric, f"electric {'rerank' if write else 'eval nbest'}")
+    check_not_ray(args)
     positive("--chunk-size", args.chunk_size)
     for path, flag in ((getattr(args, "out", None), "--out"), (args.report, "--report")):
         check_output(path, flag)
@@ -111,7 +115,7 @@ def _nbest_job(args, *, write: bool) -> int:
         write_nbest([reranked_nbest(nb, r, dropped) for nb, r in zip(lists, result.reranked, strict=True)],
                     args.out, args.out_format or fmt)
         output = ReportOutput(str(args.out), sum(r.tied for r in result.reranked), dropped)
-    report = replace(result.report, source=ReportInput(str(args.model), args.method, str(args.nbest), fmt),
+    report = replace(result.report, source=ReportInput(scored_by(args), args.method, str(args.nbest), fmt),
                      output=output)
     if args.report:
         write_json(args.report, report.to_dict())

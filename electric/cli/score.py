@@ -2,10 +2,12 @@
 
     electric score --model runs/electric-tiny [--method electric|electra|cloze|mlm-pll|mlm-pll-word-l2r] \\
         [--per-token] [FILE|-] > scores.jsonl
+    electric score --server http://127.0.0.1:8000 [--api-key KEY] FILE > scores.jsonl     # a running server
 
 `--model` is a model directory or a pretraining run directory (RUN/discriminator is used for electric and
-electra, RUN/generator for cloze and the mlm-pll methods). Errors in inputs print one line naming the file and item
-and exit 2 (set ELECTRIC_DEBUG=1 for a traceback). `--ray` scores the same records on a Ray cluster
+electra, RUN/generator for cloze and the mlm-pll methods); `--server URL` scores with a running `electric serve`
+instead, writing the same records (electric/cli/server_scorer.py). Errors in inputs print one line naming the file
+and item and exit 2 (set ELECTRIC_DEBUG=1 for a traceback). `--ray` scores the same records on a Ray cluster
 (electric/cli/ray_score.py). `electric rerank` and `electric eval` live in electric/cli/rerank.py and
 electric/cli/evaluate.py; the model options, loading and one-line errors they share, in electric/cli/common.py.
 """
@@ -20,6 +22,7 @@ from typing import IO
 
 from electric.cli.common import (
     InputError,
+    check_not_ray,
     check_output,
     chunks,
     model_options,
@@ -44,6 +47,7 @@ def _score_output(out: str | None) -> contextlib.AbstractContextManager[IO[str]]
 
 
 def cmd_score(args) -> int:
+    check_not_ray(args)
     if args.ray is not None:  # the same records, scored on a Ray cluster
         from electric.cli.ray_score import cmd_score_ray
 
@@ -60,9 +64,9 @@ def cmd_score(args) -> int:
     total = check_text_file(src) if src != "-" else None
     from tqdm.auto import tqdm
 
+    from electric.client import RejectedInput
     from electric.inference.encoding import InputTooLongError
     from electric.inference.records import score_records
-    from electric.inference.scoring import MaskedLMScorer
 
     scorer = scorer_from_args(args)
     where = "stdin" if src == "-" else src
@@ -78,8 +82,13 @@ def cmd_score(args) -> int:
                 try:
                     rows, chunk_blank, chunk_no_token = score_records(scorer, chunk, args.method, args.per_token)
                 except InputTooLongError as e:
-                    raise InputError(f"{where}: line {n + e.index + 1} has {e.describe()}; pass --truncate or "
-                                     "--sliding-window") from e
+                    raise InputError(f"{where}: line {n + e.index + 1} has {e.describe()}; pass --truncate"
+                                     + (" or --sliding-window" if args.server is None else "")) from e
+                except RejectedInput as e:  # by the --server; its index is among the lines that are not blank
+                    if e.index is None:
+                        raise
+                    line = n + [i for i, t in enumerate(chunk) if t.strip()][e.index] + 1
+                    raise InputError(f"{where}: line {line} {e.reason} ({e.where})") from e
                 blank += [n + i + 1 for i in chunk_blank]
                 no_token += [n + i + 1 for i in chunk_no_token]
                 fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
@@ -99,12 +108,20 @@ def cmd_score(args) -> int:
         print(f"note: {len(no_token)} line{'s' if len(no_token) != 1 else ''} of {where} had no token to score (only "
               f"characters the tokenizer drops) and got no score (\"score\": null, with an \"error\"): "
               f"line{'s' if len(no_token) != 1 else ''} {shown}", file=sys.stderr)
-    kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else f"{scorer.backend.kind} model"
     if not args.quiet:
         scored_lines = n - len(blank) - len(no_token)
-        print(f"scored {scored_lines} line{'s' if scored_lines != 1 else ''} with {args.method} ({kind} "
-              f"{scorer_dir(args)})", file=sys.stderr)
+        print(f"scored {scored_lines} line{'s' if scored_lines != 1 else ''} with {args.method} "
+              f"({_scored_by(args, scorer)})", file=sys.stderr)
     return 0
+
+
+def _scored_by(args, scorer) -> str:
+    from electric.inference.scoring import MaskedLMScorer
+
+    if args.server is not None:
+        return f"the server at {args.server}"
+    kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else f"{scorer.backend.kind} model"
+    return f"{kind} {scorer_dir(args)}"
 
 
 def add_parser(subparsers) -> None:

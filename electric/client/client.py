@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -85,8 +84,6 @@ class Client(_Base):
         super().__init__(url, api_key, transport, timeout, concurrency, retry)
         self._transport: Transport = (HttpTransport if self.transport == "http" else GrpcTransport)(
             self.url, self._key, timeout, concurrency)
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
 
     def info(self) -> ServerInfo:
         """The server's models, limits and default rerank weights (GET /info, Info/GetInfo)."""
@@ -120,8 +117,6 @@ class Client(_Base):
         return self._execute(lambda info: plans.classify(inputs, model, truncate))
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
         self._transport.close()
 
     def __enter__(self) -> Client:
@@ -140,19 +135,18 @@ class Client(_Base):
         requests = self._requests(plan, info)
         if len(requests) == 1:
             return plan.results([self._send(requests[0])])
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="electric-client")
-        futures = [self._pool.submit(self._send, r) for r in requests]
-        try:
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in futures if f in done and f.exception() is not None), None)
-            if failed is not None:
-                raise _exception(failed)
-            return plan.results([f.result() for f in futures])
-        finally:
-            for f in futures:  # an error, or Ctrl-C: what is not sent yet is not sent
-                f.cancel()
+        # threads of this call only: none is left waiting after it (the requests in flight when it fails finish)
+        with ThreadPoolExecutor(min(self.concurrency, len(requests)), thread_name_prefix="electric-client") as pool:
+            futures = [pool.submit(self._send, r) for r in requests]
+            try:
+                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                failed = next((f for f in futures if f in done and f.exception() is not None), None)
+                if failed is not None:
+                    raise _exception(failed)
+                return plan.results([f.result() for f in futures])
+            finally:
+                for f in futures:  # an error, or Ctrl-C: what is not sent yet is not sent
+                    f.cancel()
 
     def _send(self, request: plans.Request) -> dict[str, Any]:
         """One request, tried again while the server turns it away for now."""

@@ -50,6 +50,14 @@ class RejectedInput(ClientError, ValueError):
         super().__init__(where, message, **kwargs)
         self.index = index
 
+    @property
+    def reason(self) -> str:
+        """What is wrong with the input, without its name: `has 1200 characters, more than the limit of 1000 ...`."""
+        found = _INPUT_NAME.search(self.message)
+        if found is None:
+            return self.message
+        return self.message[found.end():].lstrip("]").lstrip(":. ").strip() or self.message
+
 
 class ServerBusy(ClientError):
     """The server is overloaded (429 / RESOURCE_EXHAUSTED): retried, and raised once the retries are spent."""
