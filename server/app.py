@@ -6,12 +6,19 @@ calling one `Engine`.
 
 Startup: uvicorn runs the lifespan, which starts the gRPC server and the engine's loading task and
 returns at once, so /health answers while the models load; /ready (and gRPC health) turn SERVING after
-warm-up. Shutdown (SIGTERM/SIGINT): the engine refuses new requests (503 / UNAVAILABLE) and every HTTP answer
-closes its connection; uvicorn accepts the connections waiting in its listener's queue as it closes it, and waits
-for every HTTP request sent on an open connection, read or not, to be answered (server/http_protocol.py), then the
-lifespan stops gRPC and waits for the engine's queue to empty. One grace period (`shutdown_grace_s`, counted from the signal) bounds it all: when it is over, the
-engine answers the requests still in flight with `ShuttingDown` (503 / UNAVAILABLE), and the transports get
-FLUSH_S more to send those answers before they cut connections.
+warm-up.
+
+Shutdown (SIGTERM/SIGINT) finishes what the server had received and refuses the rest. At the signal, in one event
+loop callback (`_Uvicorn.begin_shutdown`): every HTTP connection notes the bytes it had received, read or still in
+its socket (server/http_protocol.py), the engine begins to drain, and gRPC stops taking calls. From then on a request
+that had come whole before that moment - an HTTP body within those bytes, a call gRPC had let through - is admitted
+and answered with its result; any other gets 503 `shutting_down` (gRPC: UNAVAILABLE), and every HTTP connection
+closes after its answer. uvicorn accepts the connections waiting in its listener's queue as it closes it (their
+requests came after: 503), and waits for every HTTP request sent on an open connection, read or not, to be
+answered, then the lifespan waits for gRPC's calls and the engine's queue. One grace period (`shutdown_grace_s`,
+counted from the signal) bounds it all: when it is over, the engine answers the requests still in flight with
+`ShuttingDown` (503 / UNAVAILABLE), and the transports get FLUSH_S more to send those answers before they cut
+connections - a client that has stopped reading its answer included. The exit status is 0.
 """
 
 from __future__ import annotations
@@ -37,7 +44,13 @@ from server.engine import Engine
 from server.http import add_error_handlers, add_input_limits_to_openapi, add_routes
 from server.http_docs import add_docs_routes
 from server.http_middleware import ObservabilityMiddleware, fast_routes
-from server.http_protocol import HEADERS_TOO_LARGE, HttpProtocol, close_listeners, http_protocol
+from server.http_protocol import (
+    HEADERS_TOO_LARGE,
+    HttpProtocol,
+    http_protocol,
+    serve_accepted,
+    stop_listening,
+)
 from server.http_ui import add_ui_routes
 from server.prometheus import Metrics
 from server.settings import Settings
@@ -115,30 +128,54 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
 
 
 class _Uvicorn(uvicorn.Server):
-    """uvicorn.Server that tells the engine to refuse new work the moment a shutdown signal arrives, and that answers
-    every HTTP request sent on a connection it had accepted or queued: the connections waiting in the listener's
-    queue are accepted as it closes (close_listeners), and each connection closes after its next answer, or when
-    nothing of a next request has come for a moment (HttpProtocol.shutdown)."""
+    """uvicorn.Server that begins the shutdown in one callback as soon as a shutdown signal arrives
+    (`begin_shutdown`: what came before it is answered, the rest refused), and that answers every HTTP request sent
+    on a connection it had accepted or queued: the connections waiting in the listener's queue are accepted as it
+    closes (stop_listening), and each connection closes after its next answer, or when nothing of a next request
+    has come for a moment (HttpProtocol.shutdown)."""
 
     def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None], protocol: type[HttpProtocol]):
         super().__init__(config)
         self._on_exit = on_exit
         self._protocol = protocol
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queued: asyncio.Future | None = None  # serving the connections accepted from the listeners' queues
+
+    async def startup(self, sockets=None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().startup(sockets)
 
     def handle_exit(self, sig, frame) -> None:
-        self._on_exit()
-        self._protocol.shutting_down = True  # from now on every answer closes its connection
+        """The signal's handler (it may interrupt any code of the event loop's thread): begin_shutdown runs as the
+        loop's next callback, between two of the others."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.begin_shutdown)
         super().handle_exit(sig, frame)
 
-    async def shutdown(self, sockets=None) -> None:
-        self._protocol.shutting_down = True
+    def begin_shutdown(self) -> None:
+        """The moment the shutdown begins, for both transports: the listeners close (the connections already
+        queued are accepted, their requests refused), every open HTTP connection notes what it has received (read or
+        not) and closes after its next answer; then the engine drains and gRPC stops taking calls (`on_exit`).
+        Once."""
+        if self._protocol.shutting_down:
+            return
+        self._protocol.shutting_down = True  # from now on every answer closes its connection
+        queued = stop_listening(self.servers)
+        if queued:
+            log.info("accepted %d connections waiting in the listener's queue", len(queued))
         # uvicorn types http_protocol_class as an asyncio.Protocol; it is config.http, an HttpToolsProtocol subclass
         make_protocol = functools.partial(self.config.http_protocol_class,  # type: ignore[call-arg]
                                           config=self.config, server_state=self.server_state,
                                           app_state=self.lifespan.state)
-        accepted = await close_listeners(self.servers, make_protocol)
-        if accepted:
-            log.info("accepted %d connections waiting in the listener's queue", accepted)
+        self._queued = asyncio.ensure_future(serve_accepted(queued, make_protocol))
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        self._on_exit()
+
+    async def shutdown(self, sockets=None) -> None:
+        self.begin_shutdown()  # already begun, unless the server stops for another reason than a signal
+        if self._queued is not None:
+            await self._queued
         await super().shutdown(sockets)  # closing the closed listeners again does nothing
 
     @contextlib.contextmanager
@@ -158,9 +195,12 @@ class _Uvicorn(uvicorn.Server):
 def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None) -> tuple[_Uvicorn, FastAPI]:
     app = create_app(settings, loader=loader)
 
-    def on_exit() -> None:
-        if app.state.engine is not None:
-            app.state.engine.begin_shutdown()
+    def on_exit() -> None:  # on the event loop: _Uvicorn.begin_shutdown
+        engine, grpc_server = app.state.engine, getattr(app.state, "grpc_server", None)
+        if engine is not None:
+            engine.begin_shutdown()
+            if grpc_server is not None:
+                grpc_server.begin_stop(engine.grace_left() + FLUSH_S)
 
     def refused(client: str, error: str, seconds: float) -> None:  # a 431, answered before the app saw the request
         record(app.state.metrics, settings, "http", "unmatched", 431, HEADERS_TOO_LARGE, seconds, client=client)
@@ -327,7 +367,7 @@ class BackgroundServer:
         self.loop.call_soon_threadsafe(fn)
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Like SIGTERM: refuse new work, drain in-flight requests, stop."""
+        """Like SIGTERM: answer what was received, refuse the rest, stop."""
         if self.server is not None and self._thread is not None and self._thread.is_alive():
             assert self.loop is not None, "the server's thread sets it as it starts"
             self.loop.call_soon_threadsafe(self.server.handle_exit, None, None)

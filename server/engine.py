@@ -12,7 +12,8 @@
 - Routes: each call validates, picks its model slot and its post-processing (server.pipelines), and submits
   its inputs to the batcher, which batches, tokenises and runs them (see server/batcher.py).
 - Lifecycle: `start()` loads and warms every model, then `ready` turns true; `begin_shutdown()` refuses
-  new requests and, once `shutdown_grace_s` has passed, fails the requests still in flight with
+  the requests received from then on, admits the ones a transport received before it (`before_shutdown`, the one
+  rule: `_check_open`) and, once `shutdown_grace_s` has passed, fails the requests still in flight with
   `ShuttingDown`; `close()` waits for the queued inputs of admitted requests, then stops the worker.
 """
 
@@ -91,6 +92,7 @@ class Engine:
         self.failed: BaseException | None = None
         self.in_flight = 0
         self._shutdown_at: float | None = None  # time.monotonic() of begin_shutdown
+        self._served = False  # the models were ready when the shutdown began: what was received before is answered
         self.grace_over = False  # shutdown_grace_s has passed since begin_shutdown
         self.batcher = Batcher(settings)  # the queues, the tokeniser thread and the worker thread
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -185,11 +187,14 @@ class Engine:
         await self._loop.run_in_executor(self.batcher.worker, _release_memory, list(self.models.values()))
 
     def begin_shutdown(self) -> None:
-        """Refuse new requests (503); admitted ones may finish within shutdown_grace_s, then they fail with
-        `ShuttingDown`. Safe to call from a signal handler, and more than once."""
+        """Refuse the requests received from now on (503); the ones received before (`before_shutdown`) are still
+        admitted, and every admitted one may finish within shutdown_grace_s, then it fails with `ShuttingDown`.
+        Safe to call more than once."""
         if self._shutdown_at is None:
-            log.info("shutting down: refusing new requests, finishing %d in flight", self.in_flight)
+            log.info("shutting down: refusing new requests, finishing %d in flight and the ones received",
+                     self.in_flight)
             self._shutdown_at = time.monotonic()
+            self._served = self.ready
             if self._loop is not None and not self._loop.is_closed():
                 self._loop.call_soon_threadsafe(self._arm_grace)
         self.draining = True
@@ -224,14 +229,24 @@ class Engine:
 
     # ---- admission and validation ----------------------------------------------------------------
 
+    def _check_open(self, before_shutdown: bool) -> None:
+        """Whether a request may come in, the lifecycle's one rule for both transports: while ready, yes; while
+        loading, NotReady; once the shutdown has begun, ShuttingDown unless its transport had received it before
+        (`before_shutdown`: HTTP, its whole body had come; gRPC, its server let the call through, as it does none
+        from the shutdown on) while the models were ready, and the grace is not over."""
+        if self.ready:
+            return
+        if self.draining:
+            if before_shutdown and self._served and not self.grace_over:
+                return
+            raise ShuttingDown("the server is shutting down; retry")
+        raise NotReady("the models are still loading" if self.failed is None else
+                       f"the models failed to load: {self.failed}")
+
     @contextlib.contextmanager
-    def _admitted(self, internal: bool = False):
+    def _admitted(self, internal: bool = False, before_shutdown: bool = False):
         if not internal:
-            if not self.ready:
-                if self.draining:
-                    raise ShuttingDown("the server is shutting down; retry")
-                raise NotReady("the models are still loading" if self.failed is None else
-                               f"the models failed to load: {self.failed}")
+            self._check_open(before_shutdown)
             if self.in_flight >= self.settings.max_concurrent_requests:
                 raise Overloaded(f"{self.in_flight} requests in flight, the limit is "
                                  f"{self.settings.max_concurrent_requests}; retry later")
@@ -304,11 +319,13 @@ class Engine:
 
     # ---- the four calls ----------------------------------------------------------------------------
 
+    # `before_shutdown` on each: the transport received the request before the shutdown began (_check_open)
+
     async def score(self, texts: Sequence[str], *, per_token: bool = False, truncate: bool = False,
-                    _internal: bool = False) -> Answer:
+                    before_shutdown: bool = False, _internal: bool = False) -> Answer:
         """The served method's score of each text (electric.inference.scoring.score_row: the Electric PLL of a
         discriminator, the cloze score of a cloze model)."""
-        with self._admitted(_internal):
+        with self._admitted(_internal, before_shutdown):
             slot = self._slot(None, SCORER_KINDS)
             assert slot.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
             texts = self._texts(texts, "texts")
@@ -317,9 +334,10 @@ class Engine:
                                          pipelines.post_score(slot.method, per_token), timing)
             return Answer(slot.name, results, timing)
 
-    async def detect(self, texts: Sequence[str], *, truncate: bool = False, _internal: bool = False) -> Answer:
+    async def detect(self, texts: Sequence[str], *, truncate: bool = False, before_shutdown: bool = False,
+                     _internal: bool = False) -> Answer:
         """ELECTRA replaced-token probabilities (electric.inference.scoring.electra_detect)."""
-        with self._admitted(_internal):
+        with self._admitted(_internal, before_shutdown):
             slot = self.models.get(DETECTOR) or self._slot(None, ("discriminator",))
             if slot.kind != "discriminator":
                 raise ValidationError(f"this server's model is a {slot.kind} model ({slot.method} scores: /v1/score, "
@@ -331,12 +349,13 @@ class Engine:
             return Answer(slot.name, results, timing)
 
     async def rerank(self, lists: Sequence[tuple[str | None, Sequence[str], Sequence[float] | None]], *,
-                     weights: Mapping[str, Any] | None = None, truncate: bool = False) -> Answer:
+                     weights: Mapping[str, Any] | None = None, truncate: bool = False,
+                     before_shutdown: bool = False) -> Answer:
         """Score every hypothesis of every list (id, hypotheses, first-pass scores or None) in one submission,
         then reorder them as `electric rerank` does (electric.evaluation.nbest.ScoredLists.rerank).
         `weights`: the request's own weights (the keys of `Weights`: lm, length, beta, prior, piece, lm_score);
         the others are the server's defaults."""
-        with self._admitted():
+        with self._admitted(before_shutdown=before_shutdown):
             slot = self._slot(None, SCORER_KINDS)
             assert slot.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
             if not lists:
@@ -381,9 +400,9 @@ class Engine:
 
     async def classify(self, model: str | None, *, texts: Sequence[str] | None = None,
                        pairs: Sequence[tuple[str, str]] | None = None, truncate: bool = False,
-                       _internal: bool = False) -> Answer:
+                       before_shutdown: bool = False, _internal: bool = False) -> Answer:
         """Label probabilities (or a regression value, or per-token labels) from the classifier `model`."""
-        with self._admitted(_internal):
+        with self._admitted(_internal, before_shutdown):
             slot = self._slot(model or "", ("classifier", "tagger"))
             if (texts is None) == (pairs is None) or (texts is not None and pairs is not None):
                 raise ValidationError("give either \"texts\" or \"pairs\"")

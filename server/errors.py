@@ -73,8 +73,8 @@ class NotReady(ServerError):
 
 
 class ShuttingDown(NotReady):
-    """The server is stopping: it refuses new requests, and answers this to requests still running when
-    shutdown_grace_s runs out. Retry on another replica."""
+    """The server is stopping: it refuses the requests received after the signal, and answers this to requests
+    still running when shutdown_grace_s runs out. Retry on another replica."""
 
     error_type = "shutting_down"
 

@@ -187,7 +187,8 @@ class ScoringService(_Base, pb_grpc.ScoringServicer):
 
     @rpc("/electric.v1.Scoring/Score")
     async def Score(self, request: pb.ScoreRequest, context) -> tuple[Answer, pb.ScoreResponse]:
-        a = await self.engine.score(list(request.texts), per_token=request.per_token, truncate=request.truncate)
+        a = await self.engine.score(list(request.texts), per_token=request.per_token, truncate=request.truncate,
+                                    before_shutdown=True)
         return a, pb.ScoreResponse(model=a.model, results=[_text_score(r) for r in a.results])
 
     @rpc("/electric.v1.Scoring/Rerank")
@@ -195,7 +196,7 @@ class ScoringService(_Base, pb_grpc.ScoringServicer):
         w = request.weights
         lists = [(x.id or None, list(x.hypotheses), list(x.scores) if len(x.scores) else None) for x in request.lists]
         weights = {f.name: getattr(w, f.name) for f in w.DESCRIPTOR.fields if w.HasField(f.name)}
-        a = await self.engine.rerank(lists, weights=weights, truncate=request.truncate)
+        a = await self.engine.rerank(lists, weights=weights, truncate=request.truncate, before_shutdown=True)
         results = [pb.RerankResult(utt_id=r.utt_id, best=r.hyps[0], order=r.order, tied=r.tied, hyps=[
             pb.RankedHypothesis(text=h, rank=k, total=t, prior=p, lm=s, words=n, pieces=m)
             for h, k, t, p, s, n, m in zip(r.hyps, r.order, r.total, r.prior, r.lm, r.words, r.pieces, strict=True)])
@@ -208,7 +209,7 @@ class DetectionService(_Base, pb_grpc.DetectionServicer):
 
     @rpc("/electric.v1.Detection/Detect")
     async def Detect(self, request: pb.DetectRequest, context) -> tuple[Answer, pb.DetectResponse]:
-        a = await self.engine.detect(list(request.texts), truncate=request.truncate)
+        a = await self.engine.detect(list(request.texts), truncate=request.truncate, before_shutdown=True)
         return a, pb.DetectResponse(model=a.model, results=[_detection(d, request.totals_only) for d in a.results])
 
 
@@ -221,7 +222,8 @@ class ClassificationService(_Base, pb_grpc.ClassificationServicer):
         pairs = [(p.text, p.text_pair) for p in request.pairs] if len(request.pairs) else None
         if texts is None and pairs is None:
             texts = []  # the engine says "no texts given"
-        a = await self.engine.classify(request.model, texts=texts, pairs=pairs, truncate=request.truncate)
+        a = await self.engine.classify(request.model, texts=texts, pairs=pairs, truncate=request.truncate,
+                                       before_shutdown=True)
         return a, pb.ClassifyResponse(model=a.model, results=[_classification(c) for c in a.results])
 
 
@@ -342,6 +344,7 @@ class GrpcServer:
         add_service(self.server, engine, self.health, health_pb2.DESCRIPTOR.services_by_name["Health"], health_pb2)
         reflection.enable_server_reflection(SERVICES + (health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
         self.host, self.settings = settings.host, settings
+        self._stopping: asyncio.Future | None = None  # begin_stop's
         self.port = self.server.add_insecure_port(f"{_host(settings.host)}:{settings.grpc_port}")
         if self.port == 0:
             raise OSError(f"could not bind the gRPC port {settings.host}:{settings.grpc_port}")
@@ -366,10 +369,23 @@ class GrpcServer:
             return bool(self.settings.classifiers)
         return True  # the server itself, Info
 
+    def begin_stop(self, grace: float) -> None:
+        """Refuse new RPCs from now on (grpc answers UNAVAILABLE); the calls it had let through finish within
+        `grace` seconds. At the shutdown's first moment (server/app.py), so every call a handler sees was received
+        before it: the handlers pass `before_shutdown=True` to the engine. Once; `stop` waits for it."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop(grace))
+
+    async def _stop(self, grace: float) -> None:
+        health = asyncio.ensure_future(self.health.enter_graceful_shutdown())  # watchers hear NOT_SERVING
+        await self.server.stop(grace)  # its first step, at once, refuses new calls
+        await health
+
     async def stop(self, grace: float) -> None:
-        """Refuse new RPCs, let in-flight ones finish (up to `grace` seconds)."""
-        await self.health.enter_graceful_shutdown()
-        await self.server.stop(grace)
+        """begin_stop, and wait until every call it let through has finished (up to its grace)."""
+        self.begin_stop(grace)
+        assert self._stopping is not None, "begin_stop set it"
+        await self._stopping
 
 
 def _host(host: str) -> str:

@@ -41,6 +41,7 @@ from server.errors import (
     UnreadableBody,
     ValidationError,
 )
+from server.http_protocol import RECEIVED_BEFORE_SHUTDOWN
 from server.settings import Settings
 from server.transport import status_for, timing_metadata
 
@@ -133,17 +134,21 @@ async def require_api_key(request: Request) -> None:
 
 @dataclass(frozen=True)
 class Handler:
-    """A scoring route's request schema, engine call and response body, answered by `answer`. `scorer`: the route
-    runs the scorer (--model), whose backlog may refuse a big body before it is read."""
+    """A scoring route's request schema, engine call and response body, answered by `answer`. `call(engine, body,
+    before_shutdown)`: before_shutdown as the engine takes it. `scorer`: the route runs the scorer (--model), whose
+    backlog may refuse a big body before it is read."""
 
     schema: type[BaseModel]
-    call: Callable[[Engine, Any], Awaitable[Answer]]
+    call: Callable[[Engine, Any, bool], Awaitable[Answer]]
     render: Callable[[Answer, Any], dict]
     scorer: bool = True
 
     async def respond(self, request: Request, body) -> Response:
-        """Call the engine with a validated `body` and render its answer as JSON, with the timing headers."""
-        a = await _call(request, self.call(_engine(request), body))
+        """Call the engine with a validated `body` and render its answer as JSON, with the timing headers. The
+        connection says whether the request had come whole before the shutdown began (server/http_protocol.py);
+        a request that did not come through it never did."""
+        before = bool(request.scope.get("state", {}).get(RECEIVED_BEFORE_SHUTDOWN, False))
+        a = await _call(request, self.call(_engine(request), body, before))
         return _json(self.render(a, body), headers=dict(timing_metadata(a.timing, sizes=True)))
 
 
@@ -205,9 +210,9 @@ async def _body(request: Request) -> bytes:
             return b"".join(chunks)
 
 
-def _rerank(engine: Engine, body: schemas.RerankRequest) -> Awaitable[Answer]:
+def _rerank(engine: Engine, body: schemas.RerankRequest, before: bool) -> Awaitable[Answer]:
     weights = body.weights.model_dump(exclude_none=True) if body.weights else None
-    return engine.rerank(body.as_lists(), weights=weights, truncate=body.truncate)
+    return engine.rerank(body.as_lists(), weights=weights, truncate=body.truncate, before_shutdown=before)
 
 
 def _results(a: Answer, body) -> dict:
@@ -215,16 +220,16 @@ def _results(a: Answer, body) -> dict:
 
 
 HANDLERS = {
-    "/v1/score": Handler(schemas.ScoreRequest,
-                          lambda e, b: e.score(b.texts, per_token=b.per_token, truncate=b.truncate), _results),
+    "/v1/score": Handler(schemas.ScoreRequest, lambda e, b, before: e.score(
+        b.texts, per_token=b.per_token, truncate=b.truncate, before_shutdown=before), _results),
     "/v1/rerank": Handler(schemas.RerankRequest, _rerank, lambda a, b: {
         "model": a.model, "weights": a.extra["weights"], "results": [r.to_dict() for r in a.results]}),
-    "/v1/detect": Handler(schemas.DetectRequest, lambda e, b: e.detect(b.texts, truncate=b.truncate),
-                           lambda a, b: {"model": a.model,
-                                         "results": [r.to_dict(per_token=b.per_token) for r in a.results]}),
-    "/v1/classify": Handler(schemas.ClassifyRequest, lambda e, b: e.classify(
-        b.model, texts=b.texts, pairs=None if b.pairs is None else [tuple(p) for p in b.pairs], truncate=b.truncate),
-        _results, scorer=False),
+    "/v1/detect": Handler(schemas.DetectRequest, lambda e, b, before: e.detect(
+        b.texts, truncate=b.truncate, before_shutdown=before), lambda a, b: {
+        "model": a.model, "results": [r.to_dict(per_token=b.per_token) for r in a.results]}),
+    "/v1/classify": Handler(schemas.ClassifyRequest, lambda e, b, before: e.classify(
+        b.model, texts=b.texts, pairs=None if b.pairs is None else [tuple(p) for p in b.pairs], truncate=b.truncate,
+        before_shutdown=before), _results, scorer=False),
 }
 
 

@@ -11,8 +11,14 @@ out. `http_protocol(settings, refused)` makes the class `uvicorn.Config(http=...
   shuts down: a request whose bytes were in the socket, not yet read by a busy event loop, or on their way from a
   client that had just read its last answer, got no answer at all. Here an idle connection stays open for
   `linger_s` more (LINGER_S, at most the shutdown grace) and closes only when nothing of a next request has come,
-  read or not; a request that comes is read and answered (503 `shutting_down`, from the engine, which refuses new
-  work from the signal on) and the connection closes after it, as one still answering closes after its response.
+  read or not; a request that comes is read and answered and the connection closes after it, as one still
+  answering closes after its response.
+- **What came before the shutdown, told apart.** When the shutdown begins (`shutdown()`, called for every
+  connection at that moment), each connection notes how many bytes it had received: read, or waiting unread in its
+  socket (FIONREAD). A request whose last byte is within them came before the shutdown, whatever the event loop had
+  got round to; the request's scope["state"] says so under RECEIVED_BEFORE_SHUTDOWN (True or False), the engine
+  admits it (server/engine.py `_check_open`) and answers any other 503 `shutting_down`. A read that holds bytes from both sides is
+  parsed in two parts, so the line falls exactly.
 
 uvicorn has no public hook for either, so this subclasses its private `httptools_impl.HttpToolsProtocol`:
 pyproject.toml pins the exact uvicorn version, and tests/server/test_uvicorn_hooks.py checks the hooks.
@@ -20,11 +26,14 @@ pyproject.toml pins the exact uvicorn version, and tests/server/test_uvicorn_hoo
 
 from __future__ import annotations
 
+import array
 import asyncio
+import fcntl
 import json
 import os
 import select
 import socket
+import termios
 import time
 from collections.abc import Callable
 
@@ -33,6 +42,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from server.settings import Settings
 
 HEADERS_TOO_LARGE = "headers_too_large"  # the error_type of a 431
+RECEIVED_BEFORE_SHUTDOWN = "received_before_shutdown"  # key in the scope's state: the request came whole before it
 LINGER_S = 0.5  # at shutdown, an idle connection waits this long for a next request already on its way
 RECHECK_S = 0.02  # at shutdown, how often an idle connection with bytes not parsed yet looks again
 
@@ -54,15 +64,28 @@ class HttpProtocol(HttpToolsProtocol):
         self._head_begun = False  # the parser has begun a message whose headers are not complete
         self._head_t0 = 0.0
         self._refusal: str | None = None  # why this connection's request is refused with a 431
+        self._parsed = 0  # bytes given to the parser
+        self._cutoff: int | None = None  # set when the shutdown begins: the bytes received by then, read or not
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
-        if self.shutting_down:  # made after uvicorn asked each connection to shut down: the same rule
+        if self.shutting_down:  # made after the shutdown began: nothing of it came before; the same rule
+            self._cutoff = 0
             self.loop.call_later(self.linger_s, self._close_if_quiet)
 
     # ---- reads ---------------------------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        before = len(data) if self._cutoff is None else self._cutoff - self._parsed
+        if 0 < before < len(data):  # the shutdown began within `data`: what came before it is parsed first
+            self._parse(data[:before])
+            if self.transport.is_closing():
+                return
+            data = data[before:]
+        self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
+        self._parsed += len(data)
         if self._refusal is not None:
             return  # answered 431 and closing
         if self._in_head:
@@ -112,6 +135,8 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         if self._refusal is None:
+            before = self._cutoff is None or self._parsed <= self._cutoff
+            self.cycle.scope.setdefault("state", {})[RECEIVED_BEFORE_SHUTDOWN] = before
             super().on_message_complete()
             self._in_head = True
 
@@ -131,8 +156,11 @@ class HttpProtocol(HttpToolsProtocol):
     # ---- shutdown ------------------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Called by uvicorn when the server shuts down: a connection answering a request closes after its answer; an
-        idle one closes once nothing of a next request has come for `linger_s` (_close_if_quiet)."""
+        """Called when the server begins to shut down (server/app.py, at once for every connection) and by uvicorn
+        after it: note the bytes received by now, the first time; a connection answering a request closes after
+        its answer; an idle one closes once nothing of a next request has come for `linger_s` (_close_if_quiet)."""
+        if self._cutoff is None:
+            self._cutoff = self._parsed + _unread_bytes(self.transport)
         if self.cycle is None or self.cycle.response_complete:
             self.loop.call_later(self.linger_s, self._close_if_quiet)
         else:
@@ -149,12 +177,12 @@ class HttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-async def close_listeners(servers, make_protocol: Callable[[], asyncio.Protocol]) -> int:
+def stop_listening(servers) -> list[socket.socket]:
     """Close the servers' listeners without resetting the connections waiting in their queues, whose requests may
     have arrived before the signal: each listening socket is duplicated, the servers closed (the event loop accepts
     no more), then every connection still queued is accepted from the duplicate until none is left and the duplicate
     closed at once, so the kernel refuses only a connection that completes in the microseconds between the two.
-    The accepted connections are served by protocols from `make_protocol`. Returns how many were accepted."""
+    Returns the accepted connections, for `serve_accepted`."""
     listeners = []
     for server in servers:
         for sock in server.sockets:
@@ -170,11 +198,28 @@ async def close_listeners(servers, make_protocol: Callable[[], asyncio.Protocol]
                     accepted.append(listener.accept()[0])
                 except (BlockingIOError, InterruptedError):
                     break
+    return accepted
+
+
+async def serve_accepted(connections: list[socket.socket], make_protocol: Callable[[], asyncio.Protocol]) -> None:
+    """Serve the connections `stop_listening` accepted with protocols from `make_protocol`."""
     loop = asyncio.get_running_loop()
-    for conn in accepted:
+    for conn in connections:
         conn.setblocking(False)
         await loop.connect_accepted_socket(make_protocol, conn)
-    return len(accepted)
+
+
+def _unread_bytes(transport) -> int:
+    """How many bytes the connection's socket holds that the event loop has not read yet (0 without a socket)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.fileno() < 0:
+        return 0
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, count, True)
+    except OSError:  # closed meanwhile
+        return 0
+    return count[0]
 
 
 def _unread(transport) -> bool:

@@ -109,8 +109,8 @@ class Settings(BaseSettings):
                                                                "with 504 / DEADLINE_EXCEEDED")
     # --- lifecycle
     warmup: bool = Field(True, description="run a few batches through every model before /ready turns true")
-    shutdown_grace_s: float = Field(30.0, ge=0.0, description="on SIGTERM, wait up to this long for in-flight "
-                                                              "requests")
+    shutdown_grace_s: float = Field(30.0, ge=0.0, description="on SIGTERM, answer the requests received before it "
+                                                              "for up to this long")
     # --- rerank defaults (a request's own weights win)
     lm_weight: float = Field(1.0, ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT, description="rerank: default lambda_lm (weight of the LM score)")
     length_weight: float = Field(0.0, ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT, description="rerank: default lambda_len (weight of the word count)")

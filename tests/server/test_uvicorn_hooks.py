@@ -12,7 +12,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from server.http_protocol import http_protocol
+from server.http_protocol import RECEIVED_BEFORE_SHUTDOWN, http_protocol
 from server.settings import Settings
 from tests.conftest import REPO
 
@@ -26,7 +26,7 @@ def test_the_private_hooks_are_there():
     for name in ("connection_made", "data_received", "on_message_begin", "on_url", "on_header", "on_headers_complete",
                  "on_body", "on_message_complete", "shutdown"):
         assert callable(getattr(HttpToolsProtocol, name, None)), name
-    for name in ("handle_exit", "shutdown", "capture_signals"):
+    for name in ("startup", "handle_exit", "shutdown", "capture_signals"):
         assert callable(getattr(uvicorn.Server, name, None)), name
     config = uvicorn.Config(app=unavailable, http=http_protocol(Settings(model="unused"), print), log_config=None)
     config.load()  # what _Uvicorn.shutdown builds a protocol from: config.http_protocol_class, server_state
@@ -49,8 +49,11 @@ class FakeTransport:
     def is_closing(self) -> bool:
         return self.closed
 
+    sock = None  # a socket whose unread bytes the protocol may count (FIONREAD), when a test gives one
+
     def get_extra_info(self, name: str, default=None):
-        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8000), "socket": self.sock}.get(
+            name, default)
 
     def pause_reading(self) -> None:
         pass
@@ -64,10 +67,10 @@ async def unavailable(scope, receive, send):  # the engine's answer after the si
     await send({"type": "http.response.body", "body": b""})
 
 
-def connection(**settings) -> tuple[HttpToolsProtocol, FakeTransport, list]:
+def connection(app=unavailable, **settings) -> tuple[HttpToolsProtocol, FakeTransport, list]:
     refused: list = []
     cls = http_protocol(Settings(model="unused", **settings), lambda *a: refused.append(a))
-    protocol = cls(config=uvicorn.Config(app=unavailable, log_config=None), server_state=ServerState(), app_state={})
+    protocol = cls(config=uvicorn.Config(app=app, log_config=None), server_state=ServerState(), app_state={})
     transport = FakeTransport()
     protocol.connection_made(transport)
     return protocol, transport, refused
@@ -115,3 +118,41 @@ def test_at_shutdown_an_idle_connection_with_nothing_coming_closes_after_the_lin
 
     closed_at_once, transport = asyncio.run(main())
     assert not closed_at_once and transport.closed and transport.written == b""
+
+
+def test_at_shutdown_a_request_is_told_whether_it_came_whole_before():
+    """Issue 51, item 2: when the shutdown begins, a connection counts what it had received, read or still in its
+    socket; a request within it came before (the engine admits it), one after it did not, even when both arrive in
+    one read (parsed in two parts at the line)."""
+    import socket
+
+    seen: list = []
+
+    async def app(scope, receive, send):
+        while (await receive()).get("more_body"):
+            pass
+        seen.append(scope["state"][RECEIVED_BEFORE_SHUTDOWN])
+        await unavailable(scope, receive, send)
+
+    def post(body: bytes) -> bytes:
+        return b"POST /v1/score HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+
+    async def main():
+        protocol, transport, _ = connection(app=app)
+        ours, theirs = socket.socketpair()
+        transport.sock = ours
+        with ours, theirs:
+            protocol.data_received(post(b"{}"))  # read before the shutdown, and answered
+            while not seen:
+                await asyncio.sleep(0.01)
+            second, third = post(b'{"texts": ["in the socket"]}'), post(b'{"texts": ["after"]}')
+            theirs.sendall(second)  # in the socket, unread, when the shutdown begins
+            protocol.shutdown()
+            protocol.data_received(second + third)  # one read: the second request, then the third
+            for _ in range(100):
+                if len(seen) == 3:
+                    break
+                await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    assert seen == [True, True, False]
