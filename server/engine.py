@@ -237,9 +237,11 @@ class Engine:
         if self.ready:
             return
         if self.draining:
-            if before_shutdown and self._served and not self.grace_over:
-                return
-            raise ShuttingDown("the server is shutting down; retry")
+            if not (before_shutdown and self._served):
+                raise ShuttingDown("the server is shutting down; retry")
+            if self.grace_over:
+                raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
+            return
         raise NotReady("the models are still loading" if self.failed is None else
                        f"the models failed to load: {self.failed}")
 
