@@ -12,9 +12,10 @@
    weights on the tuning lists with the guard, compare with a trigram LM on the same text, and write a model
    directory that carries its weights and a model card;
 4. start `electric serve --model` that directory on a loopback port;
-5. POST every ATIS test list to /v1/rerank without weights (the server applies the model's own), and once more
-   with the no-LM weights the guard compared against; print the WER of the first hypothesis, without the LM,
-   after /v1/rerank and of the oracle, and how many utterances the LM made better or worse;
+5. rerank every ATIS test list through the server (`electric.client`: /v1/rerank, the lists cut to its limits)
+   without weights (the server applies the model's own), and once more with the no-LM weights the guard compared
+   against; print the WER of the first hypothesis, without the LM, after /v1/rerank and of the oracle, and how many
+   utterances the LM made better or worse;
 6. stop the server (SIGTERM: it drains and exits).
 
 Everything lands in --work (default runs/quickstart); a second run with the same inputs reuses the model (--retrain
@@ -114,34 +115,33 @@ def health_line(report: dict) -> str:
 
 
 class Server:
-    """`python -m server` in its own process on a loopback port."""
+    """`python -m server` in its own process on a loopback port, and a client of it (`electric.client.Client`)."""
 
     def __init__(self, model: Path, work: Path):
+        from electric.client import Client
+
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.logfile = open(work / "server.log", "w")  # noqa: SIM115 - closed in stop()
         cmd = [sys.executable, "-m", "server", "--model", str(model), "--http-port", str(self.port),
-               "--grpc-port", "-1", "--max-inputs-per-request", "1024"]
+               "--grpc-port", "-1"]
         log("starting: electric serve " + " ".join(cmd[3:]))
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.logfile, stderr=subprocess.STDOUT)
+        self.client = Client(self.url)
 
     def wait_ready(self, timeout: float = 300) -> None:
-        import httpx
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise SystemExit(f"the server exited ({self.proc.returncode}); see {self.logfile.name}")
-            try:
-                if httpx.get(f"{self.url}/ready", timeout=1).status_code == 200:
-                    log(f"server ready at {self.url} (docs: {self.url}/docs)")
-                    return
-            except httpx.TransportError:
-                pass
+            if self.client.ready():
+                log(f"server ready at {self.url} (docs: {self.url}/docs)")
+                return
             time.sleep(0.3)
         raise SystemExit("the server did not get ready in time")
 
     def stop(self) -> None:
+        self.client.close()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(60)
@@ -149,42 +149,37 @@ class Server:
         log(f"server stopped (exit status {self.proc.returncode})")
 
 
-def rerank(url: str, utts: list[dict], weights: dict | None = None) -> list[dict]:
-    """POST /v1/rerank with the lists (and their am_score) in chunks; returns the response's results."""
-    import httpx
+def rerank(client, utts: list[dict], weights: dict | None = None) -> list:
+    """The lists (and their am_score) reranked by the server (`Client.rerank`: /v1/rerank, cut to its limits);
+    a refusal ends the quick start with its one line."""
+    from electric.client import ClientError
 
-    results = []
-    for lo in range(0, len(utts), 100):
-        chunk = utts[lo: lo + 100]
-        body = {"lists": [{"id": u.get("id", str(lo + k)), "hypotheses": u["input"], "scores": u.get("am_score")}
-                          for k, u in enumerate(chunk)], "truncate": True}
-        if weights is not None:
-            body["weights"] = weights
-        r = httpx.post(f"{url}/v1/rerank", json=body, timeout=300)
-        if r.status_code != 200:
-            raise SystemExit(f"/v1/rerank answered {r.status_code}: {r.text}")
-        results += r.json()["results"]
-    return results
+    lists = [{"id": u.get("id", str(k)), "hypotheses": u["input"], "scores": u.get("am_score")}
+             for k, u in enumerate(utts)]
+    try:
+        return client.rerank(lists, weights, truncate=True)
+    except ClientError as e:
+        raise SystemExit(f"error: {e}") from None
 
 
 APPLIED_AS = {"lm": "with the LM", "no_lm": "the no-LM combination: the LM's dev gain was not significant",
               "first_pass": "the first pass: no dev gain was significant"}
 
 
-def summarise_test(utts: list[dict], results: list[dict], without: list[dict], no_lm: dict, took: float,
+def summarise_test(utts: list[dict], results: list, without: list, no_lm: dict, took: float,
                    applied: str = "lm") -> str:
-    """WER of the ATIS test lists `utts`: first hypothesis, without the LM (`without`: /v1/rerank's answer with the
-    `no_lm` weights, lm 0 and a word and piece bonus tuned on dev), after /v1/rerank with the model's own weights
-    (`results`, the combination the guard `applied`: "lm", "no_lm" or "first_pass"), oracle; and what the server's
-    choice changed against the no-LM one: how many utterances got fewer word errors, how many more."""
+    """WER of the ATIS test lists `utts`: first hypothesis, without the LM (`without`: /v1/rerank's `RerankedList`s
+    with the `no_lm` weights, lm 0 and a word and piece bonus tuned on dev), after /v1/rerank with the model's own
+    weights (`results`, the combination the guard `applied`: "lm", "no_lm" or "first_pass"), oracle; and what the
+    server's choice changed against the no-LM one: how many utterances got fewer word errors, how many more."""
     import numpy as np
 
     from electric.evaluation.nbest import Evaluator, NBestList, make_metric
 
     lists = [NBestList(u.get("id", str(k)), u["input"], u.get("am_score"), u["output"]) for k, u in enumerate(utts)]
     ev = Evaluator(lists, make_metric("wer"))
-    chosen = np.array([res["order"][0] for res in results])
-    base = np.array([res["order"][0] for res in without])
+    chosen = np.array([res.order[0] for res in results])
+    base = np.array([res.order[0] for res in without])
     before, after, oracle = ev.first(), ev.score_selection(chosen), ev.oracle()
     better, worse = ev.compare(base, chosen)
     changed = sum(nb.hyps[a] != nb.hyps[b] for nb, a, b in zip(lists, base, chosen, strict=True))  # by text
@@ -256,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
             f"LM weight {tuned['weights']['lm']:g}, {tuned['weights']['length']:g}/word, "
             f"{tuned['weights']['piece']:g}/piece), then with the no-LM weights")
         t_req = time.monotonic()
-        results = rerank(server.url, atis_test)
+        results = rerank(server.client, atis_test)
         took = time.monotonic() - t_req
-        without = rerank(server.url, atis_test, tuned["weights_no_lm"])
+        without = rerank(server.client, atis_test, tuned["weights_no_lm"])
     finally:
         server.stop()
 

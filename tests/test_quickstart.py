@@ -28,7 +28,7 @@ def answers(utts, weights, seed):
     rng = np.random.default_rng(seed)
     lm = [rng.normal(size=len(nb.hyps)) for nb in lists]
     pieces = [np.array([len(h.split()) + 1.0 + (k % 2) for k, h in enumerate(nb.hyps)]) for nb in lists]
-    return [r.to_dict() for r in rerank_lists(lists, lm, weights, pieces)]
+    return rerank_lists(lists, lm, weights, pieces)
 
 
 def test_summary_shows_the_wer_before_without_the_lm_after_and_what_changed(quickstart):
@@ -37,15 +37,15 @@ def test_summary_shows_the_wer_before_without_the_lm_after_and_what_changed(quic
     results, without = answers(utts, Weights(lm=1.0), 0), answers(utts, no_lm, 0)
     text = quickstart.summarise_test(utts, results, without, no_lm.to_dict(), took=1.0)
     refs = [u["output"] for u in utts]
-    assert f"WER without the LM:            {100 * jiwer.wer(refs, [r['best'] for r in without]):.2f}%" in text
+    assert f"WER without the LM:            {100 * jiwer.wer(refs, [r.hyps[0] for r in without]):.2f}%" in text
     assert "a bonus of 0.05/word, tuned on dev" in text
-    assert f"WER after  (/v1/rerank):       {100 * jiwer.wer(refs, [r['best'] for r in results]):.2f}%   (with the LM)" \
+    assert f"WER after  (/v1/rerank):       {100 * jiwer.wer(refs, [r.hyps[0] for r in results]):.2f}%   (with the LM)" \
         in text
     assert f"WER before (first hypothesis): {100 * jiwer.wer(refs, [u['input'][0] for u in utts]):.2f}%" in text
-    errors = [[jiwer.process_words(r, h).wer for h in (a["best"], b["best"])]
+    errors = [[jiwer.process_words(r, h).wer for h in (a.hyps[0], b.hyps[0])]
               for r, a, b in zip(refs, without, results, strict=True)]
     better, worse = sum(b < a for a, b in errors), sum(b > a for a, b in errors)
-    changed = sum(a["best"] != b["best"] for a, b in zip(without, results, strict=True))
+    changed = sum(a.hyps[0] != b.hyps[0] for a, b in zip(without, results, strict=True))
     assert (f"against the no-LM choice, the server's changed {changed} utterances: {better} with fewer word errors, "
             f"{worse} with more, {changed - better - worse} as many") in text
 

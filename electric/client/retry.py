@@ -16,7 +16,7 @@ class Retry:
     more at random so that clients turned away together do not come back together; stop after `attempts` tries, or
     when the next wait would end past `total_s` from the first try."""
 
-    attempts: int = 8  # tries of one request at most, the first included
+    attempts: int = 30  # tries of one request at most, the first included
     total_s: float = 120.0  # the longest one request keeps trying
     max_wait_s: float = 30.0  # the longest one wait, whatever Retry-After says
     backoff_s: float = 0.25  # the first wait when the server says none
