@@ -211,3 +211,22 @@ def test_tuning_for_bleu_reports_every_system_in_bleu_points():
               "results": {"model": model, "ngram": {"order": 3, **model}, "model_and_ngram": None}}
     rows = adapt.summary(report)
     assert rows[0] == "test, 60 utterances (test.json):" and all(r.startswith("  BLEU ") for r in rows[1:6])
+
+
+def test_the_ngram_is_measured_against_the_adapted_models_no_lm_combination(monkeypatch):
+    """Both LMs are guarded against one baseline: the n-gram's no-LM weights and figures are the adapted model's."""
+    import numpy as np
+
+    from electric.evaluation.nbest import NBestList, ScoredLists
+
+    utts = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())[:120]
+    lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
+    rng = np.random.default_rng(1)
+    pieces = [np.array([len(h.split()) + 2.0 + (k % 3) for k, h in enumerate(nb.hyps)]) for nb in lists]
+    lm = [rng.normal(size=len(nb.hyps)) for nb in lists]
+    dev, test = ScoredLists(lists, lm, lm, pieces).split(60)
+    inputs = type("Inputs", (), {"sentences": [u["output"] for u in utts[60:]] * 2, "dev": lists[:60],
+                                 "test": lists[60:], "metric": "wer", "seed": 0})()
+    model = adapt.figures(adapt.tune(dev, test, "wer", 0), test, "wer")
+    ngram, _ = adapt.ngram_baseline(inputs, dev, test)
+    assert ngram["weights_no_lm"] == model["weights_no_lm"] and ngram["test"]["no_lm"] == model["test"]["no_lm"]

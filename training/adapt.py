@@ -439,6 +439,10 @@ def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None) -
     lm = KneserNeyLM.train(inputs.sentences, NGRAM_ORDER)
     log(f"a {lm.describe()}, trained in {time.perf_counter() - t0:.1f} s")
     ng_dev, ng_test = score_lists(lm.score_texts, inputs.dev, inputs.test)
+    # the same no-LM baseline as the adapted model's (its word and WordPiece counts), so that both LMs are measured
+    # against one combination
+    ng_dev = dataclasses.replace(ng_dev, pieces=dev.pieces)
+    ng_test = None if ng_test is None or test is None else dataclasses.replace(ng_test, pieces=test.pieces)
     ng_result = tune(ng_dev, ng_test, inputs.metric, inputs.seed)
     ngram = {"order": NGRAM_ORDER, "sentences": lm.sentences, "words": lm.tokens,
              **figures(ng_result, ng_test, inputs.metric)}
