@@ -213,7 +213,7 @@ def test_tuning_for_bleu_reports_every_system_in_bleu_points():
     assert rows[0] == "test, 60 utterances (test.json):" and all(r.startswith("  BLEU ") for r in rows[1:6])
 
 
-def test_the_ngram_is_measured_against_the_adapted_models_no_lm_combination(monkeypatch):
+def test_the_ngram_is_measured_against_the_adapted_models_no_lm_combination():
     """Both LMs are guarded against one baseline: the n-gram's no-LM weights and figures are the adapted model's."""
     import numpy as np
 
