@@ -364,3 +364,36 @@ def test_a_server_still_loading_is_waited_for_then_named(onnx_dir):
         threading.Timer(0.3, gate.set).start()
         with Client(s.url, retry=Retry(backoff_s=0.05)) as c:
             assert [r.text for r in c.score(["a", "b"])] == ["a", "b"] and c.ready()
+
+
+# everything the serving install has that the client must not need (a client-only install lacks them)
+NOT_THE_CLIENTS = ("numpy", "onnxruntime", "tokenizers", "fastapi", "starlette", "uvicorn", "pydantic",
+                   "pydantic_settings", "prometheus_client", "tqdm", "torch", "transformers", "server", "training")
+CLIENT_ONLY = f"""
+import sys
+sys.modules.update({{name: None for name in {NOT_THE_CLIENTS!r} + tuple(sys.argv[3:])}})
+from electric.client import Client
+with Client(sys.argv[1], sys.argv[2]) as c:
+    print(c.score(["show me flights to denver"])[0].num_tokens, c.rerank([["a b", "a c"]])[0].order)
+print(" ".join(sorted({{m.split(".")[0] for m in sys.modules if m.split(".")[0] in ("httpx", "grpc", "google")}})))
+"""
+
+
+def test_the_client_needs_only_what_its_extra_installs(server):
+    """With none of the serving install's other packages importable, the client calls the server over HTTP with
+    httpx alone and over gRPC with grpcio and protobuf alone: the `client` extra's packages."""
+    import re
+    import subprocess
+    import sys
+
+    tomllib = pytest.importorskip("tomllib")
+    extra = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["client"]
+    assert {re.split(r"[<>=]", r)[0] for r in extra} == {"httpx", "grpcio", "protobuf"}
+    for url, blocked, uses in ((server.url, ("grpc", "google"), {"httpx"}),
+                               (f"grpc://{server.grpc_target}", ("httpx",), {"grpc", "google"})):
+        p = subprocess.run([sys.executable, "-c", CLIENT_ONLY, url, KEY, *blocked], capture_output=True, text=True,
+                           timeout=120, cwd=Path(__file__).resolve().parents[1])
+        assert p.returncode == 0, p.stderr[-3000:]
+        first, modules = p.stdout.splitlines()
+        assert first.split()[0] != "0" and uses <= set(modules.split())
