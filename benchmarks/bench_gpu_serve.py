@@ -115,11 +115,12 @@ def serve_one(args: argparse.Namespace, figs: Figures, label: str, model: Path, 
     figs.set(["servers", label, "command"], server.cmd)
     try:
         server.wait_ready(timeout=180)
-        import httpx
+        from dataclasses import asdict
 
-        info = httpx.get(server.url + "/info", timeout=60).json()
-        figs.set(["servers", label, "info"], {k: v for k, v in info.items() if k in ("models", "backend", "providers")}
-                 if isinstance(info, dict) else info)
+        from electric.client import Client
+
+        with Client(server.url) as client:
+            figs.set(["servers", label, "info"], {"models": asdict(client.info())["models"]})
         texts = sentences(args.sentences)
         routes = {**http_routes(server.url, texts[0]), **grpc_routes(f"127.0.0.1:{server.grpc}", texts[0])}
         for route, call in routes.items():
