@@ -265,12 +265,12 @@ def test_http_grpc_sync_and_async_give_the_library_s_own_values(server, onnx_dir
             answers.append((c.score(TEXTS, per_token=True), c.detect(TEXTS), c.rerank(lists, {"lm": 0.5}),
                             c.score(TEXTS, "electra")))
 
-        async def call(url=url):
-            async with AsyncClient(url, KEY) as c:
+        async def call(client: AsyncClient):
+            async with client as c:
                 return (await c.score(TEXTS, per_token=True), await c.detect(TEXTS),
                         await c.rerank(lists, {"lm": 0.5}), await c.score(TEXTS, "electra"))
 
-        answers.append(asyncio.run(call()))
+        answers.append(asyncio.run(call(AsyncClient(url, KEY))))  # made outside the event loop that uses it
     assert all(a == answers[0] for a in answers[1:])  # the very same floats, whichever transport
     scores, detections, reranked, electra = answers[0]
     local = load_scorer(onnx_dir, "electric")

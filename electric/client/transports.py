@@ -183,22 +183,29 @@ def _grpc_failure(where: str, e: Any, timeout: float) -> ClientError:
 
 
 class _Grpc:
-    """What the sync and the async gRPC transports share: the target, the key's metadata, the stubs' methods."""
+    """What the sync and the async gRPC transports share: the target, the key's metadata, the stubs' methods on a
+    channel (`connect`: at once for the sync transport; for the async one at its first call, inside the event loop
+    that uses it, as grpc.aio binds a channel to its loop)."""
 
-    def __init__(self, url: str, api_key: str | None, timeout: float, aio: bool):
-        import grpc
-
+    def __init__(self, url: str, api_key: str | None, timeout: float):
         from electric.client import protobuf
-        from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 
-        scheme, _, target = url.partition("://")
         self.url, self.timeout, self._protobuf = url, timeout, protobuf
         self._metadata = tuple(_auth(api_key).items())
+        self.channel: Any = None
+        self._methods: dict[str, Any] = {}
+
+    def connect(self, aio: bool) -> None:
+        import grpc
+
+        from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
+
+        scheme, _, target = self.url.partition("://")
         make = grpc.aio if aio else grpc
         self.channel = (make.secure_channel(target, grpc.ssl_channel_credentials(), options=CHANNEL_OPTIONS)
                         if scheme == "grpcs" else make.insecure_channel(target, options=CHANNEL_OPTIONS))
         self._methods = {call: getattr(getattr(pb_grpc, f"{service}Stub")(self.channel), method)
-                         for call, (service, method) in protobuf.METHODS.items()}
+                         for call, (service, method) in self._protobuf.METHODS.items()}
 
     def where(self, call: str) -> str:
         return f"{self.url} {'/'.join(self._protobuf.METHODS[call])}"
@@ -206,7 +213,8 @@ class _Grpc:
 
 class GrpcTransport(_Grpc):
     def __init__(self, url: str, api_key: str | None, timeout: float, connections: int):
-        super().__init__(url, api_key, timeout, aio=False)
+        super().__init__(url, api_key, timeout)
+        self.connect(aio=False)
 
     def call(self, call: str, body: dict[str, Any] | None) -> dict[str, Any]:
         import grpc
@@ -230,11 +238,13 @@ class GrpcTransport(_Grpc):
 
 class AsyncGrpcTransport(_Grpc):
     def __init__(self, url: str, api_key: str | None, timeout: float, connections: int):
-        super().__init__(url, api_key, timeout, aio=True)
+        super().__init__(url, api_key, timeout)
 
     async def call(self, call: str, body: dict[str, Any] | None) -> dict[str, Any]:
         import grpc
 
+        if self.channel is None:
+            self.connect(aio=True)
         try:
             reply = await self._methods[call](self._protobuf.request(call, body), timeout=self.timeout,
                                               metadata=self._metadata)
@@ -249,5 +259,5 @@ class AsyncGrpcTransport(_Grpc):
             return False
 
     async def close(self) -> None:
-        await self.channel.close()
-
+        if self.channel is not None:
+            await self.channel.close()
