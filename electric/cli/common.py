@@ -136,7 +136,7 @@ def run_command(fn, args) -> int:
 
     prog = f"electric {args.command}" + (f" {args.eval_command}" if getattr(args, "eval_command", None) else "")
     try:
-        if getattr(args, "method", "") is None and getattr(args, "server", None) is None:  # --method not given
+        if getattr(args, "method", "") is None and args.server is None:  # --method not given (model_options)
             from electric.inference.scoring import only_method
 
             args.method = only_method(args.model) or args.default_method

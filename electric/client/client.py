@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from electric.client import plans
+import electric.client.plans as plans
 from electric.client.errors import ApiMismatch, ClientError, RejectedInput, renumbered
 from electric.client.info import ServerInfo
 from electric.client.retry import Retry

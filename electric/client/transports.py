@@ -188,7 +188,7 @@ class _Grpc:
     that uses it, as grpc.aio binds a channel to its loop)."""
 
     def __init__(self, url: str, api_key: str | None, timeout: float):
-        from electric.client import protobuf
+        import electric.client.protobuf as protobuf
 
         self.url, self.timeout, self._protobuf = url, timeout, protobuf
         self._metadata = tuple(_auth(api_key).items())
