@@ -84,6 +84,8 @@ def test_a_call_is_cut_into_balanced_requests_within_the_limits_in_order():
     reqs = plans.rerank(lists, None, False).requests("http://x", LIMITS, 1)
     assert [len(r.payload["lists"]) for r in reqs] == [2, 2, 2, 1]
     assert [x["id"] for r in reqs for x in r.payload["lists"]] == [str(i) for i in range(7)]
+    assert "weights" not in reqs[0].payload  # none given: the server applies the model's own
+    assert plans.rerank(lists, {"lm": 0.5, "length": None}, False).body([])["weights"] == {"lm": 0.5}
 
 
 def test_an_input_that_cannot_fit_a_request_alone_is_refused_naming_it_before_anything_is_sent():
