@@ -23,7 +23,7 @@ attention and onnxruntime's transformer optimizer (fused attention); this was fa
 one writes its towers' boolean identity mask as a bool EyeLike, which onnxruntime cannot run.
 
 Parity is checked on real sentences at shapes other than the export shape: fp32 must be within 1e-4
-of torch (else ParityError, always); int8/fp16 report the max logit difference and the Spearman
+of torch (1e-3 for the cloze model's log-softmax: `fp32_tolerance`; else ParityError, always); int8/fp16 report the max logit difference and the Spearman
 correlation with fp32 of sentence PLL (-sum of s_t over non-special tokens; the cloze model: the sum of its
 log q; for classifiers and taggers, of the logits), and fail below 0.99 unless `force`.
 
@@ -94,6 +94,15 @@ from electric.inference.runtime import (
 from electric.tokenization import TOKENIZER_FILES, load_tokenizer
 
 FP32_TOLERANCE = 1e-4  # max |ONNX fp32 - torch| over real tokens
+# The cloze model's output is a log-softmax over the whole vocabulary inside the graph: its fp32 rounding grows with the
+# range of the head's logits, i.e. with training (3.05e-4 at log q near 0 for all-MiniLM-L6-v2 adapted 30 minutes on
+# WSJ text; 1.4e-5 to 6e-5 after 4 minutes on ATIS). A wrong graph is off by 1e-2 and more.
+CLOZE_FP32_TOLERANCE = 1e-3
+
+
+def fp32_tolerance(kind: Kind) -> float:
+    """How far the fp32 graph may be from torch on any real token before the export is called wrong."""
+    return CLOZE_FP32_TOLERANCE if kind == "cloze" else FP32_TOLERANCE
 MIN_SPEARMAN = 0.99  # int8/fp16 vs fp32, sentence-level
 FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx", "fp16": "model.fp16.onnx"}
 VARIANT_PROVIDERS = {"int8": [CPU], "fp16": [CUDA, CPU]}  # where each precision's parity is measured, first found
@@ -369,24 +378,25 @@ class Fp32Graph:
 
 
 def check_fp32_parity(plan: ExportPlan, path: Path, log: Callable[[str], None]) -> Fp32Graph:
-    """Step 2: the fp32 graph against torch on the parity batches; ParityError past FP32_TOLERANCE, always."""
+    """Step 2: the fp32 graph against torch on the parity batches; ParityError past `fp32_tolerance`, always."""
     # the reference is the torch path users get (TorchBackend), not the eager copy we traced
     ref = run_batches(TorchBackend(plan.src, device="cpu").run, plan.batches)
     runner = OnnxRunner(path, max_length=plan.max_length, pad_token_id=plan.tokenizer.pad_token_id,
                         providers=[CPU], threads=plan.options.threads)
     outputs = run_batches(runner.run, plan.batches)
     stats = compare(plan.kind, plan.batches, ref, outputs)
+    tolerance = fp32_tolerance(plan.kind)
     parity: dict = {
         "sentences": len(plan.sentences), "source": plan.parity_source,
         "shapes": [list(b["input_ids"].shape) for b in plan.batches], "export_shape": list(EXPORT_SHAPE),
-        "fp32": {"max_abs_diff": stats["max_abs_diff"], "tolerance": FP32_TOLERANCE, "provider": CPU,
+        "fp32": {"max_abs_diff": stats["max_abs_diff"], "tolerance": tolerance, "provider": CPU,
                  "reference": "torch (transformers, CPU, fp32)"},
     }
     log(f"parity fp32 vs torch: max |diff| {stats['max_abs_diff']:.2e} on {len(plan.sentences)} sentences, "
         f"shapes {parity['shapes']}")
-    if not stats["max_abs_diff"] <= FP32_TOLERANCE:
+    if not stats["max_abs_diff"] <= tolerance:
         raise ParityError(f"fp32 ONNX logits differ from torch by {stats['max_abs_diff']:.3g} "
-                          f"(> {FP32_TOLERANCE}); the export is wrong, not saved")
+                          f"(> {tolerance:g}); the export is wrong, not saved")
     return Fp32Graph(path, runner, outputs, parity)
 
 
