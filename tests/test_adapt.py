@@ -230,3 +230,33 @@ def test_the_ngram_is_measured_against_the_adapted_models_no_lm_combination():
     model = adapt.figures(adapt.tune(dev, test, "wer", 0), test, "wer")
     ngram, _ = adapt.ngram_baseline(inputs, dev, test)
     assert ngram["weights_no_lm"] == model["weights_no_lm"] and ngram["test"]["no_lm"] == model["test"]["no_lm"]
+
+
+def test_a_graph_whose_int8_fails_its_gate_is_exported_in_fp32_and_a_wrong_fp32_stops(tmp_path, monkeypatch):
+    """int8 ranking texts unlike fp32 is the int8 graph's failure: that model is served in fp32, and the card says
+    so; an fp32 graph unlike torch is a wrong export: nothing is written."""
+    from electric.export import exporter
+    from electric.export.errors import ParityError
+
+    calls = []
+
+    def export_model(src, dest, options, log):
+        calls.append((src.name, dest.name, options.quantize))
+        if src.name == "discriminator" and options.quantize == "int8":
+            raise ParityError("int8 sentence-score Spearman vs fp32 is 0.98 (< 0.99)")
+
+    monkeypatch.setattr(exporter, "export_model", export_model)
+    work = adapt.Work(tmp_path / "m.partial")
+    work.root.mkdir()
+    inputs = type("Inputs", (), {"precision": "int8", "scorer": "cloze"})()
+    adapt.export(inputs, work)
+    assert calls == [("generator", "model", "int8"), ("discriminator", "detector", "int8"),
+                     ("discriminator", "detector", None)]
+    assert work.read("exported") == {"model": "int8", "detector": "fp32"}
+
+    def wrong(src, dest, options, log):
+        raise ParityError("fp32 ONNX logits differ from torch by 0.5 (> 0.001); the export is wrong, not saved")
+
+    monkeypatch.setattr(exporter, "export_model", wrong)
+    with pytest.raises(adapt.AdaptError, match="the export of the cloze model .* failed: fp32 ONNX logits differ"):
+        adapt.export(inputs, work)

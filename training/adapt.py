@@ -332,28 +332,38 @@ def export(inputs: Inputs, work: Work) -> None:
     """The scorer into work.model and, beside a cloze scorer, the energy model into work.model/detector; each
     behind the export's parity gate (CheckpointError, ExportError or ParityError become an AdaptError)."""
     from electric.checkpoint import CheckpointError
-    from electric.export.errors import ExportError
+    from electric.export.errors import ExportError, ParityError
     from electric.export.exporter import ExportOptions, export_model
 
     def quiet(msg: str) -> None:  # the export's progress is noise here, its warnings are not
         if "warning" in msg.lower():
             log(msg)
 
-    opts = ExportOptions(quantize="int8" if inputs.precision == "int8" else None, overwrite=True,
-                         parity_data=work.parity, calibration_data=work.calibration)
+    int8 = ExportOptions(quantize="int8", overwrite=True, parity_data=work.parity, calibration_data=work.calibration)
+    fp32 = dataclasses.replace(int8, quantize=None)
     parts = [("generator" if inputs.scorer == "cloze" else "discriminator", work.model)]
     if inputs.scorer == "cloze":
         parts.append(("discriminator", work.model / "detector"))
+    precisions = {}
     for part, dest in parts:
         what = "the cloze model (the scorer)" if part == "generator" else (
             "the energy model (the scorer and the detector)" if dest == work.model else "the energy model (the "
             "detector)")
         log(f"exporting {what} to ONNX {inputs.precision}, parity checked on {PARITY_SENTENCES} sentences of the text")
+        precisions[dest.name] = inputs.precision
         try:
-            export_model(work.run / part, dest, opts, log=quiet)
-        except (CheckpointError, ExportError) as e:  # ParityError is an ExportError
+            try:
+                export_model(work.run / part, dest, int8 if inputs.precision == "int8" else fp32, log=quiet)
+            except ParityError as e:
+                if inputs.precision != "int8":
+                    raise
+                # the int8 graph ranks texts too unlike fp32 (its gate): the fp32 graph, gated on its own, is served
+                log(f"{what}: its int8 graph failed its gate ({e}); exporting fp32 only")
+                precisions[dest.name] = "fp32"
+                export_model(work.run / part, dest, fp32, log=quiet)
+        except (CheckpointError, ExportError) as e:  # fp32 unlike torch: the export is wrong
             raise AdaptError(f"the export of {what} failed: {e}") from None
-    work.mark("exported")
+    work.mark("exported", precisions)
 
 
 # ---- 5-6. score, tune, compare -------------------------------------------------------------------------------
@@ -540,6 +550,9 @@ def model_card(report: dict) -> str:
     metric = i["metric"].upper()
     model, ngram, both = res["model"], res["ngram"], res["model_and_ngram"]
     name = Path(i["out"]).name
+    graphs = report.get("exported") or {"model": i["precision"]}
+    exported = graphs["model"] + ("" if graphs.get("detector", graphs["model"]) == graphs["model"] else
+                                  f" (the detector {graphs['detector']}: its int8 graph failed its gate)")
     header = ["---", "library_name: electric", f"base_model: {Path(i['checkpoint']['path']).name}",
               "pipeline_tag: text-ranking", "tags: [electric, reranking, n-best, onnx, domain-adaptation]",
               f"metrics: [{i['metric']}]", "---", ""]
@@ -547,7 +560,7 @@ def model_card(report: dict) -> str:
               else "Electric's energy: -s_t of every token, summed, in one pass")
     lines = [f"# {name}", "",
              f"{Path(i['checkpoint']['path']).name}, continued as Electric on {i['text']['sentences']:,} sentences of "
-             f"one domain for {h['minutes']:.1f} minutes, exported to ONNX {i['precision']}, with reranking "
+             f"one domain for {h['minutes']:.1f} minutes, exported to ONNX {exported}, with reranking "
              f"weights tuned on {i['dev']['lists']} n-best lists. `electric serve --model {name}` answers",
              f"`/v1/score` ({scorer}), `/v1/rerank` (with the weights below unless a request gives its own) and "
              "`/v1/detect` (Electric's energy model, `detector/`); gRPC the same.", "",
@@ -584,8 +597,11 @@ def model_card(report: dict) -> str:
     return "\n".join(header + lines)
 
 
-def build_report(inputs: Inputs, health: dict, results: dict, command: str) -> dict:
+def build_report(inputs: Inputs, health: dict, results: dict, command: str, exported: dict | None = None) -> dict:
+    """adapt.json: the inputs, the recipe, the health, each system's figures, the precision each graph was exported
+    in (`exported`: "model" and "detector" -> int8 or fp32), the versions and the command."""
     return {
+        "exported": exported or {"model": inputs.precision},
         "inputs": {"checkpoint": {"path": str(inputs.checkpoint.resolve()), "sha256": inputs.checkpoint_sha256},
                    "text": {"files": [str(p.resolve()) for p in inputs.texts], "sha256": list(inputs.text_sha256),
                             "sentences": len(inputs.sentences)},
@@ -673,7 +689,8 @@ def run(args: argparse.Namespace, command: str | None = None) -> int:
         model, dev, test = score_and_tune(inputs, work)
         stage(6, f"the baseline: a {NGRAM_ORDER}-gram LM on the same text, tuned the same way, and both LMs together")
         ngram, both = ngram_baseline(inputs, dev, test)
-        report = build_report(inputs, health, {"model": model, "ngram": ngram, "model_and_ngram": both}, command)
+        report = build_report(inputs, health, {"model": model, "ngram": ngram, "model_and_ngram": both}, command,
+                              work.read("exported"))
         stage(7, f"writing {inputs.out}")
         write_model(inputs, work, report)
     except AdaptError as e:
