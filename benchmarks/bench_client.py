@@ -75,7 +75,7 @@ def client_runs(server: Server, src: Path, work: Path, lines: int, args: argpars
     for name, url in (("electric score --server http://", server.url),
                       ("electric score --server grpc://", f"grpc://127.0.0.1:{server.grpc}")):
         cmd = [sys.executable, "-m", "electric.cli", "score", "--server", url, "--concurrency",
-               str(args.concurrency), "--quiet", "--out", str(work / "scores.jsonl"), str(src)]
+               str(args.concurrency), "--truncate", "--quiet", "--out", str(work / "scores.jsonl"), str(src)]
         figures = []
         for _ in range(args.repeats):
             r, wall, cpu = busy(server, lambda cmd=cmd: subprocess.run(cmd, capture_output=True, text=True))
