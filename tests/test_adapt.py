@@ -11,7 +11,7 @@ import pytest
 from conftest import require_shared
 
 from electric.checkpoint import CheckpointError, serving_defaults
-from training import adapt
+from training import adapt, adapt_card
 
 
 @pytest.fixture(scope="module")
@@ -204,12 +204,12 @@ def test_tuning_for_bleu_reports_every_system_in_bleu_points():
     model = adapt.figures(adapt.tune(dev, test, "bleu", 0), test, "bleu")
     assert set(model["test"]) >= {"first", "no_lm", "after", "oracle", "better", "worse"}
     assert model["test"]["oracle"] >= model["test"]["first"]  # BLEU: higher is better
-    assert "BLEU points" in adapt.guard_sentence("the adapted model", model, "bleu")
+    assert "BLEU points" in adapt_card.guard_sentence("the adapted model", model, "bleu")
     stacked = adapt.with_prior(test, test, Weights(lm=1.0))
     assert np.allclose(stacked.lists[0].first_pass_scores, test.totals(Weights(lm=1.0))[0])
     report = {"inputs": {"metric": "bleu", "test": {"file": "test.json"}},
               "results": {"model": model, "ngram": {"order": 3, **model}, "model_and_ngram": None}}
-    rows = adapt.summary(report)
+    rows = adapt_card.summary(report)
     assert rows[0] == "test, 60 utterances (test.json):" and all(r.startswith("  BLEU ") for r in rows[1:6])
 
 
