@@ -8,9 +8,9 @@ Startup: uvicorn runs the lifespan, which starts the gRPC server and the engine'
 returns at once, so /health answers while the models load; /ready (and gRPC health) turn SERVING after
 warm-up.
 
-Shutdown (SIGTERM/SIGINT) finishes what the server had received and refuses the rest. At the signal, in one event
-loop callback (`_Uvicorn.begin_shutdown`): every HTTP connection notes the bytes it had received, read or still in
-its socket (server/http_protocol.py), the engine begins to drain, and gRPC stops taking calls. From then on a request
+Shutdown (SIGTERM/SIGINT) finishes what the server had received and refuses the rest. The signal begins the
+lifecycle's drain (server/lifecycle.py), in one event loop callback: every HTTP connection notes the bytes it had
+received, read or still in its socket (server/http_protocol.py), and gRPC stops taking calls. From then on a request
 that had come whole before that moment - an HTTP body within those bytes, a call gRPC had let through - is admitted
 and answered with its result; any other gets 503 `shutting_down` (gRPC: UNAVAILABLE), and every HTTP connection
 closes after its answer. uvicorn accepts the connections waiting in its listener's queue as it closes it (their
@@ -46,12 +46,12 @@ from server.http_docs import add_docs_routes
 from server.http_middleware import ObservabilityMiddleware, fast_routes
 from server.http_protocol import (
     HEADERS_TOO_LARGE,
-    HttpProtocol,
     http_protocol,
     serve_accepted,
     stop_listening,
 )
 from server.http_ui import add_ui_routes
+from server.lifecycle import Lifecycle
 from server.prometheus import Metrics
 from server.settings import Settings
 from server.transport import record
@@ -72,10 +72,11 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
     """A FastAPI app for `settings`. `loader(path, backend)` replaces `electric.inference.backend.load_backend`
     (tests use it to wrap a backend). Nothing is loaded until the app's lifespan starts."""
     metrics = Metrics()
+    lifecycle = Lifecycle(settings.shutdown_grace_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        engine = Engine(settings, metrics, loader)
+        engine = Engine(settings, metrics, loader, lifecycle)
         app.state.engine = engine
         grpc_server = None
         if settings.grpc_port >= 0:
@@ -84,32 +85,31 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
             grpc_server = GrpcServer(engine, settings)
             await grpc_server.start()
             app.state.grpc_port = grpc_server.port
-        app.state.grpc_server = grpc_server
+            lifecycle.on_drain(lambda: grpc_server.begin_stop(lifecycle.grace_left() + FLUSH_S))
 
         async def start() -> None:
             try:
                 await engine.start()
-            except Exception:  # noqa: BLE001 - engine.failed holds it; stop the process
+            except Exception:  # noqa: BLE001 - the lifecycle holds it; stop the process
                 on_fatal = getattr(app.state, "on_fatal", None)
                 if on_fatal is not None:
                     on_fatal()
                 return
-            if grpc_server is not None and engine.ready:
+            if grpc_server is not None and lifecycle.ready:
                 await grpc_server.set_serving(True)
-            log.info("ready")
 
         startup = asyncio.create_task(start(), name="engine-start")
         try:
             yield
         finally:
-            engine.begin_shutdown()
+            lifecycle.begin_drain()
             if not startup.done():
                 startup.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await startup
             if grpc_server is not None:
-                await grpc_server.stop(engine.grace_left() + FLUSH_S)
-            await engine.close(engine.grace_left() + FLUSH_S)
+                await grpc_server.stop(lifecycle.grace_left() + FLUSH_S)
+            await engine.close(lifecycle.grace_left() + FLUSH_S)
             log.info("stopped")
 
     app = FastAPI(title="Electric", version=__version__, description=DESCRIPTION, lifespan=lifespan,
@@ -117,6 +117,7 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
                   swagger_ui_oauth2_redirect_url=None)  # no OAuth2: one route fewer that answers without the key
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.lifecycle = lifecycle
     app.state.engine = None
     add_routes(app)
     add_docs_routes(app)
@@ -128,38 +129,34 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
 
 
 class _Uvicorn(uvicorn.Server):
-    """uvicorn.Server that begins the shutdown in one callback as soon as a shutdown signal arrives
-    (`begin_shutdown`: what came before it is answered, the rest refused), and that answers every HTTP request sent
-    on a connection it had accepted or queued: the connections waiting in the listener's queue are accepted as it
-    closes (stop_listening), and each connection closes after its next answer, or when nothing of a next request
-    has come for a moment (HttpProtocol.shutdown)."""
+    """uvicorn.Server whose shutdown signal begins the lifecycle's drain in one callback (what came before it is
+    answered, the rest refused), and that answers every HTTP request sent on a connection it had accepted or queued:
+    at the drain the connections waiting in the listener's queue are accepted as it closes (stop_listening), and each
+    connection closes after its next answer, or when nothing of a next request has come for a moment
+    (HttpProtocol.shutdown)."""
 
-    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None], protocol: type[HttpProtocol]):
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle):
         super().__init__(config)
-        self._on_exit = on_exit
-        self._protocol = protocol
+        self.lifecycle = lifecycle
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queued: asyncio.Future | None = None  # serving the connections accepted from the listeners' queues
+        lifecycle.on_drain(self._drain_http)
 
     async def startup(self, sockets=None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().startup(sockets)
 
     def handle_exit(self, sig, frame) -> None:
-        """The signal's handler (it may interrupt any code of the event loop's thread): begin_shutdown runs as the
+        """The signal's handler (it may interrupt any code of the event loop's thread): the drain begins as the
         loop's next callback, between two of the others."""
         if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self.begin_shutdown)
+            self._loop.call_soon_threadsafe(self.lifecycle.begin_drain)
         super().handle_exit(sig, frame)
 
-    def begin_shutdown(self) -> None:
-        """The moment the shutdown begins, for both transports: the listeners close (the connections already
-        queued are accepted, their requests refused), every open HTTP connection notes what it has received (read or
-        not) and closes after its next answer; then the engine drains and gRPC stops taking calls (`on_exit`).
-        Once."""
-        if self._protocol.shutting_down:
-            return
-        self._protocol.shutting_down = True  # from now on every answer closes its connection
+    def _drain_http(self) -> None:
+        """HTTP's part of the drain's first moment: the listeners close (the connections already queued are
+        accepted, their requests refused), and every open connection notes what it has received (read or not) and
+        closes after its next answer."""
         queued = stop_listening(self.servers)
         if queued:
             log.info("accepted %d connections waiting in the listener's queue", len(queued))
@@ -170,10 +167,9 @@ class _Uvicorn(uvicorn.Server):
         self._queued = asyncio.ensure_future(serve_accepted(queued, make_protocol))
         for connection in list(self.server_state.connections):
             connection.shutdown()
-        self._on_exit()
 
     async def shutdown(self, sockets=None) -> None:
-        self.begin_shutdown()  # already begun, unless the server stops for another reason than a signal
+        self.lifecycle.begin_drain()  # already begun, unless the server stops for another reason than a signal
         if self._queued is not None:
             await self._queued
         await super().shutdown(sockets)  # closing the closed listeners again does nothing
@@ -194,24 +190,18 @@ class _Uvicorn(uvicorn.Server):
 
 def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None) -> tuple[_Uvicorn, FastAPI]:
     app = create_app(settings, loader=loader)
-
-    def on_exit() -> None:  # on the event loop: _Uvicorn.begin_shutdown
-        engine, grpc_server = app.state.engine, getattr(app.state, "grpc_server", None)
-        if engine is not None:
-            engine.begin_shutdown()
-            if grpc_server is not None:
-                grpc_server.begin_stop(engine.grace_left() + FLUSH_S)
+    lifecycle: Lifecycle = app.state.lifecycle
 
     def refused(client: str, error: str, seconds: float) -> None:  # a 431, answered before the app saw the request
         record(app.state.metrics, settings, "http", "unmatched", 431, HEADERS_TOO_LARGE, seconds, client=client)
 
-    protocol = http_protocol(settings, refused)
+    protocol = http_protocol(settings, refused, lifecycle)
     config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None, access_log=False,
                             lifespan="on", server_header=False, log_level=settings.log_level, http=protocol,
                             headers=RESPONSE_HEADERS,
                             # uvicorn hints int seconds, but passes it to asyncio.wait_for: a float is fine
                             timeout_graceful_shutdown=settings.shutdown_grace_s + FLUSH_S)  # type: ignore[arg-type]
-    server = _Uvicorn(config, on_exit, protocol)
+    server = _Uvicorn(config, lifecycle)
 
     def on_fatal() -> None:
         server.should_exit = True
@@ -286,8 +276,7 @@ async def serve(settings: Settings, *, loader: Callable[..., Any] | None = None)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     server, app = build_server(settings, loader=loader)
     await server.serve()
-    engine = app.state.engine
-    return 1 if engine is None or engine.failed is not None else 0
+    return 1 if app.state.engine is None or app.state.lifecycle.error is not None else 0
 
 
 def http_port(server: uvicorn.Server) -> int:
@@ -331,8 +320,8 @@ class BackgroundServer:
         self._thread = threading.Thread(target=self._run, name="electric-server", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + self.timeout
-        while not (self.server.started and (self.engine.ready or not self.wait_ready)):
-            failed = self.app.state.engine.failed if self.app.state.engine is not None else None
+        while not (self.server.started and (self.app.state.lifecycle.ready or not self.wait_ready)):
+            failed = self.app.state.lifecycle.error
             if failed is not None:
                 raise RuntimeError(f"the models did not load: {failed}")
             if self.error is not None or not self._thread.is_alive():

@@ -11,10 +11,10 @@
   input that is too long) - in one place, so both transports answer the same.
 - Routes: each call validates, picks its model slot and its post-processing (server.pipelines), and submits
   its inputs to the batcher, which batches, tokenises and runs them (see server/batcher.py).
-- Lifecycle: `start()` loads and warms every model, then `ready` turns true; `begin_shutdown()` refuses
-  the requests received from then on, admits the ones a transport received before it (`before_shutdown`, the one
-  rule: `_check_open`) and, once `shutdown_grace_s` has passed, fails the requests still in flight with
-  `ShuttingDown`; `close()` waits for the queued inputs of admitted requests, then stops the worker.
+- Lifecycle (server/lifecycle.py, the one state every part asks): `start()` loads and warms every model, then
+  turns it ready; each call is admitted by its rule (`Lifecycle.admit`); when the drain's grace is over, the
+  requests still in flight fail with `ShuttingDown`; `close()` waits for the queued inputs of admitted requests,
+  then stops the worker.
 """
 
 from __future__ import annotations
@@ -39,13 +39,9 @@ from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
 from server.admission import BIG_BODY_BYTES, check_backlog, check_deadline, input_chars
 from server.batcher import Batcher, ModelSlot, SlotMetrics, Timing
-from server.errors import (
-    NotReady,
-    Overloaded,
-    ShuttingDown,
-    ValidationError,
-)
+from server.errors import Overloaded, ShuttingDown, ValidationError
 from server.intake import check_count
+from server.lifecycle import Lifecycle
 from server.prometheus import Metrics
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
 
@@ -82,24 +78,22 @@ def _release_memory(slots) -> None:
 
 class Engine:
     def __init__(self, settings: Settings, metrics: Metrics | None = None,
-                 loader: Callable[[Path, str], Any] | None = None):
+                 loader: Callable[[Path, str], Any] | None = None, lifecycle: Lifecycle | None = None):
         self.settings = settings
         self.metrics = metrics or Metrics()
         self._loader = loader or self._load
         self.models: dict[str, ModelSlot] = {}
-        self.ready = False
-        self.draining = False
-        self.failed: BaseException | None = None
+        self.lifecycle = lifecycle or Lifecycle(settings.shutdown_grace_s)
+        self.lifecycle.on_drain(self._log_drain)
+        self.lifecycle.on_grace_over(self._end_grace)
         self.in_flight = 0
-        self._shutdown_at: float | None = None  # time.monotonic() of begin_shutdown
-        self._served = False  # the models were ready when the shutdown began: what was received before is answered
-        self.grace_over = False  # shutdown_grace_s has passed since begin_shutdown
         self.batcher = Batcher(settings)  # the queues, the tokeniser thread and the worker thread
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self._trim: asyncio.TimerHandle | None = None  # gives freed memory back once idle (release_free_memory)
         self.metrics.in_flight.set_function(lambda: self.in_flight)  # read when scraped, not set per request
+        self.metrics.ready.set_function(lambda: self.lifecycle.ready)
 
     def _load(self, path: Path, backend: str):
         """electric.inference.backend.load_backend, with the ONNX Runtime options when the directory is an export."""
@@ -146,11 +140,10 @@ class Engine:
             if self.settings.warmup:
                 await self._warmup()
         except Exception as e:  # noqa: BLE001 - reported by /health and the process exit code
-            self.failed = e
+            self.lifecycle.failed_with(e)
             log.error("could not start: %s", e)
             raise
-        self.ready = not self.draining
-        self.metrics.ready.set(1 if self.ready else 0)
+        self.lifecycle.loaded()
 
     async def _warmup(self) -> None:
         t0 = time.perf_counter()
@@ -186,33 +179,12 @@ class Engine:
         assert self._loop is not None, "start() set it before warming up"
         await self._loop.run_in_executor(self.batcher.worker, _release_memory, list(self.models.values()))
 
-    def begin_shutdown(self) -> None:
-        """Refuse the requests received from now on (503); the ones received before (`before_shutdown`) are still
-        admitted, and every admitted one may finish within shutdown_grace_s, then it fails with `ShuttingDown`.
-        Safe to call more than once."""
-        if self._shutdown_at is None:
-            log.info("shutting down: refusing new requests, finishing %d in flight and the ones received",
-                     self.in_flight)
-            self._shutdown_at = time.monotonic()
-            self._served = self.ready
-            if self._loop is not None and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._arm_grace)
-        self.draining = True
-        self.ready = False
-        self.metrics.ready.set(0)
-
-    def grace_left(self) -> float:
-        """Seconds of shutdown_grace_s left (all of it before begin_shutdown)."""
-        elapsed = 0.0 if self._shutdown_at is None else time.monotonic() - self._shutdown_at
-        return max(0.0, self.settings.shutdown_grace_s - elapsed)
-
-    def _arm_grace(self) -> None:
-        assert self._loop is not None, "begin_shutdown() scheduled this on it"
-        self._loop.call_later(self.grace_left(), self._end_grace)
+    def _log_drain(self) -> None:
+        log.info("shutting down: refusing new requests, finishing %d in flight and the ones received",
+                 self.in_flight)
 
     def _end_grace(self) -> None:
-        """The grace period is over: answer every request still in flight with ShuttingDown."""
-        self.grace_over = True
+        """The drain's grace is over: answer every request still in flight with ShuttingDown."""
         cut = self.batcher.unanswered()
         if cut:
             log.warning("shutdown grace of %g s is over: failing %d requests still in flight",
@@ -221,34 +193,19 @@ class Engine:
             r.future.set_exception(ShuttingDown.after_grace(self.settings.shutdown_grace_s))
 
     async def close(self, timeout: float | None = None) -> None:
-        """Wait (up to `timeout`) for admitted requests to finish, then stop the batchers and threads."""
-        self.begin_shutdown()
+        """Drain: wait (up to `timeout`) for admitted requests to finish, then stop the batchers and threads."""
+        self.lifecycle.begin_drain()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
         await self.batcher.stop(self.models.values())
+        self.lifecycle.stopped()
 
     # ---- admission and validation ----------------------------------------------------------------
-
-    def _check_open(self, before_shutdown: bool) -> None:
-        """Whether a request may come in, the lifecycle's one rule for both transports: while ready, yes; while
-        loading, NotReady; once the shutdown has begun, ShuttingDown unless its transport had received it before
-        (`before_shutdown`: HTTP, its whole body had come; gRPC, its server let the call through, as it does none
-        from the shutdown on) while the models were ready, and the grace is not over."""
-        if self.ready:
-            return
-        if self.draining:
-            if not (before_shutdown and self._served):
-                raise ShuttingDown("the server is shutting down; retry")
-            if self.grace_over:
-                raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
-            return
-        raise NotReady("the models are still loading" if self.failed is None else
-                       f"the models failed to load: {self.failed}")
 
     @contextlib.contextmanager
     def _admitted(self, internal: bool = False, before_shutdown: bool = False):
         if not internal:
-            self._check_open(before_shutdown)
+            self.lifecycle.admit(before_shutdown)
             if self.in_flight >= self.settings.max_concurrent_requests:
                 raise Overloaded(f"{self.in_flight} requests in flight, the limit is "
                                  f"{self.settings.max_concurrent_requests}; retry later")
@@ -279,7 +236,7 @@ class Engine:
         scorer's admitted work alone is past the deadline (admission.check_backlog); else None. HTTP asks before it
         reads the body."""
         slot = self.models.get(SCORER)
-        if length < BIG_BODY_BYTES or slot is None or not self.ready:
+        if length < BIG_BODY_BYTES or slot is None or not self.lifecycle.ready:
             return None
         try:
             check_backlog(slot.backlog, slot.pace, self.settings.request_timeout_s)
@@ -321,7 +278,7 @@ class Engine:
 
     # ---- the four calls ----------------------------------------------------------------------------
 
-    # `before_shutdown` on each: the transport received the request before the shutdown began (_check_open)
+    # `before_shutdown` on each: the transport received the request before the drain began (Lifecycle.admit)
 
     async def score(self, texts: Sequence[str], *, per_token: bool = False, truncate: bool = False,
                     before_shutdown: bool = False, _internal: bool = False) -> Answer:
@@ -439,7 +396,7 @@ class Engine:
     async def _submit(self, slot: ModelSlot, inputs: list, truncate: bool, names: Callable[[int], str],
                       post: pipelines.Post, timing: Timing) -> list[Any]:
         """Hand one admitted request's validated inputs to the batcher and wait for their results."""
-        if self.grace_over:
+        if self.lifecycle.grace_over:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
         work = slot.pace.work(slot.estimator.lengths(map(input_chars, inputs)))
         if not self.batcher.warming:
@@ -451,7 +408,7 @@ class Engine:
 
     def info(self) -> dict:
         s = self.settings
-        return {"version": __version__, "ready": self.ready, "models": [m.info() for m in self.models.values()],
+        return {"version": __version__, "ready": self.lifecycle.ready, "models": [m.info() for m in self.models.values()],
                 "limits": {"max_inputs_per_request": s.max_inputs_per_request,
                            "max_tokens_per_input": min((m.max_tokens for m in self.models.values()),
                                                        default=s.max_tokens_per_input),

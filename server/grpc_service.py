@@ -115,7 +115,7 @@ def rpc(route: str):
                                                   + (("x-total-time", f"{(time.perf_counter() - t0) * 1e3:.3f}"),))
                 return response
             except asyncio.CancelledError:  # the client went away, or grpc cut the call FLUSH_S after the grace
-                status, error_type = ("UNAVAILABLE", "shutting_down") if self.engine.grace_over else \
+                status, error_type = ("UNAVAILABLE", "shutting_down") if self.engine.lifecycle.grace_over else \
                     ("CANCELLED", "client_closed")
                 raise
             except Exception as e:  # noqa: BLE001 - typed errors as they are, anything else without a traceback

@@ -1,5 +1,5 @@
 """The HTTP connection: uvicorn's httptools protocol with two things a server owes its clients that uvicorn leaves
-out. `http_protocol(settings, refused)` makes the class `uvicorn.Config(http=...)` takes.
+out. `http_protocol(settings, refused, lifecycle)` makes the class `uvicorn.Config(http=...)` takes.
 
 - **A bounded request head.** A request line and headers over `max_header_bytes`, or more than `max_headers`
   headers, are answered 431 `headers_too_large` (with uvicorn's default headers, as every response) and the
@@ -13,11 +13,11 @@ out. `http_protocol(settings, refused)` makes the class `uvicorn.Config(http=...
   `linger_s` more (LINGER_S, at most the shutdown grace) and closes only when nothing of a next request has come,
   read or not; a request that comes is read and answered and the connection closes after it, as one still
   answering closes after its response.
-- **What came before the shutdown, told apart.** When the shutdown begins (`shutdown()`, called for every
-  connection at that moment), each connection notes how many bytes it had received: read, or waiting unread in its
+- **What came before the shutdown, told apart.** When the lifecycle's drain begins (`shutdown()`, called for every
+  connection at that moment: server/lifecycle.py), each connection notes how many bytes it had received: read, or waiting unread in its
   socket (FIONREAD). A request whose last byte is within them came before the shutdown, whatever the event loop had
   got round to; the request's scope["state"] says so under RECEIVED_BEFORE_SHUTDOWN (True or False), the engine
-  admits it (server/engine.py `_check_open`) and answers any other 503 `shutting_down`. A read that holds bytes from both sides is
+  admits it (server/lifecycle.py `Lifecycle.admit`) and answers any other 503 `shutting_down`. A read that holds bytes from both sides is
   parsed in two parts, so the line falls exactly.
 
 uvicorn has no public hook for either, so this subclasses its private `httptools_impl.HttpToolsProtocol`:
@@ -39,6 +39,7 @@ from collections.abc import Callable
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from server.lifecycle import Lifecycle
 from server.settings import Settings
 
 HEADERS_TOO_LARGE = "headers_too_large"  # the error_type of a 431
@@ -53,7 +54,7 @@ class HttpProtocol(HttpToolsProtocol):
     max_header_bytes = 65536
     max_headers = 100
     refused: Callable[[str, str, float], None] = staticmethod(lambda client, error, seconds: None)
-    shutting_down = False  # set by the server when it begins to shut down: every answer closes its connection
+    lifecycle = Lifecycle(0.0)  # the server's (http_protocol): once it drains, every answer closes its connection
     linger_s = LINGER_S
 
     def __init__(self, *args, **kwargs) -> None:
@@ -69,7 +70,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
-        if self.shutting_down:  # made after the shutdown began: nothing of it came before; the same rule
+        if self.lifecycle.draining:  # made after the shutdown began: nothing of it came before; the same rule
             self._cutoff = 0
             self.loop.call_later(self.linger_s, self._close_if_quiet)
 
@@ -126,7 +127,7 @@ class HttpProtocol(HttpToolsProtocol):
         if self._refusal is not None:
             return  # no request for the app: data_received answers 431 when the parser returns
         super().on_headers_complete()
-        if self.shutting_down:
+        if self.lifecycle.draining:
             self.cycle.keep_alive = False
 
     def on_body(self, body: bytes) -> None:
@@ -164,7 +165,7 @@ class HttpProtocol(HttpToolsProtocol):
         if self.cycle is None or self.cycle.response_complete:
             self.loop.call_later(self.linger_s, self._close_if_quiet)
         else:
-            self.cycle.keep_alive = False  # a next request's cycle learns it from shutting_down (on_headers_complete)
+            self.cycle.keep_alive = False  # a next request's cycle learns it from the lifecycle (on_headers_complete)
 
     def _close_if_quiet(self) -> None:
         """Close an idle connection that holds nothing of a next request, read or not; one that does is looked at
@@ -232,10 +233,12 @@ def _unread(transport) -> bool:
     return bool(poller.poll(0))
 
 
-def http_protocol(settings: Settings, refused: Callable[[str, str, float], None]) -> type[HttpProtocol]:
+def http_protocol(settings: Settings, refused: Callable[[str, str, float], None],
+                  lifecycle: Lifecycle | None = None) -> type[HttpProtocol]:
     """An HttpProtocol class for one server: its header limits from `settings`; `refused(client, error, seconds)`
-    is told of every 431 (to count and log it)."""
+    is told of every 431 (to count and log it); `lifecycle`, the server's, says when the drain has begun."""
     return type("HttpProtocol", (HttpProtocol,), {"max_header_bytes": settings.max_header_bytes,
                                                   "max_headers": settings.max_headers,
                                                   "linger_s": min(LINGER_S, settings.shutdown_grace_s),
-                                                  "refused": staticmethod(refused)})
+                                                  "refused": staticmethod(refused),
+                                                  "lifecycle": lifecycle or Lifecycle(settings.shutdown_grace_s)})

@@ -168,7 +168,7 @@ async def serve(model):
     try:
         await engine.start()
     except Exception:
-        return engine.failed
+        return engine.lifecycle.error
     answer = await engine.score(["the cat sat on the mat"], per_token=True)
     assert answer.results[0].num_tokens > 0
     answer = await engine.detect(["the cat sat on the mat"])

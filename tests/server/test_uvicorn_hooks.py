@@ -90,7 +90,7 @@ def test_a_head_over_the_limit_is_a_431_and_the_connection_closes():
 def test_at_shutdown_an_idle_connection_waits_for_a_next_request_and_answers_it_before_closing():
     async def main():
         protocol, transport, _ = connection(shutdown_grace_s=0.2)
-        type(protocol).shutting_down = True
+        protocol.lifecycle.begin_drain()
         protocol.shutdown()
         await asyncio.sleep(0.05)
         open_while_lingering = not transport.closed
@@ -110,7 +110,7 @@ def test_at_shutdown_an_idle_connection_waits_for_a_next_request_and_answers_it_
 def test_at_shutdown_an_idle_connection_with_nothing_coming_closes_after_the_linger():
     async def main():
         protocol, transport, _ = connection(shutdown_grace_s=0.05)
-        type(protocol).shutting_down = True
+        protocol.lifecycle.begin_drain()
         protocol.shutdown()
         closed_at_once = transport.closed
         await asyncio.sleep(0.2)
