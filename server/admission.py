@@ -29,6 +29,7 @@ characters per token, tokens capped at the served length); once tokenised, its w
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -210,6 +211,69 @@ def check_deadline(work: np.ndarray, backlog: Backlog, others: Iterable[tuple[np
 
 
 BIG_BODY_BYTES = 64 << 10  # a body this large carries tens of thousands of characters: likely big work
+
+
+class Admission:
+    """One model's admission: its pace, the work admitted and not yet done (the backlog, and each request's own),
+    and the estimate of a request's lengths before it is tokenised. The batcher tells it what happens to a request,
+    by these events alone, and nothing else changes its numbers:
+
+        admit(request, inputs)          arrived: estimated from its characters, refused (Overloaded) or counted
+        tokenised(request, lengths)     its inputs' exact lengths replace the estimate
+        learn(chars, tokens)            a tokenisation round's characters per token, for the next estimates
+        ran(runs, padded, seconds)      a batch ran: the pace at its length, and each input's work done
+        left(request)                   answered, failed or cancelled: what is left of its work goes
+    """
+
+    def __init__(self, hidden_size: int, max_tokens: int, deadline_s: float):
+        self.deadline_s = deadline_s
+        self.pace = Pace(hidden_size, max_tokens)
+        self.estimator = Estimator(max_tokens)
+        self.backlog = Backlog(self.pace.size)
+        self._admitted: dict[object, tuple[np.ndarray, float]] = {}  # request -> (its work left, when admitted)
+
+    def admit(self, request: object, inputs: Sequence[str | tuple[str, str]], *, check: bool = True) -> None:
+        """Count `request` in, its work estimated from its inputs' characters; with `check`, refuse it first
+        (Overloaded) when it would finish after its deadline (check_deadline)."""
+        work = self.pace.work(self.estimator.lengths(map(input_chars, inputs)))
+        now = time.perf_counter()
+        if check:
+            ages = [(w, now - t) for w, t in self._admitted.values()]
+            check_deadline(work, self.backlog, ages, self.pace, self.deadline_s, ages[0][1] if ages else 0.0)
+        self._admitted[request] = (work, now)
+        self.backlog.enter(work)
+
+    def tokenised(self, request: object, lengths: Iterable[int]) -> None:
+        work, since = self._admitted[request]
+        exact = self.pace.work(lengths)
+        self.backlog.replace(work, exact)
+        self._admitted[request] = (exact, since)
+
+    def learn(self, chars: int, tokens: int) -> None:
+        """A tokenisation round of `chars` characters gave `tokens` tokens (special tokens and truncated inputs left
+        out)."""
+        self.estimator.observe(chars, tokens)
+
+    def ran(self, runs: Iterable[tuple[object, int]], padded_length: int, seconds: float, served: bool) -> None:
+        """A batch of inputs (each its request and its length in tokens: `runs`), padded to `padded_length`, ran in
+        `seconds` (`served`: not only the warm-up's)."""
+        runs = list(runs)
+        self.pace.add([n for _, n in runs], padded_length, seconds, served)
+        for request, n in runs:
+            if request in self._admitted:
+                self.backlog.ran(self._admitted[request][0], self.pace.index(n), cost(n, self.pace.hidden_size))
+
+    def left(self, request: object) -> None:
+        work, _ = self._admitted.pop(request)
+        self.backlog.leave(work)
+
+    def refuse_big_body(self) -> Overloaded | None:
+        """Overloaded when the work admitted alone is past the deadline (check_backlog), else None."""
+        try:
+            check_backlog(self.backlog, self.pace, self.deadline_s)
+        except Overloaded as e:
+            return e
+        return None
 
 
 def check_backlog(backlog: Backlog, pace: Pace, deadline_s: float) -> None:

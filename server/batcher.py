@@ -1,6 +1,7 @@
-"""The batcher: each model's slot and queue, the tokenise and batch loops, and the forward pass in a worker thread.
+"""The batcher: each model's queue (its slot), the tokenise and batch loops, and the forward pass in a worker thread.
 
-    Engine.submit ──▶ slot.arrivals ──▶ tokenise loop ──▶ slot.pending ──▶ batch loop ──▶ worker thread ──▶ backend.run
+    Engine ──▶ Batcher.submit ──▶ slot.arrivals ──▶ tokenise loop ──▶ slot.pending ──▶ batch loop ──▶ worker thread
+           ──▶ backend.run
 
 - Batching: every input of every request goes into its model's queue; when the worker is free, the next batch
   is taken by the rule `Batcher.take_batch` states (round robin over requests, within `max_batch_tokens` padded
@@ -8,39 +9,39 @@
   batching); `max_wait_ms` > 0 also lets an idle worker wait that long for company.
 - Cancellation: when a client goes away (HTTP disconnect, gRPC cancel, timeout) its queued inputs are
   dropped before they reach the model.
-- Tokenisation: the inputs of all the requests that arrived since the last round are tokenised together,
-  with one call of the Rust batch encoder (electric.inference.encoding.encode_requests), in a tokeniser thread - on
-  the event loop only when the round is small and the model idle (a thread hop costs more latency than
-  that; under load the loop's time matters more), and for a small request that arrives while a big round is in
-  the thread (so it never waits behind one). An input over the token limit
-  fails its request (naming the first such input) before anything reaches the model.
+- Tokenisation, one path (`_tokenize_loop`): the inputs of all the requests that arrived since the last round are
+  tokenised together, with one call of the Rust batch encoder (electric.inference.encoding.encode_requests), in a
+  tokeniser thread while the loop goes on - on the event loop only when the round is small and the model idle (a
+  thread hop costs more latency than that; under load the loop's time matters more), and for a small request that
+  arrives while a big round is in the thread (so it never waits behind one). An input over the token limit fails
+  its request (naming the first such input) before anything reaches the model.
+- Admission: each slot's `server.admission.Admission` is told of every request as it is admitted, tokenised, run
+  and leaves, by those events alone.
 - Inference (padding, forward pass and per-input post-processing: server.pipelines) runs in one worker
   thread, off the event loop.
 
-The engine (server/engine.py) admits and validates a request, then hands its inputs to `Batcher.submit`.
+The engine (server/engine.py) validates a request, then hands its inputs to `Batcher.submit`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from electric.batching import length_bucket, pad_rows, pad_values
-from electric.checkpoint import training_health
-from electric.inference import classify
 from electric.inference.encoding import Encoded, InputTooLongError, PairEncoded, encode_requests
-from electric.inference.scoring import METHODS_OF_KIND
-from server.admission import Backlog, Estimator, Pace, cost, input_chars
+from server.admission import Admission, cost, input_chars
 from server.errors import BackendError, ServerError, Timeout, ValidationError
+from server.models import ServedModel
 from server.prometheus import Metrics
 from server.settings import Settings
 
@@ -61,15 +62,12 @@ class Timing:
     tokens: int = 0
 
 
-_NO_WORK = np.zeros(0)  # a request's work before submit sets it
-
-
 class _Request:
     """One call's inputs (texts or pairs) on their way through tokenisation and batches. `post(encoded, row)`
     turns one input's row of logits into its result; `names(i)` names input i in error messages."""
 
     __slots__ = ("inputs", "truncate", "names", "post", "future", "results", "remaining", "timing", "t_enqueued",
-                 "last_batch", "started", "warmup", "work")
+                 "last_batch", "started", "warmup", "chars")
 
     def __init__(self, inputs: list, truncate: bool, names: Callable[[int], str],
                  post: Callable[[Any, np.ndarray], Any], loop: asyncio.AbstractEventLoop, timing: Timing):
@@ -82,8 +80,7 @@ class _Request:
         self.last_batch = -1
         self.started = False
         self.warmup = False  # the start-up warm-up's: kept out of the request metrics
-        self.work: np.ndarray = _NO_WORK  # model work left per length bucket (server/admission.Pace): estimated,
-        # exact once tokenised
+        self.chars = sum(map(input_chars, inputs))
 
 
 class _Item:
@@ -98,65 +95,25 @@ class _Item:
 
 
 class ModelSlot:
-    """One loaded model, its queue and its batching loop."""
+    """One served model's queue: the requests on their way through its tokenise and batch loops, and the admission
+    that counts their work."""
 
-    def __init__(self, name: str, path: Path, backend, settings: Settings, metrics: SlotMetrics):
-        self.name, self.path, self.backend = name, path, backend
-        self.kind: str = backend.kind
-        self.tokenizer = backend.tokenizer
-        self.pad_id = int(self.tokenizer.pad_token_id or 0)
-        # tokens per input: the length the model was trained on (backend.max_length), unless max_tokens_per_input
-        # says otherwise - less, or more on purpose, up to the position table (positions the model never trained)
-        self.trained_length, self.max_positions = int(backend.max_length), int(backend.max_positions)
-        limit = settings.max_tokens_per_input or self.trained_length
-        self.max_tokens = min(limit, self.max_positions, settings.max_batch_tokens)
-        self.labels = classify.label_names(backend.config) if self.kind in ("classifier", "tagger") else []
-        self.method = METHODS_OF_KIND[self.kind][0] if self.kind in METHODS_OF_KIND else None  # /v1/score's method
-        num_outputs = int(backend.config.get("num_labels") or len(self.labels) or 2)
-        self.regression = self.kind == "classifier" and classify.is_regression(backend.config, num_outputs)
-        # what the run that made the model said of it at its end (below chance, worse than its start): /info, the log
-        self.training_warnings: list[str] = list((training_health(path) or {}).get("warnings") or [])
-        self.calibration = getattr(backend, "calibration", None)  # detect's P(replaced) (electric.inference.calibration)
-        # admission by work (server/admission.py): the requests sharing this model and the rate it works at
-        self.estimator = Estimator(self.max_tokens)
-        self.pace = Pace(int(backend.config.get("hidden_size") or 256), self.max_tokens)
-        self.backlog = Backlog(self.pace.size)
-        self.active: dict[_Request, None] = {}  # submitted, not yet answered; the oldest first
+    def __init__(self, model: ServedModel, admission: Admission, metrics: SlotMetrics):
+        self.model, self.admission, self.metrics = model, admission, metrics
+        self.name = model.name
         self.arrivals: list[_Request] = []  # submitted, not yet tokenised
-        self.arrived = asyncio.Event()
+        self.arrived = asyncio.Event()  # arrivals, or the tokeniser thread is free again
+        self.tokenizing = False  # a round is in the tokeniser thread
         self.pending: list[_Item] = []  # tokenised, waiting for a batch
         self.wakeup = asyncio.Event()
         self.running = False  # a batch is in the worker thread
         self.busy_since: float | None = None  # the last batch's end, while inputs were left waiting behind it
-        self.tokenizing = False  # a round is in the tokeniser thread
         self.task: asyncio.Task | None = None
         self.tokenize_task: asyncio.Task | None = None
-        self.metrics = metrics
 
     def queued(self) -> int:
         """Inputs waiting for a batch, tokenised or not."""
         return len(self.pending) + sum(len(r.inputs) for r in self.arrivals)
-
-    def log_length(self) -> None:
-        """Say at start-up how long an input this model is served and why (a warning when past what it learned), and
-        what its training run warned of."""
-        for w in self.training_warnings:
-            log.warning("%s: the run that made this model ended saying %s", self.name, w)
-        if self.max_tokens > self.trained_length:
-            log.warning("%s: serving up to %d tokens an input, past the %d it was trained on (max_tokens_per_input): "
-                        "positions %d-%d were never trained", self.name, self.max_tokens, self.trained_length,
-                        self.trained_length + 1, self.max_tokens)
-        else:
-            log.info("%s: serving up to %d tokens an input (the model's default %d: %s)", self.name, self.max_tokens,
-                     self.trained_length, self.backend.max_length_from)
-
-    def info(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "method": self.method, "path": str(self.path),
-                "backend": "onnx" if type(self.backend).__name__.lower().startswith("onnx") else "torch",
-                "max_length": self.max_tokens, "trained_length": self.trained_length,
-                "max_positions": self.max_positions, "providers": list(self.backend.providers),
-                "labels": self.labels, "regression": self.regression,
-                "training_warnings": self.training_warnings}
 
 
 class SlotMetrics:
@@ -210,30 +167,24 @@ class Batcher:
         self.tokenizer_pool.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, slot: ModelSlot, inputs: list, truncate: bool, names: Callable[[int], str],
-                     post: Callable[[Any, np.ndarray], Any], timing: Timing, work: np.ndarray | None = None) -> list[Any]:
-        """Queue one request's inputs (validated texts or pairs) for tokenisation and batches; wait for all their
-        results (or the client going away). `post(encoded, row)` makes one input's result; `work` is its estimated
-        model work per length bucket (server/admission.Pace.work)."""
+                     post: Callable[[Any, np.ndarray], Any], timing: Timing) -> list[Any]:
+        """Admit one request's inputs (validated texts or pairs: Overloaded when it would miss its deadline) and
+        queue them for tokenisation and batches; wait for all their results (or the client going away).
+        `post(encoded, row)` makes one input's result."""
         loop = asyncio.get_running_loop()
         req = _Request(inputs, truncate, names, post, loop, timing)
         req.warmup = self.warming
-        req.work = work if work is not None else slot.pace.work(())
+        slot.admission.admit(req, inputs, check=not req.warmup)  # Overloaded: refused, nothing queued
         self.requests.add(req)
-        slot.active[req] = None
-        slot.backlog.enter(req.work)
-        if slot.tokenizing and sum(map(input_chars, inputs)) <= INLINE_TOKENIZE_CHARS:
-            self._tokenize_inline(slot, [req])  # not behind the big round in the tokeniser thread
-        else:
-            slot.arrivals.append(req)
-            slot.arrived.set()
+        slot.arrivals.append(req)
+        slot.arrived.set()
         timer = loop.call_later(self.settings.request_timeout_s, self._expire, req)  # cheaper than wait_for
         try:
             return await req.future
         finally:
             timer.cancel()
             self.requests.discard(req)
-            slot.active.pop(req, None)
-            slot.backlog.leave(req.work)
+            slot.admission.left(req)
             if not req.future.done():
                 req.future.cancel()  # the client went away: drop its queued inputs
 
@@ -243,32 +194,28 @@ class Batcher:
             req.future.set_exception(Timeout(f"no answer within {self.settings.request_timeout_s:g} s"))
 
     async def _tokenize_loop(self, slot: ModelSlot) -> None:
-        """Tokenise every request that arrived since the last round in one round, then queue their inputs."""
+        """Tokenise every request that arrived since the last round in one round, then queue their inputs: a small
+        round on the loop when the model is idle, any other in the tokeniser thread (one round at a time) while the
+        loop goes on; while a round is in the thread, a small request is tokenised on the loop at once and a big one
+        waits for the next round."""
         while True:
-            if not slot.arrivals:
-                slot.arrived.clear()
-                await slot.arrived.wait()
-                continue
             reqs = [r for r in slot.arrivals if not r.future.done()]
-            slot.arrivals = []
-            if not reqs:
+            if slot.tokenizing:
+                slot.arrivals = [r for r in reqs if r.chars > INLINE_TOKENIZE_CHARS]
+                small = [r for r in reqs if r.chars <= INLINE_TOKENIZE_CHARS]
+                if small:
+                    self._tokenize_inline(slot, small)
+            elif reqs:
+                slot.arrivals = []
+                if not slot.running and not slot.pending and sum(r.chars for r in reqs) <= INLINE_TOKENIZE_CHARS:
+                    self._tokenize_inline(slot, reqs)
+                else:
+                    self._tokenize_in_thread(slot, reqs)
                 continue
-            # on the loop only when the model is idle (latency); under load the thread takes it (loop time)
-            inline = not slot.running and not slot.pending and \
-                sum(input_chars(x) for r in reqs for x in r.inputs) <= INLINE_TOKENIZE_CHARS
-            if inline:
-                self._tokenize_inline(slot, reqs)
-                continue
-            t0 = time.perf_counter()
-            slot.tokenizing = True  # small requests arriving meanwhile are tokenised on the loop
-            try:
-                encoded = await asyncio.get_running_loop().run_in_executor(self.tokenizer_pool, _tokenize, slot, reqs)
-            except Exception as e:  # noqa: BLE001 - fails this round's requests, not the server
-                _tokenizing_failed(slot, reqs, e)
-                continue
-            finally:
-                slot.tokenizing = False
-            self._enqueue(slot, reqs, encoded, time.perf_counter() - t0)
+            else:
+                slot.arrivals = []
+            slot.arrived.clear()
+            await slot.arrived.wait()
 
     def _tokenize_inline(self, slot: ModelSlot, reqs: list[_Request]) -> None:
         """Tokenise a small round on the event loop (a thread hop would cost more) and queue its inputs."""
@@ -279,6 +226,23 @@ class Batcher:
             _tokenizing_failed(slot, reqs, e)
             return
         self._enqueue(slot, reqs, encoded, time.perf_counter() - t0)
+
+    def _tokenize_in_thread(self, slot: ModelSlot, reqs: list[_Request]) -> None:
+        """Start a round in the tokeniser thread; its end queues its inputs and wakes the tokenise loop."""
+        slot.tokenizing = True
+        done = functools.partial(self._tokenized_in_thread, slot, reqs, time.perf_counter())
+        asyncio.get_running_loop().run_in_executor(self.tokenizer_pool, _tokenize, slot, reqs).add_done_callback(done)
+
+    def _tokenized_in_thread(self, slot: ModelSlot, reqs: list[_Request], t0: float, future: asyncio.Future) -> None:
+        slot.tokenizing = False
+        slot.arrived.set()
+        if future.cancelled():  # the server stops
+            return
+        e = future.exception()
+        if e is not None:
+            _tokenizing_failed(slot, reqs, e)  # fails this round's requests, not the server
+            return
+        self._enqueue(slot, reqs, future.result(), time.perf_counter() - t0)
 
     def _enqueue(self, slot: ModelSlot, reqs: list[_Request], encoded: list, seconds: float) -> None:
         """Queue the tokenised inputs of a round's requests; fail the ones with an input over the limit."""
@@ -298,10 +262,8 @@ class Batcher:
                                                          f"the tokenizer drops (zero-width, control or lone "
                                                          f"combining characters)"))
                 continue
-            exact = slot.pace.work(e.length for e in enc)
-            slot.backlog.replace(req.work, exact)
-            req.work = exact
-            whole = [(x, e) for x, e in zip(req.inputs, enc, strict=True) if e.length < slot.max_tokens]  # untruncated
+            slot.admission.tokenised(req, [e.length for e in enc])
+            whole = [(x, e) for x, e in zip(req.inputs, enc, strict=True) if e.length < slot.model.max_tokens]
             chars += sum(input_chars(x) for x, _ in whole)
             tokens += sum(e.length - 2 for _, e in whole)
             n = sum(e.length for e in enc)
@@ -309,7 +271,7 @@ class Batcher:
             t.tokens += n
             n_tokens += 0 if req.warmup else n
             slot.pending.extend(_Item(req, i, e) for i, e in enumerate(enc))
-        slot.estimator.observe(chars, tokens)
+        slot.admission.learn(chars, tokens)  # inputs that were not truncated
         slot.metrics.input_tokens.inc(n_tokens)
         slot.wakeup.set()
 
@@ -359,7 +321,7 @@ class Batcher:
         later = [it for r in rounds[1:] for it in r]
         anchor = rounds[0][0].bucket
         order = rounds[0] + [it for it in later if it.bucket == anchor] + [it for it in later if it.bucket < anchor]
-        pace = slot.pace
+        pace = slot.admission.pace
         per_unit = pace.seconds_per_unit() if s.max_batch_seconds else None  # seconds per unit of work, per bucket
         batch: list[_Item] = []
         longest, units = 0, 0.0
@@ -367,7 +329,7 @@ class Batcher:
             new_longest, new_units = max(longest, it.length), units + cost(it.length, pace.hidden_size)
             if batch and (len(batch) + 1 > s.max_batch_size or (len(batch) + 1) * new_longest > s.max_batch_tokens
                           or per_unit is not None and new_units * per_unit[
-                              pace.index(_padded_length(slot, new_longest))] > s.max_batch_seconds):
+                              pace.index(slot.model.padded_length(new_longest))] > s.max_batch_seconds):
                 continue  # a shorter one may still fit
             batch.append(it)
             longest, units = new_longest, new_units
@@ -403,22 +365,19 @@ class Batcher:
         dt = t_end - t0
         # the pace admission predicts with: from the previous batch's end when inputs were waiting then, so that
         # what keeps the worker from the next batch under load (the event loop parsing bodies, tokenising) counts
-        pace = slot.pace
-        pace.add([it.length for it in batch], _padded_length(slot, max(it.length for it in batch)),
-                 t_end - (slot.busy_since if slot.busy_since is not None else t0),
-                 served=not all(it.request.warmup for it in batch))
+        longest = max(it.length for it in batch)
+        slot.admission.ran([(it.request, it.length) for it in batch], slot.model.padded_length(longest),
+                           t_end - (slot.busy_since if slot.busy_since is not None else t0),
+                           served=not all(it.request.warmup for it in batch))
         slot.busy_since = t_end if slot.pending else None
-        for it in batch:
-            slot.backlog.ran(it.request.work, pace.index(it.length), cost(it.length, pace.hidden_size))
         m = slot.metrics
         if all(it.request.warmup for it in batch):
             m.warmup_batches.inc()
         else:
             m.inference_seconds.observe(dt)
             m.batch_size.observe(len(batch))
-            longest = max(it.length for it in batch)
             m.batch_tokens.observe(len(batch) * longest)
-            m.count_shape(len(batch), _padded_length(slot, longest))
+            m.count_shape(len(batch), slot.model.padded_length(longest))
         for it, out in zip(batch, outputs, strict=True):
             req = it.request
             if req.future.done():
@@ -436,7 +395,7 @@ class Batcher:
                 req.future.set_result(req.results)
 
 
-def _tokenizing_failed(slot: ModelSlot, reqs: list[_Request], e: Exception) -> None:
+def _tokenizing_failed(slot: ModelSlot, reqs: list[_Request], e: BaseException) -> None:
     log.error("tokenising %d requests for %s failed", len(reqs), slot.name, exc_info=e)
     err = BackendError(f"tokenisation failed ({type(e).__name__})")
     for r in reqs:
@@ -457,27 +416,21 @@ def _first_blank(req: _Request, enc: list) -> str | None:
 
 def _tokenize(slot: ModelSlot, reqs: list[_Request]) -> list:
     """Tokeniser thread (or the loop, for a small round): encode_requests over the round's requests."""
-    return encode_requests(slot.tokenizer, [(r.inputs, r.truncate) for r in reqs], slot.max_tokens)
-
-
-def _padded_length(slot: ModelSlot, longest: int) -> int:
-    """The length a batch whose longest input has `longest` tokens is padded to: the ONNX backend's bucket, else
-    `longest` (torch)."""
-    padded_length = getattr(slot.backend, "padded_length", None)
-    return padded_length(longest) if padded_length else longest
+    return encode_requests(slot.model.tokenizer, [(r.inputs, r.truncate) for r in reqs], slot.model.max_tokens)
 
 
 def _forward(slot: ModelSlot, batch: list[_Item]) -> list[Any]:
     """Worker thread: pad (once, to the backend's own length bucket), run the model once, post-process each
     input's row (each reads its own first `length` positions)."""
-    ids, mask = pad_rows([it.enc.input_ids for it in batch], slot.pad_id,
-                         _padded_length(slot, max(it.length for it in batch)))  # (B, T)
+    model = slot.model
+    ids, mask = pad_rows([it.enc.input_ids for it in batch], model.pad_id,
+                         model.padded_length(max(it.length for it in batch)))  # (B, T)
     tt = None
     if any(isinstance(it.enc, PairEncoded) for it in batch):
         rows = [it.enc.token_type_ids if isinstance(it.enc, PairEncoded) else () for it in batch]  # (T,) or ()
         # electric.batching.pad_values pads arrays as well as lists, though its hint says Sequence[Sequence[int]]
         tt = pad_values(rows, 0, ids.shape[1])  # type: ignore[arg-type]  # (B, T)
-    logits = np.asarray(slot.backend.run(ids, mask, tt))
+    logits = np.asarray(model.backend.run(ids, mask, tt))
     if logits.shape[0] != len(batch):
         raise ValueError(f"backend returned {logits.shape[0]} rows for a batch of {len(batch)}")
     out = []

@@ -4,13 +4,14 @@
                    tokenise and batch loops) ──▶ worker thread ──▶ backend.run ──▶ server/pipelines.py post-processing
 
 - Admission control: at most `max_concurrent_requests` requests in flight, and none predicted to finish after its
-  deadline behind the work already admitted (server/admission.py); the next one fails at once with `Overloaded`
+  deadline behind the work already admitted (each model's `server.admission.Admission`, which the batcher tells of
+  every request as it arrives, is tokenised, runs and leaves); the next one fails at once with `Overloaded`
   (429 with Retry-After / RESOURCE_EXHAUSTED) instead of queueing without bound. Idle for IDLE_TRIM_S, the
   process gives the memory a burst freed back to the kernel.
 - Validation: input count, empty or non-text inputs, token limits (the index and length of the first
   input that is too long) - in one place, so both transports answer the same.
-- Routes: each call validates, picks its model slot and its post-processing (server.pipelines), and submits
-  its inputs to the batcher, which batches, tokenises and runs them (see server/batcher.py).
+- Routes: each call validates, picks its model's slot and its post-processing (server.pipelines), and submits
+  its inputs to the batcher, which admits, tokenises, batches and runs them (see server/batcher.py).
 - Lifecycle (server/lifecycle.py, the one state every part asks): `start()` loads and warms every model, then
   turns it ready; each call is admitted by its rule (`Lifecycle.admit`); when the drain's grace is over, the
   requests still in flight fail with `ShuttingDown`; `close()` waits for the queued inputs of admitted requests,
@@ -37,11 +38,12 @@ from electric.inference.backend import load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
-from server.admission import BIG_BODY_BYTES, check_backlog, check_deadline, input_chars
+from server.admission import BIG_BODY_BYTES, Admission
 from server.batcher import Batcher, ModelSlot, SlotMetrics, Timing
 from server.errors import Overloaded, ShuttingDown, ValidationError
 from server.intake import check_count
 from server.lifecycle import Lifecycle
+from server.models import ServedModel
 from server.prometheus import Metrics
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
 
@@ -64,15 +66,12 @@ class Answer:
 
 
 def _release_memory(slots) -> None:
-    """Each model's runtime arena (backends without one, such as the tests' stand-ins, have no release_memory),
-    then glibc's free heap."""
+    """Each model's runtime arena, then glibc's free heap."""
     for slot in slots:
-        release = getattr(slot.backend, "release_memory", None)
-        if release is not None:
-            try:
-                release()
-            except Exception:  # noqa: BLE001 - memory not given back is no reason to fail the server
-                log.warning("could not release the memory of %s", slot.name, exc_info=True)
+        try:
+            slot.model.backend.release_memory()
+        except Exception:  # noqa: BLE001 - memory not given back is no reason to fail the server
+            log.warning("could not release the memory of %s", slot.name, exc_info=True)
     release_free_memory()
 
 
@@ -127,15 +126,17 @@ class Engine:
                     what = {SCORER: "--model", DETECTOR: "--model's detector"}.get(name, f"--classifier {name}")
                     raise ValueError(f"{what}: {str(path)!r} holds a {backend.kind} model; expected "
                                      f"{' or '.join(kinds)}")
-                slot = ModelSlot(name, path, backend, self.settings, SlotMetrics(self.metrics, name))
+                model = ServedModel(name, path, backend, self.settings)
+                slot = ModelSlot(model, Admission(model.hidden_size, model.max_tokens, self.settings.request_timeout_s),
+                                 SlotMetrics(self.metrics, name))
                 slot.metrics.queued.set_function(slot.queued)
                 self.models[name] = slot
                 self.batcher.start(slot)
-                log.info("loaded %s (%s, %s) from %s in %.1f s", name, slot.kind, ",".join(backend.providers), path,
+                log.info("loaded %s (%s, %s) from %s in %.1f s", name, model.kind, ",".join(backend.providers), path,
                          time.perf_counter() - t0)
-                slot.log_length()
-                if slot.kind == "discriminator":
-                    log.info("%s: detect probabilities are %s", name, describe_calibration(slot.calibration))
+                model.log_length()
+                if model.kind == "discriminator":
+                    log.info("%s: detect probabilities are %s", name, describe_calibration(model.calibration))
             log.info("/v1/rerank's default weights: %s", self.settings.rerank_defaults().to_dict())
             if self.settings.warmup:
                 await self._warmup()
@@ -160,9 +161,10 @@ class Engine:
         those batches took goes back."""
         s = self.settings
         for slot in self.models.values():
+            model = slot.model
             n = max(1, min(s.max_batch_size, s.max_inputs_per_request, s.max_batch_tokens // 64, 32))
             batches = [[WARMUP_TEXT[:20]], [WARMUP_TEXT] * n]
-            lengths = [b for b in slot.pace.lengths() if b < slot.max_tokens] + [slot.max_tokens]
+            lengths = [b for b in slot.admission.pace.lengths() if b < model.max_tokens] + [model.max_tokens]
             for length in lengths:  # length - 2 words of one piece each, + [CLS] and [SEP]
                 rows = max(1, min(s.max_batch_size, s.max_inputs_per_request, s.max_batch_tokens // length,
                                   WARMUP_PACE_TOKENS // length))
@@ -170,9 +172,9 @@ class Engine:
             for i, batch in enumerate(batches):
                 if slot.name == DETECTOR:
                     await self.detect(batch, truncate=True, _internal=True)
-                elif slot.kind in SCORER_KINDS:
+                elif model.kind in SCORER_KINDS:
                     await self.score(batch, truncate=True, _internal=True)
-                    if slot.kind == "discriminator" and i < 2:
+                    if model.kind == "discriminator" and i < 2:
                         await self.detect(batch, truncate=True, _internal=True)
                 else:
                     await self.classify(slot.name, texts=batch, truncate=True, _internal=True)
@@ -238,11 +240,7 @@ class Engine:
         slot = self.models.get(SCORER)
         if length < BIG_BODY_BYTES or slot is None or not self.lifecycle.ready:
             return None
-        try:
-            check_backlog(slot.backlog, slot.pace, self.settings.request_timeout_s)
-        except Overloaded as e:
-            return e
-        return None
+        return slot.admission.refuse_big_body()
 
     def _slot(self, name: str | None, kinds: tuple[str, ...]) -> ModelSlot:
         if name is None:  # the scorer
@@ -250,7 +248,7 @@ class Engine:
             if slot is None:
                 raise ValidationError("this server has no scoring model (start it with --model DIR)")
             return slot
-        classifiers = [n for n, s in self.models.items() if s.kind in kinds]
+        classifiers = [n for n, s in self.models.items() if s.model.kind in kinds]
         if not name:
             if len(classifiers) == 1:
                 return self.models[classifiers[0]]
@@ -286,11 +284,11 @@ class Engine:
         discriminator, the cloze score of a cloze model)."""
         with self._admitted(_internal, before_shutdown):
             slot = self._slot(None, SCORER_KINDS)
-            assert slot.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
+            assert slot.model.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
             texts = self._texts(texts, "texts")
             timing = Timing()
             results = await self._submit(slot, texts, truncate, _input_name,
-                                         pipelines.post_score(slot.method, per_token), timing)
+                                         pipelines.post_score(slot.model.method, per_token), timing)
             return Answer(slot.name, results, timing)
 
     async def detect(self, texts: Sequence[str], *, truncate: bool = False, before_shutdown: bool = False,
@@ -298,12 +296,13 @@ class Engine:
         """ELECTRA replaced-token probabilities (electric.inference.scoring.electra_detect)."""
         with self._admitted(_internal, before_shutdown):
             slot = self.models.get(DETECTOR) or self._slot(None, ("discriminator",))
-            if slot.kind != "discriminator":
-                raise ValidationError(f"this server's model is a {slot.kind} model ({slot.method} scores: /v1/score, "
-                                      "/v1/rerank); replaced-token detection needs a discriminator")
+            model = slot.model
+            if model.kind != "discriminator":
+                raise ValidationError(f"this server's model is a {model.kind} model ({model.method} scores: "
+                                      "/v1/score, /v1/rerank); replaced-token detection needs a discriminator")
             texts = self._texts(texts, "texts")
             timing = Timing()
-            results = await self._submit(slot, texts, truncate, _input_name, pipelines.post_detect(slot.calibration),
+            results = await self._submit(slot, texts, truncate, _input_name, pipelines.post_detect(model.calibration),
                                          timing)
             return Answer(slot.name, results, timing)
 
@@ -316,7 +315,7 @@ class Engine:
         the others are the server's defaults."""
         with self._admitted(before_shutdown=before_shutdown):
             slot = self._slot(None, SCORER_KINDS)
-            assert slot.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
+            assert slot.model.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
             if not lists:
                 raise ValidationError("no n-best lists given")
             flat, where, nbests = [], [], []
@@ -338,7 +337,7 @@ class Engine:
             timing = Timing()
             flat_scores = await self._submit(slot, flat, truncate,
                                              lambda k: "lists[{}].hypotheses[{}]".format(*where[k]),
-                                             pipelines.post_score(slot.method, False), timing)
+                                             pipelines.post_score(slot.model.method, False), timing)
             per_list, at = [], 0
             for nb in nbests:
                 per_list.append(flat_scores[at: at + len(nb.hyps)])
@@ -363,17 +362,18 @@ class Engine:
         """Label probabilities (or a regression value, or per-token labels) from the classifier `model`."""
         with self._admitted(_internal, before_shutdown):
             slot = self._slot(model or "", ("classifier", "tagger"))
+            m = slot.model
             if (texts is None) == (pairs is None) or (texts is not None and pairs is not None):
                 raise ValidationError("give either \"texts\" or \"pairs\"")
             timing = Timing()
             inputs: list[str] | list[tuple[str, ...]]
             if texts is not None:
-                post = (pipelines.post_tags(slot.labels) if slot.kind == "tagger" else
-                        pipelines.post_classify(slot.labels, slot.regression))
+                post = (pipelines.post_tags(m.labels) if m.kind == "tagger" else
+                        pipelines.post_classify(m.labels, m.regression))
                 inputs, names = self._texts(texts, "texts"), _input_name
             else:
                 assert pairs is not None, "texts or pairs, not both (checked above)"
-                if slot.kind == "tagger":
+                if m.kind == "tagger":
                     raise ValidationError(f"classifier {slot.name!r} tags tokens of single texts; send \"texts\"")
                 self._check_count(len(pairs), "pairs")
                 for i, p in enumerate(pairs):
@@ -382,7 +382,7 @@ class Engine:
                     self._check_text(p[0], f"pairs[{i}][0]")
                     self._check_text(p[1], f"pairs[{i}][1]")
                 inputs, names = [tuple(p) for p in pairs], lambda i: f"pairs[{i}]"
-                post = pipelines.post_classify(slot.labels, slot.regression)
+                post = pipelines.post_classify(m.labels, m.regression)
             results = await self._submit(slot, inputs, truncate, names, post, timing)
             return Answer(slot.name, results, timing)
 
@@ -395,22 +395,18 @@ class Engine:
 
     async def _submit(self, slot: ModelSlot, inputs: list, truncate: bool, names: Callable[[int], str],
                       post: pipelines.Post, timing: Timing) -> list[Any]:
-        """Hand one admitted request's validated inputs to the batcher and wait for their results."""
+        """Hand one request's validated inputs to the batcher (which admits them by their work) and wait for their
+        results."""
         if self.lifecycle.grace_over:
             raise ShuttingDown.after_grace(self.settings.shutdown_grace_s)
-        work = slot.pace.work(slot.estimator.lengths(map(input_chars, inputs)))
-        if not self.batcher.warming:
-            now = time.perf_counter()
-            oldest = next(iter(slot.active), None)
-            check_deadline(work, slot.backlog, ((r.work, now - r.t_enqueued) for r in slot.active), slot.pace,
-                           self.settings.request_timeout_s, now - oldest.t_enqueued if oldest is not None else 0.0)
-        return await self.batcher.submit(slot, inputs, truncate, names, post, timing, work)
+        return await self.batcher.submit(slot, inputs, truncate, names, post, timing)
 
     def info(self) -> dict:
         s = self.settings
-        return {"version": __version__, "ready": self.lifecycle.ready, "models": [m.info() for m in self.models.values()],
+        return {"version": __version__, "ready": self.lifecycle.ready,
+                "models": [m.model.info() for m in self.models.values()],
                 "limits": {"max_inputs_per_request": s.max_inputs_per_request,
-                           "max_tokens_per_input": min((m.max_tokens for m in self.models.values()),
+                           "max_tokens_per_input": min((m.model.max_tokens for m in self.models.values()),
                                                        default=s.max_tokens_per_input),
                            "max_input_chars": s.max_input_chars,
                            "max_batch_tokens": s.max_batch_tokens, "max_batch_size": s.max_batch_size,

@@ -173,7 +173,7 @@ def test_the_warm_up_measures_the_pace_at_every_length_the_model_serves(disc_dir
         await engine.start()
         try:
             slot = next(iter(engine.models.values()))
-            return slot.max_tokens, slot.pace
+            return slot.model.max_tokens, slot.admission.pace
         finally:
             await engine.close(10)
 

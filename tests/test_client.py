@@ -325,7 +325,7 @@ def test_an_overloaded_server_is_asked_again_until_it_answers(onnx_dir):
     settings = Settings(model=onnx_dir, http_port=0, grpc_port=0, threads=1, access_log=False,
                         max_concurrent_requests=1)
     with BackgroundServer(settings, loader=controlled_loader()) as s:
-        backend = s.engine.models["scorer"].backend
+        backend = s.engine.models["scorer"].model.backend
         for url in addresses(s):
             with Client(url) as first, Client(url, retry=Retry(backoff_s=0.05, total_s=60)) as second:
                 first.info(), second.info()

@@ -2,8 +2,8 @@
 
 - Item 1: a body within max_body_bytes that holds 300,000 inputs of the wrong type (`{"texts": [0] * 300000}`)
   is refused from its list's length (413) before any input is looked at, and one within the count limit from
-  its first bad element (one error, not one per element); over HTTP (both the fast path and FastAPI's) and gRPC;
-  small requests sent alongside are answered.
+  its first bad element (one error, not one per element); over HTTP and gRPC; small requests sent alongside are
+  answered.
 - Item 2: a request head over max_header_bytes, or with more than max_headers headers, is a 431 (or a closed
   connection) before the API key is checked or the body read, while other clients are answered.
 - Item 3: admission counts work, not requests: a burst of big requests that cannot all finish within their deadline
@@ -282,13 +282,13 @@ def test_idle_after_requests_the_server_gives_freed_memory_back(paced, monkeypat
 
 def test_a_big_body_is_refused_unread_while_the_backlog_is_past_the_deadline_and_small_ones_are_served(server,
                                                                                                        monkeypatch):
-    from server import engine as engine_module
+    from server import admission
     from server.errors import Overloaded
 
     def behind(*_):
         raise Overloaded("the model is busy", retry_after=7)
 
-    monkeypatch.setattr(engine_module, "check_backlog", behind)
+    monkeypatch.setattr(admission, "check_backlog", behind)
     garbage = b"{" * 100_000  # never parsed: it would be a 400 if it were
     r = httpx.post(f"{server.url}/v1/score", content=garbage, headers={**AUTH, "content-type": "application/json"},
                    timeout=60)
