@@ -32,7 +32,6 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,22 +43,11 @@ from server.errors import BackendError, ServerError, Timeout, ValidationError
 from server.models import ServedModel
 from server.prometheus import Metrics
 from server.settings import Settings
+from server.timing import Timing
 
 log = logging.getLogger("electric.server")
 
 INLINE_TOKENIZE_CHARS = 256  # tokenisation rounds with more characters run in the tokeniser thread
-
-
-@dataclass
-class Timing:
-    """Where one request's time went (seconds); sent back as x-*-time headers / metadata."""
-
-    tokenize: float = 0.0  # the tokenisation round that carried its inputs
-    queue: float = 0.0  # from submission until its first batch started, less its tokenisation
-    inference: float = 0.0  # summed duration of the batches that carried its inputs
-    batches: int = 0
-    inputs: int = 0
-    tokens: int = 0
 
 
 class _Request:

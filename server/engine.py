@@ -39,13 +39,13 @@ from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
 from server.admission import BIG_BODY_BYTES, Admission
-from server.batcher import Batcher, ModelSlot, SlotMetrics, Timing
-from server.errors import Overloaded, ShuttingDown, ValidationError
-from server.intake import check_count
+from server.batcher import Batcher, ModelSlot, SlotMetrics
+from server.errors import Overloaded, ShuttingDown, ValidationError, check_count
 from server.lifecycle import Lifecycle
 from server.models import ServedModel
 from server.prometheus import Metrics
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
+from server.timing import Timing
 
 log = logging.getLogger("electric.server")
 

@@ -46,6 +46,13 @@ class PayloadTooLarge(ValidationError):
     error_type = "payload_too_large"
 
 
+def check_count(n: int, what: str, limit: int) -> None:
+    """PayloadTooLarge when `n` inputs (of `what`: texts, hypotheses, ...) are more than `limit`
+    (max_inputs_per_request): the engine's rule, which the transports apply before they look at any element."""
+    if n > limit:
+        raise PayloadTooLarge(f"{n} {what} in one request, the limit is {limit}")
+
+
 class Unauthorized(ServerError):
     """Missing or wrong API key."""
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, SecretStr
 from pydantic import ValidationError as PydanticValidationError
 
-from server.errors import PayloadTooLarge, Unauthorized, UnreadableBody, ValidationError
+from server.errors import Unauthorized, UnreadableBody, ValidationError, check_count
 
 HTTP_KEY = '"Authorization: Bearer KEY"'  # how an HTTP client sends the key (named in the 401)
 GRPC_KEY = 'metadata "authorization: Bearer KEY"'  # how a gRPC client sends it
@@ -43,13 +43,6 @@ def require_key(key: SecretStr | None, authorization: str, how: str) -> None:
     """Unauthorized unless `authorization` carries `key`; the message says `how` to send it (HTTP_KEY, GRPC_KEY)."""
     if not authorised(key, authorization):
         raise Unauthorized(f"missing or wrong API key: send {how}")
-
-
-def check_count(n: int, what: str, limit: int) -> None:
-    """PayloadTooLarge when `n` inputs (of `what`: texts, hypotheses, ...) are more than `limit`
-    (max_inputs_per_request)."""
-    if n > limit:
-        raise PayloadTooLarge(f"{n} {what} in one request, the limit is {limit}")
 
 
 def json_list(body: object, name: str) -> list | None:

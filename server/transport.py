@@ -9,10 +9,10 @@ import logging
 import time
 from typing import TypeVar
 
-from server.batcher import Timing
 from server.errors import ServerError
 from server.prometheus import Metrics
 from server.settings import Settings
+from server.timing import Timing
 
 access_log = logging.getLogger("electric.access")
 

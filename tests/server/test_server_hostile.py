@@ -38,9 +38,10 @@ from electric.inference.encoding import (
 from electric.tokenization import load_tokenizer
 from server.admission import Pace, cost
 from server.app import BackgroundServer
-from server.batcher import Timing, _Item, _Request
+from server.batcher import _Item, _Request
 from server.engine import Engine
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT, Settings
+from server.timing import Timing
 from tests.server.helpers import GRPC_AUTH, KEY, failures, read_response
 
 pytestmark = pytest.mark.usefixtures("one_thread")

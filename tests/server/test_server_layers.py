@@ -38,3 +38,43 @@ def test_each_transport_maps_core_errors_to_its_codes(cls, http_status, grpc_sta
 def test_every_core_error_is_in_the_contract():
     defined = {c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, errors.ServerError)}
     assert defined == {c for c, _, _ in EXPECTED}
+
+
+# the server in three parts: transports (HTTP and gRPC: they speak the protocols), the core (lifecycle, admission,
+# queueing, batching, post-processing) and what both use; server/app.py puts them together
+TRANSPORTS = ("server.http", "server.http_middleware", "server.http_protocol", "server.http_docs", "server.http_ui",
+              "server.grpc_service", "server.intake", "server.transport", "server.schemas")
+CORE = ("server.engine", "server.lifecycle", "server.admission", "server.batcher", "server.models",
+        "server.pipelines", "server.timing")
+CORE_API = ("server.engine", "server.lifecycle", "server.timing")  # what a transport may call of the core
+PROTOCOL_LIBRARIES = ("grpc", "grpc_health", "grpc_reflection", "fastapi", "starlette", "uvicorn", "httptools")
+
+
+def _server_imports(module: str) -> set[str]:
+    from pathlib import Path
+
+    from source_imports import imports
+
+    path = Path(__file__).resolve().parents[2] / (module.replace(".", "/") + ".py")
+    found = set()
+    for name, imported in imports(path):
+        found.add(name)
+        if name == "server" and imported:
+            found.add(f"server.{imported}")  # `from server import pipelines`
+    return found
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_the_core_speaks_neither_http_nor_grpc(module):
+    """Nothing of the core imports a transport module or a protocol library: it answers Python calls."""
+    found = _server_imports(module)
+    assert not {m for m in found if m in TRANSPORTS or m == "server.app"}, found
+    assert not {m for m in found if m.split(".")[0] in PROTOCOL_LIBRARIES}, found
+
+
+@pytest.mark.parametrize("module", TRANSPORTS)
+def test_the_transports_keep_no_queue(module):
+    """A transport calls the engine and asks the lifecycle; admission, queueing, batching and post-processing are
+    the core's alone."""
+    found = {m for m in _server_imports(module) if m in CORE}
+    assert found <= set(CORE_API), found
