@@ -13,6 +13,7 @@ import re
 from itertools import islice
 from pathlib import Path
 
+from electric.checkpoint import MANIFEST, ExportManifest
 from electric.pretraining.config import PRESETS
 from electric.shared_data import shared_data_dir
 
@@ -91,8 +92,7 @@ def export_checkpoint(model_dir: str | Path, work: Path, log=print) -> Path:
     from electric.export.manifest import checkpoint_hash
 
     out = work / f"model-{model_label(model_dir).replace('/', '-')}-onnx"
-    manifest = out / "electric.json"
-    if manifest.is_file() and json.loads(manifest.read_text())["source"]["sha256"] == checkpoint_hash(Path(model_dir)):
+    if (out / MANIFEST).is_file() and ExportManifest.read(out).source["sha256"] == checkpoint_hash(Path(model_dir)):
         return out
     export_model(model_dir, out, ExportOptions(quantize="int8", overwrite=True, default_sentences=default_sentences()),
                  log=log)

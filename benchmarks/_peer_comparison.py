@@ -6,7 +6,6 @@ benchmarks/results/server_peer.md.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 from _bench_models import SHARED, random_checkpoint
 from _raw_engines import raw_runtime, raw_torch
 from _server_harness import REPO, Server, ServerProcess, free_port, load_grpc, load_http, machine, rss_mb
+
+from electric.checkpoint import ExportManifest
 
 
 def build_classifier(work: Path) -> tuple[Path, Path]:
@@ -79,7 +80,7 @@ def run_peer(args, work: Path, texts: list[str]) -> str:
                       f"{r['idle_cpu_s']:.2f} s)", flush=True)
     finally:
         rcs = {"electric": ours.stop(), peer.NAME: theirs.stop()}
-    manifest = json.loads((onnx / "electric.json").read_text())
+    manifest = ExportManifest.read(onnx)
     return render_peer(args, rows, raws, rcs, load_start, os.getloadavg(), ours.cmd, theirs.cmd, manifest, peer)
 
 
@@ -98,7 +99,7 @@ def render_peer(args, rows, raws, rcs, load_start, load_end, ours_cmd, theirs_cm
            "The classifier: a `small` ElectraForSequenceClassification (12 layers, 256 wide) fine-tuned on SST-2 for "
            "one epoch from random init — the speed, not the accuracy, is measured. Electric serves its `electric "
            f"export --quantize int8` graph (int8 vs fp32 max logit difference "
-           f"{manifest.get('parity', {}).get('int8', {}).get('max_abs_diff', float('nan')):.4f}); the peer serves the "
+           f"{manifest.parity.get('int8', {}).get('max_abs_diff', float('nan')):.4f}); the peer serves the "
            "transformers directory with its torch engine (fp32). Sentences: the first hypothesis of each of "
            f"{args.sentences} ATIS test utterances, one per request, the same for both servers. Each concurrency "
            "level ran for every server in turn (interleaved); both servers stayed up, and the idle one's CPU time "

@@ -59,6 +59,8 @@ from _bench_models import nbest_lists, wiki_sentences  # noqa: E402
 from _load_generators import h2load_p99_ms, parse_h2load, parse_wrk  # noqa: E402
 from _server_harness import Server, cpu_seconds  # noqa: E402
 
+from electric.checkpoint import ExportManifest  # noqa: E402
+
 WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_post_bodies.lua"
 PACKAGES = {"wrk": "wrk", "h2load": "nghttp2-client"}  # each generator's Debian / Ubuntu package
 TAIL_S = 1.0  # the generator runs this long past the window, so the window ends under load
@@ -393,11 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     model = Path(args.model)
     if not (model / "electric.json").is_file():
         raise SystemExit(f"bench_efficiency: --model {model}: no electric.json (not an `electric export` directory)")
-    manifest = json.loads((model / "electric.json").read_text())
-    missing = [p for p in args.precisions if p not in manifest["files"]]
+    manifest = ExportManifest.read(model)
+    missing = [p for p in args.precisions if p not in manifest.files]
     if missing:
         raise SystemExit(f"bench_efficiency: --model {model} has no {' or '.join(missing)} graph "
-                         f"(it has {sorted(manifest['files'])})")
+                         f"(it has {sorted(manifest.files)})")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     n_rows = len(args.precisions) * len(args.routes) * len(args.concurrency)
@@ -456,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                                   text=True).stdout.splitlines()[:1] for g in sorted({ROUTES[r].generator for r in args.routes})}
     rep = report(str(model), cpu_description(), rows, context={
         "command": "python benchmarks/bench_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "model_source": manifest.get("source", {}).get("path", ""), "int8_kernel": int8_gemm_kernel(),
+        "model_source": manifest.source["path"], "int8_kernel": int8_gemm_kernel(),
         "server_cmd": server_cmd, "threads": args.threads, "warmup_s": args.warmup, "window_s": args.seconds,
         "generators": "; ".join(f"{g} ({(v or ['?'])[0].strip()})" for g, v in versions.items()),
         "load_start": load_start, "load_end": os.getloadavg()[0],

@@ -33,6 +33,8 @@ sys.path.insert(0, str(REPO))
 from _bench_models import random_discriminator_export  # noqa: E402
 from _server_harness import ServerProcess, free_port, machine, rss_mb  # noqa: E402
 
+from electric.checkpoint import ExportManifest  # noqa: E402
+
 SMALL = {"texts": ["show me flights today"]}
 
 
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     model = Path(args.model) if args.model else random_discriminator_export("tiny", work, args.positions)
     if args.model:
-        args.positions = json.loads((model / "electric.json").read_text())["max_length"]
+        args.positions = ExportManifest.read(model).max_length
     body = big_body(args.text_chars, args.max_body_bytes)
     http = free_port()
     cmd = [sys.executable, "-m", "server", "--model", str(model), "--http-port", str(http), "--grpc-port", "-1",

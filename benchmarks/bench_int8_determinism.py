@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from electric.batching import pad_rows  # noqa: E402
+from electric.checkpoint import ExportManifest  # noqa: E402
 from electric.evaluation.metrics import spearman  # noqa: E402
 from electric.evaluation.nbest import RerankOptions, read_nbest, rerank_nbest  # noqa: E402
 from electric.export.parity import read_sentences  # noqa: E402
@@ -162,11 +163,11 @@ def main(argv: list[str] | None = None) -> int:
 
     graphs = {("fp32", "none"): (args.static, "fp32"), ("int8", "static"): (args.static, "int8"),
               ("int8", "dynamic"): (args.dynamic, "int8")}
-    manifest = json.loads((Path(args.static) / "electric.json").read_text())
-    assert manifest["int8_method"] == "static", "--static must be a static int8 export"
-    assert json.loads((Path(args.dynamic) / "electric.json").read_text())["int8_method"] == "dynamic"
+    manifest = ExportManifest.read(args.static)
+    assert manifest.int8_method == "static", "--static must be a static int8 export"
+    assert ExportManifest.read(args.dynamic).int8_method == "dynamic"
     if args.atis_only:
-        add_atis_wer(Path(args.out), graphs, manifest["source"]["path"], args.threads, args.atis_utterances, command)
+        add_atis_wer(Path(args.out), graphs, manifest.source["path"], args.threads, args.atis_utterances, command)
         return 0
     reference: dict[str, np.ndarray] = {}
     rows_out = []
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(row), flush=True)
         rows_out.append(row)
     name, flags = cpu_name()
-    result = {"model": manifest["source"]["path"], "kind": manifest["kind"], "max_length": manifest["max_length"],
+    result = {"model": manifest.source["path"], "kind": manifest.kind, "max_length": manifest.max_length,
               "cpu": name, "cpu_flags": flags, "int8_kernel": int8_gemm_kernel(), "threads": args.threads,
               "command": command,
               "rows": rows_out}

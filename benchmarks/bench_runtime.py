@@ -130,7 +130,7 @@ def bench_size(size, tok_dir, work, data, args) -> dict:
     log(f"{size}: " + json.dumps({k: {b: round(v, 1) for b, v in r.items()} for k, r in rows.items()}))
     single = one_thread(src, out, data, args) if args.threads != 1 and not args.smoke else None
     ceiling = gemm_ceiling(size, work, args, rows)
-    return {"rows": rows, "quality": quality, "parity": manifest["parity"], "src": src, "one_thread": single,
+    return {"rows": rows, "quality": quality, "parity": manifest.parity, "src": src, "one_thread": single,
             "ceiling": ceiling}
 
 
@@ -160,7 +160,7 @@ def trained_quality(work: Path, args) -> dict:
     cfg = json.loads((src / "config.json").read_text())
     return {"what": what, "config": {k: cfg[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")},
             "spearman": spearman(pll(o32, cand), pll(o8, cand)), "max_abs_diff": float(np.abs(o8 - o32)[cand].max()),
-            "parity": manifest["parity"]}
+            "parity": manifest.parity}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ from _peer_comparison import run_peer  # noqa: E402
 from _raw_engines import raw_runtime  # noqa: E402
 from _server_harness import Server, batch_stats, load_grpc, load_http, machine, rss_mb  # noqa: E402
 
-from electric.checkpoint import CheckpointError  # noqa: E402
+from electric.checkpoint import CheckpointError, ExportManifest  # noqa: E402
 from electric.export.errors import ExportError  # noqa: E402
 
 
@@ -218,13 +218,13 @@ def models_text(args) -> str:
 def describe_export(label: str, src: str, out: Path) -> str:
     """A note on a --model's export: its shape and the exporter's parity and calibration."""
     cfg = json.loads((out / "config.json").read_text())
-    m = json.loads((out / "electric.json").read_text())
-    p = m["parity"]
+    m = ExportManifest.read(out)
+    p = m.parity
     return (f"{label}: `{src}`, {cfg['architectures'][0]} hidden {cfg['hidden_size']}, {cfg['num_hidden_layers']} "
-            f"layers, vocabulary {cfg['vocab_size']}, max length {m['max_length']}; export parity on {p['sentences']} "
+            f"layers, vocabulary {cfg['vocab_size']}, max length {m.max_length}; export parity on {p['sentences']} "
             f"sentences: fp32 vs torch max |diff| {p['fp32']['max_abs_diff']:.1e}, int8 vs fp32 {p['int8']['spearman_of']}"
             f" Spearman {p['int8']['spearman']:.4f}; calibration "
-            + ("fitted" if m.get("calibration") else "none (no generator beside it)"))
+            + ("fitted" if m.calibration else "none (no generator beside it)"))
 
 
 READING = (

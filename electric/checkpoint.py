@@ -1,6 +1,7 @@
 """Local checkpoint directories, with clear errors (there is no network here): what a model directory holds (its
-kind, an export's manifest) - the names every backend shares, so backends import them from here -, "run dir ->
-model dir", optional extras, and writing a directory or a file atomically. Tokenizers: `electric.tokenization`."""
+kind, an export's manifest: `ExportManifest`) - the names every backend shares, so backends import them from here -,
+"run dir -> model dir", optional extras, and writing a directory or a file atomically. Tokenizers:
+`electric.tokenization`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from electric import DISTRIBUTION
 
@@ -27,7 +31,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 Kind = Literal["discriminator", "cloze", "classifier", "tagger"]
-MANIFEST = "electric.json"  # written by `electric export` beside the ONNX file(s)
+MANIFEST = "electric.json"  # written by `electric export` beside the ONNX file(s): an ExportManifest
+FORMAT_VERSION = 1  # of the MANIFEST `electric export` writes
+FORMAT_VERSIONS = (FORMAT_VERSION,)  # of the MANIFESTs this version reads
 TRAINING_HEALTH = "training_health.json"  # written by pretraining beside each model it saves (training.report)
 
 ARCHITECTURE_KINDS: dict[str, Kind] = {
@@ -275,16 +281,107 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 def training_health(model_dir: str | os.PathLike) -> dict | None:
     """What the pretraining run that made this model said of it at its end (steps, tokens, its first and last
     evaluation, `warnings`): TRAINING_HEALTH in a checkpoint directory, its copy in an export's manifest; None
-    for a model no run of ours made (or made before runs wrote it)."""
+    for a model no run of ours made (or made before runs wrote it), or one whose file cannot be read."""
     d = Path(model_dir)
     try:
         if (d / MANIFEST).is_file():
-            return json.loads((d / MANIFEST).read_text()).get("training_health")
+            return ExportManifest.read(d).training_health
         if (d / TRAINING_HEALTH).is_file():
             return json.loads((d / TRAINING_HEALTH).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # CheckpointError is a ValueError
         return None
     return None
+
+
+class ExportManifest(BaseModel):
+    """MANIFEST: what an `electric export` directory holds and how it was made. Export writes it (`write`); the
+    runtime, the server and `serving_defaults` read it (`read`), which refuses a format version not in
+    FORMAT_VERSIONS. The file has exactly the keys set when it was made or read: a key older exports lack stays
+    absent, and a discriminator's `calibration` is null when it was not calibrated, absent for other kinds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal["electric-onnx"]
+    format_version: int  # FORMAT_VERSION when written
+    kind: Kind
+    architecture: str  # the checkpoint's head, one of ARCHITECTURE_KINDS
+    labels: list[str] | None  # a classifier's or tagger's class names in id order; null for other kinds
+    problem_type: str | None  # the checkpoint config's (a classifier's "regression", ...)
+    max_length: int  # the position table: the most the graph takes
+    # the length the model was trained on and where that comes from (trained_length): what the runtime, `electric
+    # score` and the server take by default; exports made before it was recorded lack both
+    trained_length: int | None = None
+    trained_length_from: str | None = None
+    opset: int
+    precision: dict[str, str]  # the default precision per device: {"cpu": ..., "cuda": ...}
+    # how model.int8.onnx scales its activations: "static" = the same score in any batch; "dynamic" = a text's score
+    # moves a little with its batch-mates; null without int8
+    int8_method: str | None = None
+    files: dict[str, str]  # precision (fp32, int8, fp16) -> its graph's file in the directory
+    inputs: list[str]  # the graph's input names, in order
+    output: str  # the graph's output name
+    output_meaning: str | None = None  # what the output is, in words
+    scoring_methods: list[str] = Field(default_factory=list)  # electric score/serve --method on this directory
+    source: dict[str, str]  # the checkpoint exported: its path and sha256
+    exporter: dict[str, str]  # the torch.onnx exporter and the attention it traced
+    versions: dict[str, str]  # of the libraries that made it
+    onnxruntime: str  # the version parity was checked with
+    parity: dict[str, Any]  # the sentences and each precision's difference from its reference
+    training_health: dict[str, Any] | None = None  # training_health of the checkpoint
+    # discriminators: P(replaced) = sigmoid(scale * s + bias) (electric.inference.calibration); null = raw sigmoid(s)
+    calibration: dict[str, Any] | None = None
+    created: str  # when, %Y-%m-%dT%H:%M:%S%z
+    # what `electric serve --model DIR` applies by default (`electric adapt` writes them: serving_defaults)
+    rerank_weights: dict[str, Any] | None = None  # the /v1/rerank weights a request that gives none gets
+    detector: str | None = None  # a discriminator export inside DIR that answers /v1/detect, by its relative path
+    adapted: dict[str, Any] | None = None  # where `electric adapt`'s model card and report lie
+
+    @classmethod
+    def read(cls, model_dir: str | os.PathLike) -> ExportManifest:
+        """The manifest of the export directory `model_dir`; CheckpointError in one line naming the file when there
+        is none, it is not JSON, its format version is not one of FORMAT_VERSIONS, or a key is missing, unknown or
+        of the wrong type."""
+        d = require_local_dir(model_dir, "model")
+        path = d / MANIFEST
+        if not path.is_file():
+            raise CheckpointError(f"{str(d)!r} has no {MANIFEST}: it is not an `electric export` directory "
+                                  "(export it with `electric export --model DIR --out DIR`)")
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise CheckpointError(f"{str(path)!r} cannot be read: {e.strerror or e}") from None
+        except ValueError as e:  # UnicodeDecodeError, JSONDecodeError
+            raise CheckpointError(f"{str(path)!r} is not valid JSON: {e}") from None
+        if not isinstance(values, dict):
+            raise CheckpointError(f"{str(path)!r} holds a JSON {type(values).__name__}, not an object")
+        version = values.get("format_version")
+        if "format_version" in values and (type(version) is not int or version not in FORMAT_VERSIONS):
+            raise CheckpointError(
+                f"{str(path)!r} has format_version {version!r}; this version of electric reads format_version "
+                f"{' or '.join(map(str, FORMAT_VERSIONS))}: export the model again with it, or use the version that "
+                "exported it")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            raise CheckpointError(f"{str(path)!r} {'; '.join(map(_manifest_problem, e.errors()))}") from None
+
+    def to_json(self) -> str:
+        """The file's text: the keys set, in the order declared."""
+        return json.dumps(self.model_dump(exclude_unset=True), indent=2) + "\n"
+
+    def write(self, model_dir: str | os.PathLike) -> None:
+        """Write MANIFEST into `model_dir`, whole or not at all (`atomic_write_text`)."""
+        atomic_write_text(Path(model_dir) / MANIFEST, self.to_json())
+
+
+def _manifest_problem(error: ErrorDetails) -> str:
+    """One pydantic error of ExportManifest.read, in words."""
+    key = ".".join(map(str, error["loc"]))
+    if error["type"] == "missing":
+        return f"lacks {key!r}"
+    if error["type"] == "extra_forbidden":
+        return f"has a key {key!r} that format_version {FORMAT_VERSION} does not define"
+    return f"{key!r}: {error['msg']}"
 
 
 @dataclass(frozen=True)
@@ -299,21 +396,15 @@ class ServingDefaults:
 
 def serving_defaults(model_dir: str | os.PathLike) -> ServingDefaults:
     """The serving defaults in DIR's manifest (none for a checkpoint, or an export that carries none);
-    CheckpointError naming the file when they are malformed or the detector is missing."""
+    CheckpointError naming the file when the manifest cannot be read or the detector is missing."""
     d = Path(model_dir)
-    path = d / MANIFEST
-    if not path.is_file():
+    if not (d / MANIFEST).is_file():
         return ServingDefaults()
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{str(path)!r} is not valid JSON: {e}") from None
-    weights, detector = manifest.get("rerank_weights"), manifest.get("detector")
-    if weights is not None and not isinstance(weights, dict):
-        raise CheckpointError(f"{str(path)!r}: 'rerank_weights' should be an object of weights, got {weights!r}")
-    if detector is None:
-        return ServingDefaults(weights)
-    where = (d / str(detector)).resolve()
-    if not isinstance(detector, str) or d.resolve() not in where.parents or not (where / MANIFEST).is_file():
-        raise CheckpointError(f"{str(path)!r}: 'detector' {detector!r} is not an export directory inside {str(d)!r}")
-    return ServingDefaults(weights, d / detector)
+    manifest = ExportManifest.read(d)
+    if manifest.detector is None:
+        return ServingDefaults(manifest.rerank_weights)
+    where = (d / manifest.detector).resolve()
+    if d.resolve() not in where.parents or not (where / MANIFEST).is_file():
+        raise CheckpointError(f"{str(d / MANIFEST)!r}: 'detector' {manifest.detector!r} is not an export directory "
+                              f"inside {str(d)!r}")
+    return ServingDefaults(manifest.rerank_weights, d / manifest.detector)

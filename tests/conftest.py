@@ -42,6 +42,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
 
 
+def manifest_values(**changes) -> dict:
+    """The keys of an electric.json as `electric export` writes them for a discriminator (format_version 1), with
+    `changes`: for tests of what reads a manifest, without exporting a model."""
+    values = {
+        "format": "electric-onnx", "format_version": 1, "kind": "discriminator", "architecture": "ElectraForPreTraining",
+        "labels": None, "problem_type": None, "max_length": 128, "trained_length": 64,
+        "trained_length_from": "max_seq_length of run/config.json", "opset": 17,
+        "precision": {"cpu": "fp32", "cuda": "fp32"}, "int8_method": None, "files": {"fp32": "model.onnx"},
+        "inputs": ["input_ids", "attention_mask", "token_type_ids"], "output": "logits",
+        "output_meaning": "(B, T) discriminator logits s_t", "scoring_methods": ["electric", "electra"],
+        "source": {"path": "/runs/x/discriminator", "sha256": "0" * 64},
+        "exporter": {"name": "torch.onnx TorchScript (dynamo=False)", "attn_implementation": "eager"},
+        "versions": {"electric": "0.1.0", "onnxruntime": "1.20.0"}, "onnxruntime": "1.20.0",
+        "parity": {"sentences": 4, "fp32": {"max_abs_diff": 1e-6, "tolerance": 1e-4}},
+        "training_health": None, "calibration": {"scale": 0.5, "bias": -1.0}, "created": "2026-11-28T17:17:19+0000",
+    }
+    return {**values, **changes}
+
+
 def require_shared(rel: str) -> Path:
     p = SHARED_DATA / rel
     if not p.exists():

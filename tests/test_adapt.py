@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import require_shared
+from conftest import manifest_values, require_shared
 
 from electric.checkpoint import CheckpointError, serving_defaults
 from training import adapt, adapt_card
@@ -109,18 +109,18 @@ def test_too_little_text_for_one_batch_stops_in_one_line(bert, domain, tmp_path,
 
 
 def test_a_detector_outside_the_model_directory_is_refused(tmp_path):
-    (tmp_path / "electric.json").write_text(json.dumps({"kind": "cloze", "detector": "../elsewhere"}))
+    (tmp_path / "electric.json").write_text(json.dumps(manifest_values(kind="cloze", detector="../elsewhere")))
     with pytest.raises(CheckpointError, match="not an export directory inside"):
         serving_defaults(tmp_path)
-    (tmp_path / "electric.json").write_text(json.dumps({"kind": "cloze", "rerank_weights": {"lm": 0.5}}))
+    (tmp_path / "electric.json").write_text(json.dumps(manifest_values(kind="cloze", rerank_weights={"lm": 0.5})))
     assert serving_defaults(tmp_path).rerank_weights == {"lm": 0.5} and serving_defaults(tmp_path).detector is None
 
 
 def test_the_server_takes_the_models_weights_unless_a_file_or_a_flag_says_otherwise(tmp_path):
     from server.settings import Settings
 
-    (tmp_path / "electric.json").write_text(json.dumps({"kind": "cloze", "rerank_weights": {
-        "lm": 0.02, "length": 0.1, "beta": 1.0, "prior": "none", "piece": -0.05, "lm_score": "sum"}}))
+    (tmp_path / "electric.json").write_text(json.dumps(manifest_values(kind="cloze", rerank_weights={
+        "lm": 0.02, "length": 0.1, "beta": 1.0, "prior": "none", "piece": -0.05, "lm_score": "sum"})))
     s = Settings(model=tmp_path)
     assert (s.lm_weight, s.length_weight, s.piece_weight) == (0.02, 0.1, -0.05)
     (tmp_path / "w.json").write_text(json.dumps({"weights": {"lm": 0.3}}))
@@ -128,7 +128,7 @@ def test_the_server_takes_the_models_weights_unless_a_file_or_a_flag_says_otherw
     assert (s.lm_weight, s.length_weight) == (0.3, 0.1)  # the file wins where it speaks
     s = Settings(model=tmp_path, rerank_weights=tmp_path / "w.json", lm_weight=2.0)
     assert s.lm_weight == 2.0  # a flag wins over both
-    (tmp_path / "electric.json").write_text(json.dumps({"kind": "cloze", "rerank_weights": {"lm": "x"}}))
+    (tmp_path / "electric.json").write_text(json.dumps(manifest_values(kind="cloze", rerank_weights={"lm": "x"})))
     with pytest.raises(ValueError, match="electric.json rerank_weights"):
         Settings(model=tmp_path)
 

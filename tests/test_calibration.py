@@ -15,7 +15,7 @@ pytest.importorskip("onnxruntime")
 
 from conftest import require_shared, save_random_electra  # noqa: E402
 
-from electric.checkpoint import MANIFEST  # noqa: E402
+from electric.checkpoint import MANIFEST, ExportManifest  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
 from electric.export.calibration import collect, corrupted_batches, fit_platt, load_generator, run_settings  # noqa: E402
 from electric.inference.backend import load_backend  # noqa: E402
@@ -205,7 +205,7 @@ def test_detect_returns_calibrated_probabilities_and_old_exports_keep_the_raw_si
     from electric.inference.scoring import Scorer
 
     texts = ["the film is a gripping and beautifully acted story", "it was bad"]
-    cal = Calibration.from_manifest(json.loads((electric_export / MANIFEST).read_text()))
+    cal = Calibration.from_manifest(ExportManifest.read(electric_export))
     got = Scorer(load_backend(electric_export)).detect(texts)
     for d in got:
         logits = np.array([t.logit for t in d.tokens])
@@ -232,7 +232,7 @@ def test_server_detect_returns_the_calibrated_probability(electra_export):
     from server.app import BackgroundServer
     from server.settings import Settings
 
-    cal = Calibration.from_manifest(json.loads((electra_export / MANIFEST).read_text()))
+    cal = Calibration.from_manifest(ExportManifest.read(electra_export))
     settings = Settings(model=electra_export, http_port=0, grpc_port=0, threads=1, access_log=False, warmup=False)
     with BackgroundServer(settings) as srv:
         r = httpx.post(f"{srv.url}/v1/detect", json={"texts": ["flights from boston to denver on monday"]}, timeout=60)

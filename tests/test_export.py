@@ -12,7 +12,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from electric.checkpoint import MANIFEST  # noqa: E402
+from electric.checkpoint import MANIFEST, ExportManifest  # noqa: E402
 from electric.cli import main as cli  # noqa: E402
 from electric.export import exporter as ex  # noqa: E402
 from electric.export import graph, parity  # noqa: E402
@@ -81,6 +81,11 @@ def test_output_directory_and_manifest(exported, disc_dir):
     assert m["onnxruntime"] == onnxruntime.__version__
     assert m["exporter"]["attn_implementation"] == "eager"
     assert m["calibration"] is None  # no generator beside this discriminator: detect keeps sigma(s_t)
+    assert list(m) == ["format", "format_version", "kind", "architecture", "labels", "problem_type", "max_length",
+                       "trained_length", "trained_length_from", "opset", "precision", "int8_method", "files", "inputs",
+                       "output", "output_meaning", "scoring_methods", "source", "exporter", "versions", "onnxruntime",
+                       "parity", "training_health", "calibration", "created"]
+    assert ExportManifest.read(out).to_json() == (out / MANIFEST).read_text()  # read back, written the same
 
 
 def test_parity_recorded_at_other_shapes(exported):
@@ -191,10 +196,10 @@ def test_classifier_and_tagger_heads(tokenizer_dir, tmp_path, arch, kind, num_la
     src = head_dir(tokenizer_dir, tmp_path, arch, num_labels)
     out, triton = tmp_path / "onnx", tmp_path / "triton"
     m = ex.export_model(src, out, ex.ExportOptions(triton_repo=triton), log=lambda _: None)
-    assert m["kind"] == kind and m["labels"] == [f"L{i}" for i in range(num_labels)]
-    assert m["parity"]["fp32"]["max_abs_diff"] <= 1e-4
+    assert m.kind == kind and m.labels == [f"L{i}" for i in range(num_labels)]
+    assert m.parity["fp32"]["max_abs_diff"] <= 1e-4
     be, ref = load_backend(out), TorchBackend(src, device="cpu")
-    assert be.kind == kind and be.labels == m["labels"]
+    assert be.kind == kind and be.labels == m.labels
     tok = load_tokenizer(out)
     enc = tok(["the first sentence here", "another"], ["a second segment", "and its pair, a bit longer"],
               padding=True, return_tensors="np")

@@ -14,7 +14,7 @@ absent) holds:
                         with --int8-method dynamic (batch-dependent); the manifest's `int8_method` says which
     model.fp16.onnx     with --fp16: fp16 weights and activations, fp32 inputs/outputs (CUDA)
     config.json, tokenizer files   copied from the checkpoint
-    electric.json       the manifest (electric.export.manifest)
+    electric.json       the manifest (electric.checkpoint.ExportManifest)
 
 How the graph is made: torch.onnx's TorchScript exporter (`dynamo=False`) on the transformers model
 loaded with `attn_implementation="eager"`. Measured here against the torch.export-based exporter, SDPA
@@ -35,7 +35,8 @@ the two numbers, what they were fitted on and a held-out check.
 `export_model` runs the steps in order - `plan_export` (check and resolve everything before writing), `export_fp32`,
 `check_fp32_parity`, `calibrate_discriminator`, `add_variant` for int8 and fp16, `build_manifest` - on an
 `ExportOptions` record; the work of each lives beside this module: `graph` (trace, optimise, quantise, fp16),
-`parity` (sentences, batches, measures), `calibration`, `triton`, `manifest`.
+`parity` (sentences, batches, measures), `calibration`, `triton`, `manifest` (what the manifest records of the
+output, the libraries and the checkpoint).
 """
 
 from __future__ import annotations
@@ -53,14 +54,16 @@ import numpy as np
 
 from electric.checkpoint import (
     ARCHITECTURE_KINDS,
-    MANIFEST,
+    FORMAT_VERSION,
     CheckpointError,
+    ExportManifest,
     Kind,
     atomic_dir,
     check_creatable,
     require_local_dir,
     run_parts,
     trained_length,
+    training_health,
 )
 from electric.export.calibration import MAX_SENTENCES, find_generator, fit_calibration
 from electric.export.errors import ExportError, ParityError
@@ -74,7 +77,7 @@ from electric.export.graph import (
     quantize_int8_fused,
     quantize_int8_static,
 )
-from electric.export.manifest import build_manifest
+from electric.export.manifest import OUTPUT_MEANINGS, checkpoint_hash, export_versions
 from electric.export.parity import (
     PARITY_MAX_TOKENS,
     compare,
@@ -86,11 +89,16 @@ from electric.export.parity import (
 from electric.export.triton import triton_name, write_triton
 from electric.inference.backend import TorchBackend
 from electric.inference.runtime import (
+    CLOZE_INPUT_NAMES,
+    CLOZE_OUTPUT_NAME,
     CPU,
     CUDA,
+    INPUT_NAMES,
+    OUTPUT_NAME,
     OnnxRunner,
     select_providers,
 )
+from electric.inference.scoring import METHODS_OF_KIND
 from electric.tokenization import TOKENIZER_FILES, load_tokenizer
 
 FP32_TOLERANCE = 1e-4  # max |ONNX fp32 - torch| over real tokens
@@ -167,7 +175,7 @@ class ExportOptions:
 # ---- the whole export ---------------------------------------------------------------------------
 
 def export_model(model_dir: str | Path, out_dir: str | Path, options: ExportOptions | None = None, *,
-                 log: Callable[[str], None] = print) -> dict:
+                 log: Callable[[str], None] = print) -> ExportManifest:
     """Export fp32, check its parity, calibrate, add each precision variant, write the manifest; returns it.
 
     `options` (default: `ExportOptions()`): the exporter is legacy (TorchScript), dynamo (torch.export) for the
@@ -190,11 +198,11 @@ def export_model(model_dir: str | Path, out_dir: str | Path, options: ExportOpti
         files = {p: FILES[p] for p in ("fp32", *plan.options.variants)}
         copy_model_files(plan.src, tmp)
         manifest = build_manifest(plan, files, parity, calibration)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        manifest.write(tmp)
         if plan.options.triton_repo is not None:
             add_triton_model(plan, tmp, files, log)
     log(f"wrote {plan.out} ({', '.join(files.values())}) in {time.perf_counter() - t0:.1f}s")
-    for w in (manifest["training_health"] or {}).get("warnings", []):  # the manifest keeps them: /info shows them
+    for w in (manifest.training_health or {}).get("warnings", []):  # the manifest keeps them: /info shows them
         log(f"WARNING: the run that made this model ended saying {w}")
     return manifest
 
@@ -469,6 +477,45 @@ def copy_model_files(src: Path, tmp: Path) -> None:
         if (src / f).is_file():
             shutil.copyfile(src / f, tmp / f)
     load_tokenizer(tmp)
+
+
+def build_manifest(plan: ExportPlan, files: dict[str, str], parity: dict, calibration: dict | None) -> ExportManifest:
+    """Step 5: electric.json, everything the runtime and server need to know about this directory."""
+    versions = export_versions()
+    id2label = plan.config.get("id2label") or {}
+    labels = [id2label[k] for k in sorted(id2label, key=int)] if plan.kind in ("classifier", "tagger") and id2label \
+        else None
+    cloze = plan.kind == "cloze"
+    calibrated: dict[str, Any] = {"calibration": calibration} if plan.kind == "discriminator" else {}  # others: no key
+    return ExportManifest(
+        format="electric-onnx",
+        format_version=FORMAT_VERSION,
+        kind=plan.kind,
+        architecture=plan.arch,
+        labels=labels,
+        problem_type=plan.config.get("problem_type"),
+        max_length=plan.max_length,
+        trained_length=plan.trained[0],
+        trained_length_from=plan.trained[1],
+        opset=plan.opset,
+        precision={"cpu": "int8" if "int8" in files else "fp32", "cuda": "fp16" if "fp16" in files else "fp32"},
+        int8_method=plan.options.int8_method if "int8" in files else None,
+        files=files,
+        inputs=list(CLOZE_INPUT_NAMES if cloze else INPUT_NAMES),
+        output=CLOZE_OUTPUT_NAME if cloze else OUTPUT_NAME,
+        output_meaning=OUTPUT_MEANINGS[plan.kind],
+        scoring_methods=list(METHODS_OF_KIND.get(plan.kind, ())),
+        source={"path": str(plan.src.resolve()), "sha256": checkpoint_hash(plan.src)},
+        exporter={"name": "torch.onnx TorchScript (dynamo=False)" if plan.exporter == "legacy"
+                  else "torch.onnx torch.export (dynamo=True)",
+                  "attn_implementation": "sdpa" if cloze else plan.options.attn_implementation},  # cloze: SDPA
+        versions=versions,
+        onnxruntime=versions["onnxruntime"],
+        parity=parity,
+        training_health=training_health(plan.src),  # its warnings: below chance, worse than its start
+        **calibrated,
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
 
 
 def add_triton_model(plan: ExportPlan, tmp: Path, files: dict, log: Callable[[str], None]) -> None:

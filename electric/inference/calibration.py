@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from electric.checkpoint import ExportManifest
+
 RAW = "raw sigma(s_t)"  # how an uncalibrated model's probabilities are described to users
 
 
@@ -40,9 +42,9 @@ class Calibration:
         return self.scale * np.asarray(s, dtype=np.float64) + self.bias
 
     @classmethod
-    def from_manifest(cls, manifest: dict) -> Calibration | None:
+    def from_manifest(cls, manifest: ExportManifest) -> Calibration | None:
         """The manifest's calibration; None when it has none (exported before calibration, or uncalibrated)."""
-        c = manifest.get("calibration")
+        c = manifest.calibration
         if not c:
             return None
         try:

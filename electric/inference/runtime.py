@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from electric.batching import pad_columns, round_up_to_bucket
-from electric.checkpoint import MANIFEST, CheckpointError, Kind, require_local_dir
+from electric.checkpoint import MANIFEST, CheckpointError, ExportManifest, Kind, require_local_dir
 from electric.inference.calibration import Calibration
 from electric.tokenization import load_inference_tokenizer
 
@@ -206,29 +206,13 @@ class OnnxRunner:
         return binding.copy_outputs_to_cpu()[0]
 
 
-def read_manifest(model_dir: str | Path) -> dict:
-    d = require_local_dir(model_dir, "model")
-    path = d / MANIFEST
-    if not path.is_file():
-        raise CheckpointError(f"{str(d)!r} has no {MANIFEST}: it is not an `electric export` directory "
-                              "(export it with `electric export --model DIR --out DIR`)")
-    try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{str(path)!r} is not valid JSON: {e}") from e
-    for key in ("kind", "files", "max_length"):
-        if key not in manifest:
-            raise CheckpointError(f"{str(path)!r} lacks {key!r}")
-    return manifest
-
-
 PRECISION_ENV = "ELECTRIC_ONNX_PRECISION"  # fp32 | int8 | fp16: overrides the per-device default
 
 
-def choose_onnx_precision(manifest: dict, on_cuda: bool, precision: str | None = None) -> str:
+def choose_onnx_precision(manifest: ExportManifest, on_cuda: bool, precision: str | None = None) -> str:
     """The one asked for (argument, else $ELECTRIC_ONNX_PRECISION); otherwise fp16 on CUDA and int8 on
     CPU when the export has them, else fp32."""
-    files = manifest["files"]
+    files = manifest.files
     precision = precision or os.environ.get(PRECISION_ENV) or None
     if precision is not None:
         if precision not in files:
@@ -255,17 +239,17 @@ class OnnxBackend:
                  precision: str | None = None, device: str | None = None, buckets: bool = True,
                  io_binding: bool | None = None, spin: bool = True):
         d = require_local_dir(model_dir, "model")
-        self.manifest = read_manifest(d)
+        self.manifest = ExportManifest.read(d)
         self.model_dir = d
-        self.kind: Kind = self.manifest["kind"]
+        self.kind: Kind = self.manifest.kind
         # detect's P(replaced) = sigma(scale * s + bias), fitted at export; None: raw sigma(s) (older exports)
         self.calibration = Calibration.from_manifest(self.manifest) if self.kind == "discriminator" else None
-        self.max_positions = int(self.manifest["max_length"])  # the graph's position table
-        if "trained_length" not in self.manifest:
+        self.max_positions = self.manifest.max_length  # the graph's position table
+        if self.manifest.trained_length is None:
             raise CheckpointError(f"{str(d / MANIFEST)!r} lacks 'trained_length': re-export the model with "
                                   "`electric export`")
-        self.max_length = min(int(self.manifest["trained_length"]), self.max_positions)
-        self.max_length_from = f"{self.manifest.get('trained_length_from')}, as its {MANIFEST} records"
+        self.max_length = min(self.manifest.trained_length, self.max_positions)
+        self.max_length_from = f"{self.manifest.trained_length_from}, as its {MANIFEST} records"
         self.config = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
         self.tokenizer = load_inference_tokenizer(d)  # from tokenizer.json: no transformers, no torch
         if providers is None and device is not None:
@@ -290,7 +274,7 @@ class OnnxBackend:
                           RuntimeWarning, stacklevel=2)
 
     def _runner(self, providers, threads, buckets, io_binding, spin) -> OnnxRunner:
-        path = self.model_dir / self.manifest["files"][self.precision]
+        path = self.model_dir / self.manifest.files[self.precision]
         if not path.is_file():
             raise CheckpointError(f"{str(path)!r} named in {MANIFEST} is missing")
         return OnnxRunner(path, max_length=self.max_positions, pad_token_id=self.tokenizer.pad_token_id,
@@ -298,7 +282,7 @@ class OnnxBackend:
 
     @property
     def labels(self) -> list[str] | None:
-        return self.manifest.get("labels")
+        return self.manifest.labels
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray:

@@ -24,7 +24,6 @@ scorer a method needs from a model or run directory.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from electric.checkpoint import (
     ARCHITECTURE_KINDS,
     MANIFEST,
     CheckpointError,
+    ExportManifest,
     require_local_dir,
     resolve_model_dir,
 )
@@ -297,7 +297,7 @@ def only_method(model: str | Path) -> str | None:
     d = Path(model)
     try:
         if (d / MANIFEST).is_file():
-            methods = json.loads((d / MANIFEST).read_text()).get("scoring_methods") or []
+            methods: Sequence[str] = ExportManifest.read(d).scoring_methods
         elif (d / "config.json").is_file():
             archs = read_config(d).get("architectures") or []
             methods = next((METHODS_OF_KIND.get(ARCHITECTURE_KINDS[a], ()) for a in archs if a in ARCHITECTURE_KINDS),
