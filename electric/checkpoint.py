@@ -31,6 +31,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 Kind = Literal["discriminator", "cloze", "classifier", "tagger"]
+Runtime = Literal["onnx", "torch"]  # what runs a model: ONNX Runtime (an `electric export` directory) or torch
 MANIFEST = "electric.json"  # written by `electric export` beside the ONNX file(s): an ExportManifest
 FORMAT_VERSION = 1  # of the MANIFEST `electric export` writes
 FORMAT_VERSIONS = (FORMAT_VERSION,)  # of the MANIFESTs this version reads

@@ -17,7 +17,7 @@ from electric.checkpoint import CheckpointError  # noqa: E402
 from electric.evaluation.metrics import spearman  # noqa: E402
 from electric.export.exporter import ExportOptions, export_model  # noqa: E402
 from electric.inference import runtime as rt  # noqa: E402
-from electric.inference.backend import TorchBackend, load_backend  # noqa: E402
+from electric.inference.backend import Backend, TorchBackend, load_backend  # noqa: E402
 from electric.inference.scoring import Scorer  # noqa: E402
 from electric.tokenization import WordPieceTokenizer, load_tokenizer  # noqa: E402
 
@@ -87,6 +87,19 @@ def test_fp32_logits_and_pll_match_torch(onnx_dirs, disc_dir, sentences):
         assert got.shape == want.shape == ids.shape and got.dtype == np.float32
         assert np.abs(got - want)[mask == 1].max() <= 1e-4
         np.testing.assert_allclose(pll(got, cand), pll(want, cand), rtol=1e-5, atol=1e-3)
+
+
+def test_both_backends_have_everything_the_backend_protocol_declares(onnx_dirs, disc_dir):
+    """What the server and scoring call on a backend is declared on Backend, and both backends have it."""
+    declared = set(Backend.__annotations__) | {n for n, v in vars(Backend).items() if callable(v) and n[0] != "_"}
+    assert {"runtime", "padded_length", "release_memory", "calibration", "max_length_from"} <= declared
+    torch_be, onnx_be = TorchBackend(disc_dir, device="cpu"), load_backend(onnx_dirs["fp32"])
+    for be in (torch_be, onnx_be):
+        assert sorted(m for m in declared if not hasattr(be, m)) == [], type(be).__name__
+    assert (torch_be.runtime, onnx_be.runtime) == ("torch", "onnx")
+    assert [torch_be.padded_length(n) for n in (1, 13, 128)] == [1, 13, 128]  # torch runs a batch at its longest row
+    assert [onnx_be.padded_length(n) for n in (1, 13, 128)] == [round_up_to_bucket(n, 128, on_cuda=onnx_be.runner.on_cuda)
+                                                               for n in (1, 13, 128)]
 
 
 def test_scorer_gives_the_same_scores_on_onnx(onnx_dirs, disc_dir, sentences):

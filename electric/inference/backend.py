@@ -9,14 +9,14 @@ A backend takes padded token ids and returns the head's raw output as a NumPy ar
 Scoring, export parity checks and the server all call `run`, so every path computes the same thing.
 
 This module holds the interface, the torch implementation and `load_backend`; the ONNX Runtime one lives in
-electric.inference.runtime. Both take the names they share (Kind, MANIFEST, model_kind) from electric.checkpoint, so the
+electric.inference.runtime. Both take the names they share (Kind, Runtime, MANIFEST, model_kind) from electric.checkpoint, so the
 imports run one way: backend -> runtime -> checkpoint.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from electric.checkpoint import (
     MANIFEST,
     CheckpointError,
     Kind,
+    Runtime,
     model_kind,
     require_extra,
     require_local_dir,
@@ -37,7 +38,10 @@ __all__ = ["Backend", "TorchBackend", "load_backend", "resolve_backend"]  # Kind
 
 
 class Backend(Protocol):
+    """Everything a caller (scoring, export's parity check, the server) uses of a loaded model."""
+
     kind: Kind
+    runtime: Runtime  # "onnx" (OnnxBackend) or "torch" (TorchBackend): the server's /info says it
     # longest input in tokens, [CLS]/[SEP] included, taken by default: the length the model was trained on
     # (electric.checkpoint.trained_length; an export reads it from its manifest)
     max_length: int
@@ -53,6 +57,10 @@ class Backend(Protocol):
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray,
             token_type_ids: np.ndarray | None = None) -> np.ndarray: ...
 
+    def padded_length(self, length: int) -> int:
+        """The length `run` pads a batch whose longest row has `length` tokens to: a caller that pads to it first
+        makes `run` pad nothing."""
+
     def release_memory(self) -> None:
         """Give back memory that larger batches left with the runtime (a server calls it once idle)."""
 
@@ -60,6 +68,8 @@ class Backend(Protocol):
 class TorchBackend:
     """A transformers ELECTRA model (or Electric's cloze model) on torch (CPU or CUDA): the development and reference
     path."""
+
+    runtime: Runtime = "torch"
 
     def __init__(self, model_dir: str | Path, device: str | None = None, dtype=None):
         require_extra("the torch backend (a transformers checkpoint; `electric export` makes an ONNX directory "
@@ -105,6 +115,10 @@ class TorchBackend:
             out = self.model(input_ids=ids, attention_mask=mask, **kw)
         return out.logits.float().cpu().numpy()
 
+    def padded_length(self, length: int) -> int:
+        """`length`: torch runs a batch at its longest row (no shape buckets)."""
+        return length
+
     def release_memory(self) -> None:
         """torch frees CPU tensors to malloc (the caller trims the heap); on CUDA, empty the caching allocator."""
         import torch
@@ -113,7 +127,7 @@ class TorchBackend:
             torch.cuda.empty_cache()
 
 
-def resolve_backend(model_dir: str | Path, backend: str = "auto") -> Literal["onnx", "torch"]:
+def resolve_backend(model_dir: str | Path, backend: str = "auto") -> Runtime:
     """`backend`, with `auto` resolved: `onnx` for an `electric export` directory (has electric.json), `torch` for a
     transformers one."""
     if backend == "auto":

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from electric.batching import pad_columns, round_up_to_bucket
-from electric.checkpoint import MANIFEST, CheckpointError, ExportManifest, Kind, require_local_dir
+from electric.checkpoint import MANIFEST, CheckpointError, ExportManifest, Kind, Runtime, require_local_dir
 from electric.inference.calibration import Calibration
 from electric.tokenization import load_inference_tokenizer
 
@@ -234,6 +234,8 @@ class OnnxBackend:
     io_binding: bind inputs/outputs on the device (default: on CUDA);
     spin: the intra-op threads spin between operators (`make_session`).
     """
+
+    runtime: Runtime = "onnx"
 
     def __init__(self, model_dir: str | Path, providers: Sequence[str] | None = None, threads: int | None = None,
                  precision: str | None = None, device: str | None = None, buckets: bool = True,

@@ -44,6 +44,7 @@ from electric.checkpoint import (
     require_local_dir,
     resolve_model_dir,
 )
+from electric.inference.backend import Backend, load_backend
 from electric.inference.calibration import Calibration, replaced_logits, replaced_probs
 from electric.inference.encoding import (
     Encoded,
@@ -183,13 +184,13 @@ class Scorer:
     """One-pass scores from a backend (`electric.inference.backend.load_backend`): Electric PLL and ELECTRA scores
     from a discriminator, cloze scores from Electric's cloze model (`methods`: what this backend gives)."""
 
-    def __init__(self, backend, *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+    def __init__(self, backend: Backend, *, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
                  batch_size: int = DEFAULT_BATCH_SIZE, truncate: bool = False, sliding_window: bool = False,
                  window_stride: int | None = None, progress: bool = False, max_length: int | None = None):
         """`max_length`: tokens per input, [CLS]/[SEP] included; default the backend's (the length the model was
         trained on); more, up to its position table (`backend.max_positions`), scores with positions it never
         trained."""
-        kind = getattr(backend, "kind", "discriminator")
+        kind = backend.kind
         if kind not in METHODS_OF_KIND:
             raise CheckpointError(f"scoring needs a discriminator (ElectraForPreTraining) or Electric's cloze model "
                                   f"(ElectricForClozeLM), got a {kind} model")
@@ -204,12 +205,10 @@ class Scorer:
         self.truncate, self.sliding_window, self.window_stride = truncate, sliding_window, window_stride
         self.progress = progress
         # P(replaced) = sigma(scale * s + bias) for an export with a calibration, else sigma(s)
-        self.calibration: Calibration | None = getattr(backend, "calibration", None)
+        self.calibration: Calibration | None = backend.calibration
 
     @classmethod
     def from_dir(cls, model_dir: str | Path, backend: str = "auto", **kwargs) -> Scorer:
-        from electric.inference.backend import load_backend
-
         return cls(load_backend(model_dir, backend), **kwargs)
 
     def encode(self, texts: Sequence[str], start_index: int = 0) -> list[Encoded]:
@@ -348,8 +347,6 @@ def load_scorer(model: str | Path, method: str = "electric", backend: str = "aut
     d = check_model_dir(model, method, backend)
     if method in MLM_METHODS:
         return MaskedLMScorer(d, device=device, **kwargs)
-    from electric.inference.backend import load_backend
-
     try:
         be = load_backend(d, backend, **({"device": device} if device else {}))
     except ModuleNotFoundError as e:
