@@ -41,9 +41,9 @@ from electric import __version__
 from electric.checkpoint import require_local_dir
 from electric.inference.scoring import model_dir_for_method
 from server.engine import Engine
-from server.http import add_error_handlers, add_input_limits_to_openapi, add_routes
+from server.http import ROUTES, add_error_handlers, add_openapi
 from server.http_docs import add_docs_routes
-from server.http_middleware import ObservabilityMiddleware, fast_routes
+from server.http_middleware import HttpRouter
 from server.http_protocol import (
     HEADERS_TOO_LARGE,
     http_protocol,
@@ -119,12 +119,11 @@ def create_app(settings: Settings, *, loader: Callable[..., Any] | None = None) 
     app.state.metrics = metrics
     app.state.lifecycle = lifecycle
     app.state.engine = None
-    add_routes(app)
     add_docs_routes(app)
     add_ui_routes(app)
-    add_input_limits_to_openapi(app, settings)
+    add_openapi(app, ROUTES, settings)
     add_error_handlers(app)
-    app.add_middleware(ObservabilityMiddleware, settings=settings, metrics=metrics, routes=fast_routes(app))
+    app.add_middleware(HttpRouter, settings=settings, metrics=metrics, routes=ROUTES)  # the API; the rest: FastAPI's
     return app
 
 

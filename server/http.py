@@ -1,29 +1,31 @@
-"""HTTP transport (FastAPI): the app's routes, converting JSON to engine calls and engine answers to JSON, and
-their error handlers. Nothing else.
+"""HTTP transport: the API's routes, converting JSON to engine calls and engine answers to JSON. Nothing else.
+
+One request path. `ROUTES` is the API: each route's method, path and endpoint, and what /openapi.json says of it.
+Every request comes to `HttpRouter` (server/http_middleware.py), which calls the endpoint of a route in ROUTES (a
+known path with another method: 405), and hands every other request to FastAPI, which serves the pages (/docs,
+/redoc, /openapi.json, /, their files) and answers an unknown path 404. FastAPI routes no API request: it writes
+the API's OpenAPI document from ROUTES and server/schemas.py (`add_openapi`).
 
 Errors are mapped here, once: the core's `ServerError` types -> an HTTP status by `HTTP_STATUS` and the body
-`{error, error_type}`; FastAPI's request validation -> 422 naming the field; unknown routes -> 404; a wrong
-method -> 405 with an `Allow` header; a body that cannot be read -> 400 `http_error`.
+`{error, error_type}`; a path no route has -> 404 and a wrong method -> 405 with an `Allow` header (`http_error`).
 
-A scoring POST has one path, `answer`: the checks of server/intake.py (the key, the body, the input count, the
-schema), then its route's `Handler`. Its FastAPI route calls it, and so does `ObservabilityMiddleware`
-(server/http_middleware.py) directly, skipping FastAPI's routing, for every POST to a scoring route. The middleware
-also counts and logs every response once, failures included, and answers what escapes the routes by the same table
-(anything unexpected -> 500 `backend_error` without a traceback, which is logged; a request cut by the end of the
-shutdown grace -> 503 `shutting_down`).
+A scoring POST is answered by `answer`: the checks of server/intake.py (the key, the body, the input count, the
+schema), then its route's `Handler`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -80,9 +82,13 @@ def error_response(err: ServerError) -> Response:
     return _json(err.body(), status_for(HTTP_STATUS, err), err.headers() or None)
 
 
-def _error(request: Request, err: ServerError) -> Response:
-    request.state.error_type = err.error_type
-    return error_response(err)
+def http_error(scope, status: int, detail: str, headers: Mapping[str, str] | None = None) -> Response:
+    """A refusal of routing, with no ServerError behind it: 404 `not_found` (no route has the path), 405
+    `method_not_allowed` (its routes take other methods, named in the `Allow` of `headers`); the body `{error,
+    error_type}`, whose error type is noted for the access log."""
+    kind = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+    scope.setdefault("state", {})["error_type"] = kind
+    return _json({"error": detail, "error_type": kind}, status, headers)
 
 
 def uncancel(task: asyncio.Task) -> None:
@@ -128,10 +134,6 @@ async def _call(request: Request, coro) -> Answer:
     return answer
 
 
-async def require_api_key(request: Request) -> None:
-    intake.require_key(request.app.state.settings.api_key, request.headers.get("authorization", ""), intake.HTTP_KEY)
-
-
 @dataclass(frozen=True)
 class Handler:
     """A scoring route's request schema, engine call and response body, answered by `answer`. `call(engine, body,
@@ -153,7 +155,7 @@ class Handler:
 
 
 async def answer(handler: Handler, request: Request) -> Response:
-    """The one way a scoring POST is answered, by its FastAPI route and by the middleware alike: the API key first
+    """How a scoring POST is answered (its endpoint in ROUTES, with its route's `handler`): the API key first
     (401 before the body is read), a big body while the scorer is already behind its deadline 429 before it is read
     (Engine.refuse_big_body), then the body is read, parsed, counted and validated (server/intake.py) and the engine
     called. Every ServerError is answered here by HTTP_STATUS; a client that goes away gets 499 (in the log)."""
@@ -219,114 +221,119 @@ def _results(a: Answer, body) -> dict:
     return {"model": a.model, "results": [r.to_dict() for r in a.results]}
 
 
-HANDLERS = {
-    "/v1/score": Handler(schemas.ScoreRequest, lambda e, b, before: e.score(
-        b.texts, per_token=b.per_token, truncate=b.truncate, before_shutdown=before), _results),
-    "/v1/rerank": Handler(schemas.RerankRequest, _rerank, lambda a, b: {
-        "model": a.model, "weights": a.extra["weights"], "results": [r.to_dict() for r in a.results]}),
-    "/v1/detect": Handler(schemas.DetectRequest, lambda e, b, before: e.detect(
-        b.texts, truncate=b.truncate, before_shutdown=before), lambda a, b: {
-        "model": a.model, "results": [r.to_dict(per_token=b.per_token) for r in a.results]}),
-    "/v1/classify": Handler(schemas.ClassifyRequest, lambda e, b, before: e.classify(
-        b.model, texts=b.texts, pairs=None if b.pairs is None else [tuple(p) for p in b.pairs], truncate=b.truncate,
-        before_shutdown=before), _results, scorer=False),
-}
+SCORE = Handler(schemas.ScoreRequest, lambda e, b, before: e.score(
+    b.texts, per_token=b.per_token, truncate=b.truncate, before_shutdown=before), _results)
+RERANK = Handler(schemas.RerankRequest, _rerank, lambda a, b: {
+    "model": a.model, "weights": a.extra["weights"], "results": [r.to_dict() for r in a.results]})
+DETECT = Handler(schemas.DetectRequest, lambda e, b, before: e.detect(
+    b.texts, truncate=b.truncate, before_shutdown=before), lambda a, b: {
+    "model": a.model, "results": [r.to_dict(per_token=b.per_token) for r in a.results]})
+CLASSIFY = Handler(schemas.ClassifyRequest, lambda e, b, before: e.classify(
+    b.model, texts=b.texts, pairs=None if b.pairs is None else [tuple(p) for p in b.pairs], truncate=b.truncate,
+    before_shutdown=before), _results, scorer=False)
 
 
-SCORING_ROUTES = {  # path: (response schema, tag, summary) for /docs
-    "/v1/score": (schemas.ScoreResponse, "scoring", "Electric pseudo-log-likelihood of each text"),
-    "/v1/rerank": (schemas.RerankResponse, "scoring", "Reorder n-best lists: first-pass score (or -beta * rank with "
-                                                      "prior rank) + lm * PLL + length * words"),
-    "/v1/detect": (schemas.DetectResponse, "detection", "ELECTRA replaced-token probability per token and word"),
-    "/v1/classify": (schemas.ClassifyResponse, "classification",
-                     "Label probabilities, a regression value or token labels from a fine-tuned model"),
-}
+async def health(request: Request) -> Response:
+    lifecycle = request.app.state.lifecycle
+    if lifecycle.error is not None:
+        return _json({"status": "failed", "error": str(lifecycle.error)}, 503)
+    return _json({"status": "ok"})
 
 
-def add_routes(app: FastAPI) -> None:
-    auth = [Depends(require_api_key)]
-
-    for path, (response, tag, summary) in SCORING_ROUTES.items():
-        app.post(path, response_model=response, responses=schemas.ERROR_RESPONSES, tags=[tag], summary=summary,
-                 name=path.rpartition("/")[2], openapi_extra=_request_body(HANDLERS[path].schema))(
-            _endpoint(HANDLERS[path]))
-
-    @app.get("/health", response_model=schemas.Status, tags=["operations"], summary="The process is alive")
-    async def health(request: Request) -> Response:
-        engine = _engine(request)
-        if engine.failed is not None:
-            return _json({"status": "failed", "error": str(engine.failed)}, 503)
+async def ready(request: Request) -> Response:
+    lifecycle = request.app.state.lifecycle
+    if lifecycle.ready:
         return _json({"status": "ok"})
-
-    @app.get("/ready", response_model=schemas.Status, responses={503: {"model": schemas.ErrorResponse}},
-             tags=["operations"], summary="Models loaded and warmed up (503 while loading or shutting down)")
-    async def ready(request: Request) -> Response:
-        engine = _engine(request)
-        if engine.ready:
-            return _json({"status": "ok"})
-        status = "shutting_down" if engine.draining else "failed" if engine.failed else "loading"
-        request.state.error_type = "not_ready"
-        return _json({"error": f"not ready: {status}", "error_type": "not_ready", "status": status}, 503)
-
-    @app.get("/info", response_model=schemas.InfoResponse, dependencies=auth, tags=["operations"],
-             summary="Models, limits, execution providers and version")
-    async def info(request: Request) -> Response:
-        return _json(_engine(request).info())
-
-    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics", response_class=Response)
-    async def metrics(request: Request) -> Response:
-        return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    status = lifecycle.status()
+    request.state.error_type = "not_ready"
+    return _json({"error": f"not ready: {status}", "error_type": "not_ready", "status": status}, 503)
 
 
-def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A scoring route's FastAPI endpoint: `answer` (the request's body is read and checked there, not by
-    FastAPI; /docs learns its schema from `_request_body`)."""
+async def info(request: Request) -> Response:
+    """The engine's info; Unauthorized (401) without the API key."""
+    intake.require_key(request.app.state.settings.api_key, request.headers.get("authorization", ""), intake.HTTP_KEY)
+    return _json(_engine(request).info())
 
-    async def endpoint(request: Request) -> Response:
-        return await answer(handler, request)
 
-    return endpoint
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route of the API: the endpoint HttpRouter calls for a request of `method` to `path`, and what /openapi.json
+    says of it."""
+
+    method: str
+    path: str
+    endpoint: Endpoint
+    response: type[BaseModel] | None  # the schema of its 200 body; None: a body that is not JSON (/metrics)
+    tag: str
+    summary: str
+    responses: Mapping[int | str, dict[str, Any]] = field(default_factory=dict)  # other statuses, as FastAPI's
+    body: type[BaseModel] | None = None  # the schema of its request body
+
+    @classmethod
+    def scoring(cls, path: str, handler: Handler, response: type[BaseModel], tag: str, summary: str) -> Route:
+        """A scoring POST: `answer` with `handler`, whose schema is the body's."""
+        return cls("POST", path, functools.partial(answer, handler), response, tag, summary,
+                   schemas.ERROR_RESPONSES, handler.schema)
+
+    def documented(self) -> APIRoute:
+        """The route as FastAPI documents it, for get_openapi only (no app routes it); its operation id is
+        FastAPI's, named after the path's last part (`score_v1_score_post`)."""
+        route = APIRoute(self.path, self.endpoint, methods=[self.method], name=self.path.rpartition("/")[2],
+                         response_model=self.response, response_class=JSONResponse if self.response else Response,
+                         responses=dict(self.responses), tags=[self.tag], summary=self.summary,
+                         openapi_extra=None if self.body is None else _request_body(self.body))
+        route.description = ""  # FastAPI's default, the endpoint's docstring, is for this code's readers
+        return route
+
+
+ROUTES = (  # the API, in the order /docs lists it
+    Route.scoring("/v1/score", SCORE, schemas.ScoreResponse, "scoring",
+                  "Electric pseudo-log-likelihood of each text"),
+    Route.scoring("/v1/rerank", RERANK, schemas.RerankResponse, "scoring", "Reorder n-best lists: first-pass score "
+                  "(or -beta * rank with prior rank) + lm * PLL + length * words"),
+    Route.scoring("/v1/detect", DETECT, schemas.DetectResponse, "detection",
+                  "ELECTRA replaced-token probability per token and word"),
+    Route.scoring("/v1/classify", CLASSIFY, schemas.ClassifyResponse, "classification",
+                  "Label probabilities, a regression value or token labels from a fine-tuned model"),
+    Route("GET", "/health", health, schemas.Status, "operations", "The process is alive"),
+    Route("GET", "/ready", ready, schemas.Status, "operations",
+          "Models loaded and warmed up (503 while loading or shutting down)", {503: {"model": schemas.ErrorResponse}}),
+    Route("GET", "/info", info, schemas.InfoResponse, "operations", "Models, limits, execution providers and version"),
+    Route("GET", "/metrics", metrics, None, "operations", "Prometheus metrics"),
+)
 
 
 def _request_body(schema: type[BaseModel]) -> dict:
-    """The OpenAPI requestBody of a scoring route: its schema, added to the components by add_input_limits_to_openapi
-    (FastAPI documents only the bodies it parses itself)."""
+    """The OpenAPI requestBody of a scoring route: its schema, added to the components by add_openapi (FastAPI
+    documents only the bodies it parses itself)."""
     return {"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": f"#/components/schemas/{schema.__name__}"}}}}}
 
 
 def add_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ServerError)
-    async def server_error(request: Request, exc: ServerError) -> Response:
-        return _error(request, exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
-        return _error(request, ValidationError(intake.describe_errors(exc.errors())))
+    """FastAPI's refusals of what it routes (the pages; unknown paths), as http_error writes them."""
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        if isinstance(exc.__cause__, ServerError):  # e.g. PayloadTooLarge raised while FastAPI read the body
-            return _error(request, exc.__cause__)
-        kind = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code,
-                                                                                        "http_error")
-        request.state.error_type = kind
-        return _json({"error": str(exc.detail), "error_type": kind}, exc.status_code, exc.headers)  # 405: Allow
-
-    @app.exception_handler(ClientGone)
-    async def client_gone(request: Request, exc: ClientGone) -> Response:
-        request.state.error_type = "client_closed"
-        return Response(status_code=499)
+    async def routing_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return http_error(request.scope, exc.status_code, exc.detail, exc.headers)  # 405: its Allow
 
 
 INPUT_TEXTS = {"ScoreRequest": ("texts",), "DetectRequest": ("texts",), "RerankRequest": ("hypotheses",),
                "NBestListBody": ("hypotheses",), "ClassifyRequest": ("texts", "pairs")}  # what max_input_chars limits
 
 
-def add_input_limits_to_openapi(app: FastAPI, settings: Settings) -> None:
-    """/openapi.json gives every input text the server's `max_input_chars` as its maxLength (a setting, so not in
-    the static schemas; the engine checks it, for HTTP and gRPC alike)."""
-    build = app.openapi
+def add_openapi(app: FastAPI, routes: Sequence[Route], settings: Settings) -> None:
+    """/openapi.json (served by FastAPI) documents `routes`: FastAPI writes each one's path item (Route.documented),
+    the request bodies' schemas are added from server/schemas.py, and every input text has the server's
+    `max_input_chars` as its maxLength (a setting, so not in the static schemas; the engine checks it, for HTTP and
+    gRPC alike). Written once, when first asked for."""
 
     def limit(schema: object) -> None:
         if isinstance(schema, dict):
@@ -341,18 +348,22 @@ def add_input_limits_to_openapi(app: FastAPI, settings: Settings) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
-        schema = build()  # FastAPI's own, which keeps it as app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, openapi_version=app.openapi_version,
+                             description=app.description, routes=[r.documented() for r in routes])
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for handler in HANDLERS.values():  # the scoring routes' request bodies (_request_body)
-            body = handler.schema.model_json_schema(ref_template="#/components/schemas/{model}")
+        for route in routes:
+            if route.body is None:
+                continue
+            body = route.body.model_json_schema(ref_template="#/components/schemas/{model}")
             for model in (*body.pop("$defs", {}).values(), body):
-                for field in model.get("properties", {}).values():
-                    if field.get("default", 0) is None:
-                        del field["default"]  # as FastAPI writes an optional field
+                for prop in model.get("properties", {}).values():
+                    if prop.get("default", 0) is None:
+                        del prop["default"]  # as FastAPI writes an optional field
                 components[model["title"]] = model
         for name, fields in INPUT_TEXTS.items():
             for f in fields:
                 limit(components.get(name, {}).get("properties", {}).get(f))
+        app.openapi_schema = schema
         return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to replace the schema

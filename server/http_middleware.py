@@ -1,11 +1,11 @@
-"""The HTTP middleware in front of FastAPI's routes (server/http.py): the body-size limit, one count and one
-access-log line for every response, and the short cut for scoring requests.
+"""The HTTP router: every HTTP request comes through `HttpRouter`, the ASGI app in front of FastAPI.
 
-    app.add_middleware(ObservabilityMiddleware, settings=settings, metrics=metrics, routes=fast_routes(app))
+    app.add_middleware(HttpRouter, settings=settings, metrics=metrics, routes=ROUTES)
 
-The short cut hands a POST to a scoring route straight to `server.http.answer`, the one function its FastAPI
-route calls too, without FastAPI's routing and exception machinery; errors map to statuses by the transport's one
-table, server.http.HTTP_STATUS.
+A request whose path is a route of the API (server.http.ROUTES) is answered by that route's endpoint, or 405 when
+its method is not the route's; any other (the pages, their files, an unknown path) goes to FastAPI. Around both: the
+body-size limit, the x-total-time header, one count and one access-log line for every response, and the answers
+for what escapes an endpoint, by the transport's one table, server.http.HTTP_STATUS.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 
-from fastapi import FastAPI, Request
-from fastapi.routing import APIRoute
+from fastapi import Request
+from starlette._utils import get_route_path
 from starlette.routing import Mount
 
 from server.errors import BackendError, PayloadTooLarge, ServerError, ShuttingDown
-from server.http import HANDLERS, answer, content_length, error_response, uncancel
+from server.http import Route, content_length, error_response, http_error, uncancel
 from server.prometheus import Metrics
 from server.settings import Settings
 from server.transport import record
@@ -29,25 +30,18 @@ log = logging.getLogger("electric.server")
 QUIET_PATHS = ("/health", "/ready", "/metrics")  # probes: counted, not logged
 
 
-def fast_routes(app: FastAPI) -> dict[str, APIRoute]:
-    """The POST routes of HANDLERS, by path: what ObservabilityMiddleware may answer without FastAPI."""
-    return {r.path: r for r in app.routes
-            if isinstance(r, APIRoute) and r.path in HANDLERS and r.methods is not None and "POST" in r.methods}
+class HttpRouter:
+    """Pure ASGI, for every HTTP request: a route of `routes` is answered by its endpoint (another method: 405 with
+    `Allow`), anything else by FastAPI (`app`). For every response: the body-size limit (413), the x-total-time
+    header, one count and one JSON log line, including the responses it writes itself for what escaped: a
+    ServerError by HTTP_STATUS, anything unexpected 500 `backend_error` (logged with its traceback), and uvicorn
+    cancelling a request that still runs when the shutdown grace is over 503 `shutting_down`."""
 
-
-class ObservabilityMiddleware:
-    """Pure ASGI: body-size limit (413), per-request metrics, x-total-time header, one JSON log line - for every
-    response, including the ones it writes itself for what escaped FastAPI's handlers: an unexpected exception
-    (500 `backend_error`, logged with its traceback) and uvicorn cancelling a request that still runs when the
-    shutdown grace is over (503 `shutting_down`).
-
-    Short cut: a POST to a route of `routes` is answered here by `server.http.answer`, the function its FastAPI
-    endpoint calls, without FastAPI's routing and exception machinery - most of the event loop's time per request
-    once the route itself is lean. Every other request goes to FastAPI."""
-
-    def __init__(self, app, settings: Settings, metrics: Metrics, routes: dict[str, APIRoute] | None = None):
+    def __init__(self, app, settings: Settings, metrics: Metrics, routes: Iterable[Route]):
         self.app, self.settings, self.metrics = app, settings, metrics
-        self.routes = routes or {}
+        self.paths: dict[str, dict[str, Route]] = {}  # path -> method -> route
+        for route in routes:
+            self.paths.setdefault(route.path, {})[route.method] = route
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -87,12 +81,17 @@ class ObservabilityMiddleware:
             await fail(PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes"))
         else:
             try:
-                route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
-                if route is None:
+                methods = self.paths.get(get_route_path(scope))  # as Starlette's router: without the root path
+                if methods is None:
                     await self.app(scope, limited_receive, timed_send)
                 else:
-                    scope["route"] = route  # what the metrics and the access log call it (route_name)
-                    response = await answer(HANDLERS[route.path], Request(scope, limited_receive))
+                    route = methods.get(scope["method"])
+                    if route is None:  # a known path, another method: counted under the path's route
+                        scope["route"] = next(iter(methods.values()))
+                        response = http_error(scope, 405, "Method Not Allowed", {"Allow": ", ".join(methods)})
+                    else:
+                        scope["route"] = route  # what the metrics and the access log call it (route_name)
+                        response = await route.endpoint(Request(scope, limited_receive))
                     await response(scope, limited_receive, timed_send)
             except asyncio.CancelledError:  # only uvicorn cancels a request: FLUSH_S after the shutdown grace
                 task = asyncio.current_task()
@@ -118,9 +117,10 @@ def route_name(scope) -> str:
     """What the access log and the metrics call a request's route: the path of the route that answered it
     (`/v1/score`, `/docs`, `/`, `/openapi.json`, `/docs-assets` or `/ui-assets` for any file under that mount),
     else "unmatched" (a 404, or a request refused before routing: never the request's own path, which would make a
-    label per URL). FastAPI's router puts its own routes (APIRoute) in scope["route"], and the fast path puts its
-    route there; of a plain Starlette route or mount (FastAPI's /openapi.json, the pages' files) the router leaves
-    only the endpoint it called, scope["endpoint"]: a Route's endpoint, a Mount's app."""
+    label per URL). HttpRouter puts the API's route (server.http.Route) in scope["route"], and FastAPI's router puts
+    its own routes there (APIRoute: the pages); of a plain Starlette route or mount (FastAPI's /openapi.json, the
+    pages' files) FastAPI's router leaves only the endpoint it called, scope["endpoint"]: a Starlette Route's
+    endpoint, a Mount's app."""
     route = scope.get("route")
     if route is None and "endpoint" in scope:
         endpoint = scope["endpoint"]

@@ -1,9 +1,12 @@
 """/docs and /redoc work without internet access: every script, stylesheet and icon they load is served by the
 server itself (server/http_docs.py), with its content type; and the access log and the metrics name these routes
-and /openapi.json instead of calling them "unmatched". No model is loaded: the app's lifespan never starts."""
+and /openapi.json instead of calling them "unmatched". The API is one table, server.http.ROUTES: /openapi.json lists
+exactly its routes, HttpRouter answers them (a wrong method 405), and FastAPI routes only the pages. No model is
+loaded: the app's lifespan never starts."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -11,7 +14,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
+from server.http import ROUTES
 from server.http_docs import DOCS_ASSETS
+from server.http_ui import UI_ASSETS
 from server.settings import Settings
 from tests.server.helpers import assert_routes_logged
 
@@ -65,6 +70,34 @@ def test_the_access_log_and_the_metrics_name_the_docs_routes(client, caplog):
     assert 'electric_requests_total{route="/docs",transport="http"} 1.0' in metrics
     assert f'electric_requests_total{{route="{DOCS_ASSETS}",transport="http"}} 3.0' in metrics
     assert "swagger-ui.css" not in metrics  # a mount is one route, not a label per file
+
+
+def test_openapi_lists_exactly_the_api_routes_and_fastapi_routes_only_the_pages(client):
+    api = client.get("/openapi.json").json()
+    assert [(method.upper(), path) for path, ops in api["paths"].items() for method in ops] == \
+        [(r.method, r.path) for r in ROUTES]
+    assert {r.path for r in client.app.routes} == {"/openapi.json", "/docs", "/redoc", "/", "/ui", DOCS_ASSETS,
+                                                   UI_ASSETS}
+
+
+@pytest.mark.parametrize("root", ["", "/electric"])
+def test_the_router_answers_a_wrong_method_405_and_info_without_the_key_401(tmp_path, caplog, root):
+    client = TestClient(create_app(Settings(model=tmp_path, grpc_port=-1, api_key="k", access_log=True)),
+                        root_path=root)
+    caplog.set_level(logging.INFO, logger="electric.access")
+    r = client.get(f"{root}/v1/score")
+    assert (r.status_code, r.headers["allow"]) == (405, "POST")
+    assert r.json() == {"error": "Method Not Allowed", "error_type": "method_not_allowed"}
+    r = client.get(f"{root}/info")
+    assert r.status_code == 401 and r.json() == {
+        "error": "missing or wrong API key: send \"Authorization: Bearer KEY\"", "error_type": "unauthorized"}
+    r = client.post(f"{root}/docs")  # FastAPI's 405, written the same way
+    assert (r.status_code, r.headers["allow"]) == (405, "GET") and r.json()["error_type"] == "method_not_allowed"
+    assert client.post(f"{root}/nope").json() == {"error": "Not Found", "error_type": "not_found"}
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "electric.access"]
+    assert [(x["route"], x["status"], x["error_type"]) for x in logged] == [
+        ("/v1/score", 405, "method_not_allowed"), ("/info", 401, "unauthorized"),
+        ("/docs", 405, "method_not_allowed"), ("unmatched", 404, "not_found")]
 
 
 def test_an_installation_without_the_pages_files_is_told_how_to_install_them(tmp_path, monkeypatch):

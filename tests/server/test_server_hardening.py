@@ -25,6 +25,7 @@ from conftest import save_random_electra
 from electric.grpc_gen.electric.v1 import electric_pb2 as pb
 from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
 from server.app import BackgroundServer
+from server.http import ROUTES
 from server.settings import OPEN_HTTP_PATHS, Settings
 from tests.server.helpers import GRPC_AUTH, KEY, controlled_loader, failures, wait_until
 
@@ -261,7 +262,8 @@ def test_requests_still_running_when_the_grace_is_over_get_503_json_and_unavaila
 def test_exactly_the_documented_routes_answer_without_the_key(server):
     from starlette.routing import Route
 
-    routes = [(r.path, sorted(r.methods)[0]) for r in server.app.routes if isinstance(r, Route)]
+    routes = [(r.path, r.method) for r in ROUTES]  # the API, then the pages FastAPI routes
+    routes += [(r.path, sorted(r.methods)[0]) for r in server.app.routes if isinstance(r, Route)]
     assert {p for p, _ in routes} >= set(OPEN_HTTP_PATHS) | {"/v1/score", "/info"}
     with httpx.Client(base_url=server.url, timeout=10) as anon:
         open_paths = {path for path, method in routes

@@ -1,11 +1,10 @@
 """Issue 30, item 8: what docs/server.md and /openapi.json promise is what the server does.
 
 (a) JSON bodies are UTF-8, with or without a byte-order mark; UTF-16 and UTF-32 (with or without one) and other
-encodings are a 400 naming the problem, on the fast path and on FastAPI's routes alike. (b) A body valid against
-/openapi.json's request schemas is answered 200, and one it refuses (an empty or blank text, both forms at once,
-neither) is refused by the server too. (c) A pair with a side the tokenizer keeps nothing of is a 422 naming that
-side, as the same text alone is. (d) With a key, an oversized Content-Length is a 413 before the key is checked,
-as documented; any other refusal comes after it (401).
+encodings are a 400 naming the problem. (b) A body valid against /openapi.json's request schemas is answered 200,
+and one it refuses (an empty or blank text, both forms at once, neither) is refused by the server too. (c) A pair
+with a side the tokenizer keeps nothing of is a 422 naming that side, as the same text alone is. (d) With a key, an
+oversized Content-Length is a 413 before the key is checked, as documented; any other refusal comes after it (401).
 """
 
 from __future__ import annotations
