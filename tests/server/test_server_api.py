@@ -440,7 +440,7 @@ def test_warmup_stays_out_of_the_request_metrics(models):
         try:
             before = m.render().decode()
             answer = await engine.score(["list all flights to dallas"])
-            padded = engine.models["scorer"].backend.padded_length(answer.timing.tokens)
+            padded = engine.models["scorer"].model.backend.padded_length(answer.timing.tokens)
             return before, m.render().decode(), answer, padded
         finally:
             await engine.close(5)
@@ -509,7 +509,7 @@ def slow(models):
 
 @pytest.fixture
 def backend(slow):
-    b = slow.engine.models["scorer"].backend
+    b = slow.engine.models["scorer"].model.backend
     yield b
     b.fail = False
     b.release()
@@ -648,7 +648,7 @@ def test_not_ready_until_loaded_and_warm(models):
             assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.NOT_SERVING
             gate.set()
             wait_until(lambda: httpx.get(f"{srv.url}/ready").status_code == 200, "the server to be ready")
-            assert srv.engine.models["scorer"].backend.batches  # warm-up ran batches before ready
+            assert srv.engine.models["scorer"].model.backend.batches  # warm-up ran batches before ready
             assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
     finally:
         gate.set()
@@ -669,7 +669,7 @@ def test_shutdown_drains_in_flight_requests(models):
     s = Settings(model=models["disc_onnx"], http_port=0, grpc_port=0, access_log=False, threads=1,
                  shutdown_grace_s=20)
     srv = BackgroundServer(s, loader=controlled_loader()).start()
-    backend = srv.engine.models["scorer"].backend
+    backend = srv.engine.models["scorer"].model.backend
     backend.hold()  # the 4 requests stay in flight together until the shutdown has begun
     url, target = srv.url, srv.grpc_target
     results: dict = {}
@@ -688,7 +688,7 @@ def test_shutdown_drains_in_flight_requests(models):
     wait_until(lambda: srv.engine.in_flight == 4, "4 requests in flight")
     stopper = threading.Thread(target=srv.stop)
     stopper.start()
-    wait_until(lambda: srv.engine.draining, "the shutdown to begin")  # new work is refused from now on ...
+    wait_until(lambda: srv.engine.lifecycle.draining, "the shutdown to begin")  # new work is refused from now on ...
     with contextlib.suppress(httpx.ConnectError):  # refused: 503 while the socket is open, then no connection
         assert httpx.post(f"{url}/v1/score", json={"texts": ["late"]}, timeout=5).status_code == 503
     backend.release()

@@ -208,7 +208,7 @@ def test_requests_still_running_when_the_grace_is_over_get_503_json_and_unavaila
     caplog.set_level(logging.INFO)
     s = Settings(model=disc_dir, http_port=0, grpc_port=0, threads=1, warmup=False, shutdown_grace_s=0.2)
     srv = BackgroundServer(s, loader=controlled_loader()).start()
-    backend = srv.engine.models["scorer"].backend
+    backend = srv.engine.models["scorer"].model.backend
     backend.hold()  # every batch outlasts the grace
     stuck_reached = threading.Event()
 

@@ -133,9 +133,11 @@ def batcher_of(disc_dir, **settings):
 
 
 def slot_of(pending: list, pace: Pace | None = None) -> SimpleNamespace:
-    """What take_batch reads of a model slot: its queue, its pace (unmeasured by default) and its backend."""
-    return SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None), pace=pace or Pace(256, 512),
-                           backend=SimpleNamespace())
+    """What take_batch reads of a model slot: its queue, its admission's pace (unmeasured by default) and its model's
+    padded length (torch's: the longest row)."""
+    return SimpleNamespace(pending=pending, metrics=SimpleNamespace(dropped=None),
+                           admission=SimpleNamespace(pace=pace or Pace(256, 512)),
+                           model=SimpleNamespace(padded_length=lambda n: n))
 
 
 def four_long_requests_and_a_short_one(request) -> tuple[list, object, list]:
