@@ -67,8 +67,8 @@ STAGES: list[tuple[str, str]] = [
     ("JSON body decode", r"json/decoder\.py|" + _FN.format("json") + r".*starlette/requests\.py|"
      + _FN.format("loads") + r".*json/__init__\.py"),
     ("validation", r"fastapi/dependencies/|fastapi/_compat|pydantic|server/schemas\.py|"
-     + _FN.format("_texts|_check_text|_check_count|_slot|require_api_key|_non_finite")),
-    ("engine (admission, queue, batching)", r"server/engine\.py"),
+     + _FN.format("_texts|_check_text|_check_count|_slot|require_key|_non_finite")),
+    ("engine (admission, queue, batching)", r"server/(engine|lifecycle|admission)\.py"),
     ("socket I/O (send/recv system calls)", _FN.format(r"write|_read_ready\w*|writelines") + r".*selector_events\.py"),
     ("HTTP protocol (uvicorn, httptools)", r"uvicorn/protocols/|httptools|h11/"),
     ("gRPC transport (Python side)", r"grpc/|_cygrpc|server/grpc_service\.py"),
