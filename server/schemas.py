@@ -327,8 +327,7 @@ class ModelInfo(BaseModel):
     backend: str
     max_length: int = Field(description="token limit per input ([CLS]/[SEP] included): trained_length unless "
                                         "max_tokens_per_input says otherwise")
-    trained_length: int = Field(description="the length the model was trained on (its export's manifest; for an "
-                                            "export made before manifests recorded it, max_positions)")
+    trained_length: int = Field(description="the length the model was trained on (its export's manifest)")
     max_positions: int = Field(description="the model's position table: max_length past trained_length serves "
                                            "positions it never trained")
     providers: list[str]
