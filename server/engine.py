@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from electric import __version__
 from electric.allocator import release_free_memory
 from electric.checkpoint import serving_defaults
 from electric.evaluation.nbest import LM_SCORES, PRIORS, NBestList, ScoredLists, Weights
-from electric.inference.backend import load_backend, resolve_backend
+from electric.inference.backend import Backend, load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
@@ -65,7 +65,7 @@ class Answer:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _release_memory(slots) -> None:
+def _release_memory(slots: Iterable[ModelSlot]) -> None:
     """Each model's runtime arena, then glibc's free heap."""
     for slot in slots:
         try:
@@ -77,7 +77,7 @@ def _release_memory(slots) -> None:
 
 class Engine:
     def __init__(self, settings: Settings, metrics: Metrics | None = None,
-                 loader: Callable[[Path, str], Any] | None = None, lifecycle: Lifecycle | None = None):
+                 loader: Callable[[Path, str], Backend] | None = None, lifecycle: Lifecycle | None = None):
         self.settings = settings
         self.metrics = metrics or Metrics()
         self._loader = loader or self._load
@@ -94,7 +94,7 @@ class Engine:
         self.metrics.in_flight.set_function(lambda: self.in_flight)  # read when scraped, not set per request
         self.metrics.ready.set_function(lambda: self.lifecycle.ready)
 
-    def _load(self, path: Path, backend: str):
+    def _load(self, path: Path, backend: str) -> Backend:
         """electric.inference.backend.load_backend, with the ONNX Runtime options when the directory is an export."""
         kwargs: dict[str, Any] = {}
         if resolve_backend(path, backend) == "onnx":
