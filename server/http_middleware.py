@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterable
 
 from fastapi import Request
-from starlette._utils import get_route_path
 from starlette.routing import Mount
 
 from server.errors import BackendError, PayloadTooLarge, ServerError, ShuttingDown
@@ -81,7 +80,7 @@ class HttpRouter:
             await fail(PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes"))
         else:
             try:
-                methods = self.paths.get(get_route_path(scope))  # as Starlette's router: without the root path
+                methods = self.paths.get(route_path(scope))
                 if methods is None:
                     await self.app(scope, limited_receive, timed_send)
                 else:
@@ -111,6 +110,15 @@ class HttpRouter:
         error_type = (state.get("error_type") or "http_error") if code >= 400 else None
         record(self.metrics, self.settings, "http", route, code, error_type, seconds, state.get("timing"),
                client=(scope.get("client") or ("", 0))[0], log=route not in QUIET_PATHS)
+
+
+def route_path(scope) -> str:
+    """The request's path below the app's root path (`--root-path` behind a proxy that keeps the prefix): what a
+    route's path is matched against, as FastAPI's router matches its own."""
+    path, root = scope["path"], scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root):len(root) + 1] in ("/", ""):
+        return path[len(root):]
+    return path
 
 
 def route_name(scope) -> str:
