@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as e:
         for err in e.errors():
             where = ".".join(str(x) for x in err["loc"]) or "settings"
-            print(f"error: {where}: {err['msg']}", file=sys.stderr)
+            why = err.get("ctx", {}).get("error") if err["type"] == "value_error" else None  # without "Value error, "
+            print(f"error: {where}: {why or err['msg']}", file=sys.stderr)
         return 2
     from server.app import check_start, event_loop_factory, run_server  # noqa: PLC0415 - keep `electric --help` fast
 

@@ -161,7 +161,10 @@ def test_ctrl_c_during_a_long_server_job_leaves_no_output_file(server, tmp_path)
     env = {**os.environ, "ELECTRIC_API_KEY": KEY}
     proc = subprocess.Popen([sys.executable, "-m", "electric.cli", "score", "--server", server.url, "--quiet",
                              "--chunk-size", "256", "--out", str(out), str(text)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal, even when the tests run in the background (where a shell starts
+                            # them ignoring SIGINT, and Python then leaves it ignored)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while scored() < before + 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
