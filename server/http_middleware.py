@@ -3,7 +3,7 @@
     app.add_middleware(HttpRouter, settings=settings, metrics=metrics, routes=ROUTES)
 
 A request whose path is a route of the API (server.http.ROUTES) is answered by that route's endpoint, or 405 when
-its method is not the route's; any other (the pages, their files, an unknown path) goes to FastAPI. Around both: the
+its method is not the route's (with a trailing slash: 307 to the path without it, as FastAPI redirects); any other (the pages, their files, an unknown path) goes to FastAPI. Around both: the
 body-size limit, the x-total-time header, one count and one access-log line for every response, and the answers
 for what escapes an endpoint, by the transport's one table, server.http.HTTP_STATUS.
 """
@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterable
 
 from fastapi import Request
+from fastapi.responses import RedirectResponse
+from starlette.datastructures import URL
 from starlette.routing import Mount
 
 from server.errors import BackendError, PayloadTooLarge, ServerError, ShuttingDown
@@ -80,8 +82,13 @@ class HttpRouter:
             await fail(PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes"))
         else:
             try:
-                methods = self.paths.get(route_path(scope))
-                if methods is None:
+                path = route_path(scope)
+                methods = self.paths.get(path)
+                if methods is None and path.endswith("/") and path.rstrip("/") in self.paths:
+                    # as FastAPI answers a route's path with a trailing slash: 307 to the path without it
+                    response = RedirectResponse(str(URL(scope={**scope, "path": scope["path"].rstrip("/")})))
+                    await response(scope, limited_receive, timed_send)
+                elif methods is None:
                     await self.app(scope, limited_receive, timed_send)
                 else:
                     route = methods.get(scope["method"])

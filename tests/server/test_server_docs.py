@@ -100,6 +100,15 @@ def test_the_router_answers_a_wrong_method_405_and_info_without_the_key_401(tmp_
         ("/docs", 405, "method_not_allowed"), ("unmatched", 404, "not_found")]
 
 
+@pytest.mark.parametrize("root", ["", "/electric"])
+def test_an_api_path_with_a_trailing_slash_is_redirected_without_it_as_fastapi_does(tmp_path, root):
+    client = TestClient(create_app(Settings(model=tmp_path, grpc_port=-1)), root_path=root)
+    for method, path in (("post", "/v1/score/"), ("get", "/health/"), ("get", "/docs/")):
+        r = getattr(client, method)(f"{root}{path}", follow_redirects=False)
+        assert (r.status_code, r.headers["location"]) == (307, f"http://testserver{root}{path.rstrip('/')}"), path
+    assert client.get(f"{root}/nope/", follow_redirects=False).status_code == 404
+
+
 def test_an_installation_without_the_pages_files_is_told_how_to_install_them(tmp_path, monkeypatch):
     from electric import checkpoint
 
