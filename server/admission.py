@@ -238,8 +238,9 @@ class Admission:
         work = self.pace.work(self.estimator.lengths(map(input_chars, inputs)))
         now = time.perf_counter()
         if check:
-            ages = [(w, now - t) for w, t in self._admitted.values()]
-            check_deadline(work, self.backlog, ages, self.pace, self.deadline_s, ages[0][1] if ages else 0.0)
+            oldest = next(iter(self._admitted.values()), None)  # the requests one by one only when needed: lazily
+            check_deadline(work, self.backlog, ((w, now - t) for w, t in self._admitted.values()), self.pace,
+                           self.deadline_s, now - oldest[1] if oldest is not None else 0.0)
         self._admitted[request] = (work, now)
         self.backlog.enter(work)
 

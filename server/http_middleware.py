@@ -86,8 +86,8 @@ class HttpRouter:
                 methods = self.paths.get(path)
                 if methods is None and path.endswith("/") and path.rstrip("/") in self.paths:
                     # as FastAPI answers a route's path with a trailing slash: 307 to the path without it
-                    response = RedirectResponse(str(URL(scope={**scope, "path": scope["path"].rstrip("/")})))
-                    await response(scope, limited_receive, timed_send)
+                    redirect = RedirectResponse(str(URL(scope={**scope, "path": scope["path"].rstrip("/")})))
+                    await redirect(scope, limited_receive, timed_send)
                 elif methods is None:
                     await self.app(scope, limited_receive, timed_send)
                 else:
