@@ -335,6 +335,7 @@ class ExportManifest(BaseModel):
     # what `electric serve --model DIR` applies by default (`electric adapt` writes them: serving_defaults)
     rerank_weights: dict[str, Any] | None = None  # the /v1/rerank weights a request that gives none gets
     detector: str | None = None  # a discriminator export inside DIR that answers /v1/detect, by its relative path
+    ngram: str | None = None  # an ARPA n-gram LM inside DIR that /v1/rerank weighs beside the model, by its path
     adapted: dict[str, Any] | None = None  # where `electric adapt`'s model card and report lie
 
     @classmethod
@@ -391,8 +392,9 @@ class ServingDefaults:
     the /v1/rerank weights a request that gives none gets, and a discriminator export inside DIR that answers
     /v1/detect beside a cloze scorer."""
 
-    rerank_weights: dict | None = None  # a weights object: lm, length, beta, prior, piece, lm_score
+    rerank_weights: dict | None = None  # a weights object: lm, length, beta, prior, piece, lm_score, ngram
     detector: Path | None = None  # DIR/<its manifest's "detector">
+    ngram: Path | None = None  # DIR/<its manifest's "ngram">: an ARPA file (electric.inference.ngram)
 
 
 def serving_defaults(model_dir: str | os.PathLike) -> ServingDefaults:
@@ -402,10 +404,17 @@ def serving_defaults(model_dir: str | os.PathLike) -> ServingDefaults:
     if not (d / MANIFEST).is_file():
         return ServingDefaults()
     manifest = ExportManifest.read(d)
-    if manifest.detector is None:
-        return ServingDefaults(manifest.rerank_weights)
-    where = (d / manifest.detector).resolve()
-    if d.resolve() not in where.parents or not (where / MANIFEST).is_file():
-        raise CheckpointError(f"{str(d / MANIFEST)!r}: 'detector' {manifest.detector!r} is not an export directory "
-                              f"inside {str(d)!r}")
-    return ServingDefaults(manifest.rerank_weights, d / manifest.detector)
+    detector = ngram = None
+    if manifest.detector is not None:
+        where = (d / manifest.detector).resolve()
+        if d.resolve() not in where.parents or not (where / MANIFEST).is_file():
+            raise CheckpointError(f"{str(d / MANIFEST)!r}: 'detector' {manifest.detector!r} is not an export "
+                                  f"directory inside {str(d)!r}")
+        detector = d / manifest.detector
+    if manifest.ngram is not None:
+        where = (d / manifest.ngram).resolve()
+        if d.resolve() not in where.parents or not where.is_file():
+            raise CheckpointError(f"{str(d / MANIFEST)!r}: 'ngram' {manifest.ngram!r} is not a file inside {str(d)!r} "
+                                  "(the model directory lost its n-gram LM: copy the whole directory)")
+        ngram = d / manifest.ngram
+    return ServingDefaults(manifest.rerank_weights, detector, ngram)

@@ -33,24 +33,28 @@ class TextScore:
     method: str = "electric"
     truncated: bool = False
     tokens: list[TokenScore] | None = None  # with per_token=True
+    ngram: float | None = None  # the n-gram LM's ln P(text), when asked for (a model directory that carries one)
 
     def to_dict(self) -> dict:
-        """The fields, without `truncated` when False and `tokens` when None (built directly: asdict's deep copy
-        costs more than the rest of a server response)."""
+        """The fields, without `truncated` when False and `tokens` and `ngram` when None (built directly: asdict's
+        deep copy costs more than the rest of a server response)."""
         d = {"text": self.text, "score": self.score, "mean": self.mean, "num_tokens": self.num_tokens,
              "method": self.method}
         if self.truncated:
             d["truncated"] = True
         if self.tokens is not None:
             d["tokens"] = [vars(t).copy() for t in self.tokens]
+        if self.ngram is not None:
+            d["ngram"] = self.ngram
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TextScore:
-        """The inverse of `to_dict` (`tokens` None when absent)."""
-        tokens = d.get("tokens")
+        """The inverse of `to_dict` (`tokens` and `ngram` None when absent)."""
+        tokens, ngram = d.get("tokens"), d.get("ngram")
         return cls(d["text"], float(d["score"]), float(d["mean"]), int(d["num_tokens"]), d.get("method", "electric"),
-                   bool(d.get("truncated", False)), None if tokens is None else [TokenScore.from_dict(t) for t in tokens])
+                   bool(d.get("truncated", False)), None if tokens is None else [TokenScore.from_dict(t) for t in tokens],
+                   None if ngram is None else float(ngram))
 
 
 @dataclass
@@ -119,24 +123,27 @@ class RerankedList:
     words: list[int]
     tied: bool = False  # a hypothesis of another text has the best total too; the earlier position won
     pieces: list[int] | None = None  # the tokenizer pieces the LM scored, when known
+    ngram: list[float] | None = None  # the n-gram LM's ln P of each hypothesis, when the combination used it
 
     def to_dict(self) -> dict:
         pieces = self.pieces if self.pieces is not None else [None] * len(self.hyps)
+        ngram = self.ngram if self.ngram is not None else [None] * len(self.hyps)
         return {"utt_id": self.utt_id, "best": self.hyps[0], "order": self.order, "tied": self.tied, "hyps": [
             {"text": h, "rank": r, "total": t, "prior": a, "lm": s, "words": w,
-             **({"pieces": n} if n is not None else {})}
-            for h, r, t, a, s, w, n in zip(self.hyps, self.order, self.total, self.prior, self.lm, self.words,
-                                           pieces, strict=True)]}
+             **({"pieces": n} if n is not None else {}), **({"ngram": g} if g is not None else {})}
+            for h, r, t, a, s, w, n, g in zip(self.hyps, self.order, self.total, self.prior, self.lm, self.words,
+                                              pieces, ngram, strict=True)]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RerankedList:
-        """The inverse of `to_dict` (`pieces` None unless every hypothesis has them)."""
+        """The inverse of `to_dict` (`pieces` and `ngram` None unless every hypothesis has them)."""
         hyps = d["hyps"]
         pieces = [int(h["pieces"]) for h in hyps] if all(h.get("pieces") is not None for h in hyps) else None
+        ngram = [float(h["ngram"]) for h in hyps] if all(h.get("ngram") is not None for h in hyps) else None
         return cls(d["utt_id"], [int(h["rank"]) for h in hyps], [h["text"] for h in hyps],
                    [float(h["total"]) for h in hyps], [float(h["prior"]) for h in hyps],
                    [float(h["lm"]) for h in hyps], [int(h["words"]) for h in hyps], bool(d.get("tied", False)),
-                   pieces)
+                   pieces, ngram)
 
 
 @dataclass

@@ -38,9 +38,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from electric import __version__
-from electric.checkpoint import require_local_dir
+from electric.checkpoint import require_local_dir, serving_defaults
+from electric.inference.ngram import ArpaLM
 from electric.inference.scoring import model_dir_for_method
-from server.engine import Engine
+from server.engine import Engine, check_ngram_weight
 from server.http import ROUTES, add_error_handlers, add_openapi
 from server.http_docs import add_docs_routes
 from server.http_middleware import HttpRouter
@@ -229,11 +230,14 @@ def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
 
 def check_start(settings: Settings) -> None:
     """What would stop `serve` as soon as it starts, found before anything starts, so that `electric serve` says it
-    in one line: a --model or --classifier directory that is not there (CheckpointError), a port another process
-    holds (OSError). What only loading finds (a corrupt model, a model of the wrong kind) still fails the start
+    in one line: a --model or --classifier directory that is not there (CheckpointError), an n-gram LM the model
+    names that does not parse or an n-gram weight without one (ValueError), a port another process holds (OSError). What only loading finds (a corrupt model, a model of the wrong kind) still fails the start
     in the log, as before."""
     if settings.model is not None:
-        model_dir_for_method(settings.model, "electric")
+        scorer = model_dir_for_method(settings.model, "electric")
+        ngram_file = serving_defaults(scorer).ngram
+        # an n-gram LM that does not parse (NgramError), or an n-gram weight without one
+        check_ngram_weight(settings.rerank_defaults(), None if ngram_file is None else ArpaLM.read(ngram_file))
     for name, path in settings.classifiers.items():
         require_local_dir(path, f"--classifier {name}")
     for flag, port in (("--http-port", settings.http_port), ("--grpc-port", settings.grpc_port)):

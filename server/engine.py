@@ -30,12 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from electric import __version__
 from electric.allocator import release_free_memory
 from electric.checkpoint import serving_defaults
 from electric.evaluation.nbest import LM_SCORES, PRIORS, NBestList, ScoredLists, Weights
 from electric.inference.backend import Backend, load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
+from electric.inference.ngram import ArpaLM
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
 from server.admission import BIG_BODY_BYTES, Admission
@@ -54,6 +57,7 @@ DETECTOR = "detector"  # name of the discriminator an adapted --model carries be
 SCORER_KINDS = tuple(METHODS_OF_KIND)  # what --model may hold: a discriminator (electric) or a cloze model (cloze)
 WARMUP_TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
 WARMUP_PACE_TOKENS = 2048  # tokens in each warm-up batch that measures the pace at one length (a row at least)
+NGRAM_INLINE = 256  # texts an n-gram LM scores on the event loop; more go to a thread
 IDLE_TRIM_S = 1.0  # idle this long after a request, the process gives its freed heap back (electric.allocator)
 
 
@@ -82,6 +86,7 @@ class Engine:
         self.metrics = metrics or Metrics()
         self._loader = loader or self._load
         self.models: dict[str, ModelSlot] = {}
+        self.ngram: ArpaLM | None = None  # the scorer directory's n-gram LM (serving_defaults(...).ngram), if any
         self.lifecycle = lifecycle or Lifecycle(settings.shutdown_grace_s)
         self.lifecycle.on_drain(self._log_drain)
         self.lifecycle.on_grace_over(self._end_grace)
@@ -115,9 +120,13 @@ class Engine:
             if self.settings.model is not None:
                 scorer = model_dir_for_method(self.settings.model, "electric")
                 specs.append((SCORER, scorer, SCORER_KINDS))
-                detector = serving_defaults(scorer).detector  # electric adapt's energy model beside a cloze scorer
-                if detector is not None:
-                    specs.append((DETECTOR, detector, ("discriminator",)))
+                defaults = serving_defaults(scorer)
+                if defaults.detector is not None:  # electric adapt's energy model beside the scorer
+                    specs.append((DETECTOR, defaults.detector, ("discriminator",)))
+                if defaults.ngram is not None:  # electric adapt's n-gram LM: /v1/rerank's ngram weight
+                    self.ngram = await self._loop.run_in_executor(None, ArpaLM.read, defaults.ngram)
+                    log.info("loaded the n-gram LM %s: %s", defaults.ngram, self.ngram.describe())
+            check_ngram_weight(self.settings.rerank_defaults(), self.ngram)
             specs += [(n, Path(p), ("classifier", "tagger")) for n, p in self.settings.classifiers.items()]
             for name, path, kinds in specs:
                 t0 = time.perf_counter()
@@ -279,16 +288,22 @@ class Engine:
     # `before_shutdown` on each: the transport received the request before the drain began (Lifecycle.admit)
 
     async def score(self, texts: Sequence[str], *, per_token: bool = False, truncate: bool = False,
-                    before_shutdown: bool = False, _internal: bool = False) -> Answer:
+                    ngram: bool = False, before_shutdown: bool = False, _internal: bool = False) -> Answer:
         """The served method's score of each text (electric.inference.scoring.score_row: the Electric PLL of a
-        discriminator, the cloze score of a cloze model)."""
+        discriminator, the cloze score of a cloze model); with `ngram`, the n-gram LM's too (TextScore.ngram)."""
         with self._admitted(_internal, before_shutdown):
             slot = self._slot(None, SCORER_KINDS)
             assert slot.model.method is not None, "a scorer's kind is one of METHODS_OF_KIND"
             texts = self._texts(texts, "texts")
+            if ngram and self.ngram is None:
+                raise ValidationError("ngram: this server's model carries no n-gram LM (a model directory made by "
+                                      "`electric adapt` does)")
             timing = Timing()
             results = await self._submit(slot, texts, truncate, _input_name,
                                          pipelines.post_score(slot.model.method, per_token), timing)
+            if ngram:
+                for r, x in zip(results, await self._ngram_scores(texts), strict=True):
+                    r.ngram = x
             return Answer(slot.name, results, timing)
 
     async def detect(self, texts: Sequence[str], *, truncate: bool = False, before_shutdown: bool = False,
@@ -334,6 +349,7 @@ class Engine:
                                         None if scores is None else [float(s) for s in scores]))
             self._check_count(len(flat), "hypotheses")
             applied = self._rerank_weights(weights or {})
+            check_ngram_weight(applied, self.ngram, request=True)
             timing = Timing()
             flat_scores = await self._submit(slot, flat, truncate,
                                              lambda k: "lists[{}].hypotheses[{}]".format(*where[k]),
@@ -342,12 +358,27 @@ class Engine:
             for nb in nbests:
                 per_list.append(flat_scores[at: at + len(nb.hyps)])
                 at += len(nb.hyps)
-            return Answer(slot.name, ScoredLists.from_scores(nbests, per_list).rerank(applied), timing,
-                          {"weights": applied.to_dict()})
+            scored = ScoredLists.from_scores(nbests, per_list)
+            if applied.ngram:
+                assert self.ngram is not None, "check_ngram_weight refused an n-gram weight without the LM"
+                sums, at, per_list_ngram = await self._ngram_scores(flat), 0, []
+                for nb in nbests:
+                    per_list_ngram.append(np.array(sums[at: at + len(nb.hyps)]))
+                    at += len(nb.hyps)
+                scored = dataclasses.replace(scored, ngram=per_list_ngram)
+            return Answer(slot.name, scored.rerank(applied), timing, {"weights": applied.to_dict()})
+
+    async def _ngram_scores(self, texts: list[str]) -> list[float]:
+        """The n-gram LM's ln P of each text; off the loop when there are many (about 40 us a short text)."""
+        assert self.ngram is not None
+        if len(texts) <= NGRAM_INLINE:
+            return [self.ngram.score(t).score for t in texts]
+        lm = self.ngram
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: [lm.score(t).score for t in texts])
 
     def _rerank_weights(self, given: Mapping[str, Any]) -> Weights:
         """The server's default weights with a request's own (`given`) over them, each checked and named."""
-        for name in ("lm", "length", "beta", "piece"):
+        for name in ("lm", "length", "beta", "piece", "ngram"):
             if given.get(name) is not None:
                 _check_range(given[name], MAX_ABS_RERANK_WEIGHT, f"weights.{name}")
         for name, choices in (("prior", PRIORS), ("lm_score", LM_SCORES)):
@@ -412,7 +443,26 @@ class Engine:
                            "max_batch_tokens": s.max_batch_tokens, "max_batch_size": s.max_batch_size,
                            "max_concurrent_requests": s.max_concurrent_requests, "max_body_bytes": s.max_body_bytes,
                            "max_wait_ms": s.max_wait_ms, "request_timeout_s": s.request_timeout_s},
-                "rerank_defaults": s.rerank_defaults().to_dict()}
+                "rerank_defaults": s.rerank_defaults().to_dict(),
+                "rerank_parts": rerank_parts(s.rerank_defaults()),
+                "ngram": None if self.ngram is None else self.ngram.describe()}
+
+
+def rerank_parts(w: Weights) -> list[str]:
+    """The parts of the combination `w` applies: first_pass (always: a list's own scores, or its rank prior), model,
+    ngram, word_bonus, piece_bonus."""
+    return ["first_pass", *(name for name, on in (("model", w.lm), ("ngram", w.ngram), ("word_bonus", w.length),
+                                                  ("piece_bonus", w.piece)) if on)]
+
+
+def check_ngram_weight(w: Weights, ngram: ArpaLM | None, request: bool = False) -> None:
+    """An n-gram weight needs the n-gram LM: a ValidationError for a request's weights, a ValueError at start."""
+    if w.ngram and ngram is None:
+        why = (f"an n-gram weight ({w.ngram:g}) needs an n-gram LM, and this server's model carries none (a model "
+               "directory made by `electric adapt` does)")
+        if request:
+            raise ValidationError(f"weights.ngram: {why}")
+        raise ValueError(f"ngram_weight: {why}")
 
 
 def _check_range(x: float, limit: float, name: str) -> None:

@@ -147,7 +147,7 @@ class _Base:
 
 def _text_score(r) -> pb.TextScore:
     msg = pb.TextScore(text=r.text, score=r.score, mean=r.mean, num_tokens=r.num_tokens, method=r.method,
-                       truncated=r.truncated)
+                       truncated=r.truncated, ngram=r.ngram)
     if r.tokens:
         msg.tokens.extend(pb.TokenScore(token=t.token, start=t.start, end=t.end, score=t.score) for t in r.tokens)
     return msg
@@ -188,7 +188,7 @@ class ScoringService(_Base, pb_grpc.ScoringServicer):
     @rpc("/electric.v1.Scoring/Score")
     async def Score(self, request: pb.ScoreRequest, context) -> tuple[Answer, pb.ScoreResponse]:
         a = await self.engine.score(list(request.texts), per_token=request.per_token, truncate=request.truncate,
-                                    before_shutdown=True)
+                                    ngram=request.ngram, before_shutdown=True)
         return a, pb.ScoreResponse(model=a.model, results=[_text_score(r) for r in a.results])
 
     @rpc("/electric.v1.Scoring/Rerank")
@@ -198,8 +198,9 @@ class ScoringService(_Base, pb_grpc.ScoringServicer):
         weights = {f.name: getattr(w, f.name) for f in w.DESCRIPTOR.fields if w.HasField(f.name)}
         a = await self.engine.rerank(lists, weights=weights, truncate=request.truncate, before_shutdown=True)
         results = [pb.RerankResult(utt_id=r.utt_id, best=r.hyps[0], order=r.order, tied=r.tied, hyps=[
-            pb.RankedHypothesis(text=h, rank=k, total=t, prior=p, lm=s, words=n, pieces=m)
-            for h, k, t, p, s, n, m in zip(r.hyps, r.order, r.total, r.prior, r.lm, r.words, r.pieces, strict=True)])
+            pb.RankedHypothesis(text=h, rank=k, total=t, prior=p, lm=s, words=n, pieces=m, ngram=g)
+            for h, k, t, p, s, n, m, g in zip(r.hyps, r.order, r.total, r.prior, r.lm, r.words, r.pieces,
+                                              r.ngram or [None] * len(r.hyps), strict=True)])
             for r in a.results]
         return a, pb.RerankResponse(model=a.model, results=results, weights=pb.RerankWeights(**a.extra["weights"]))
 
@@ -235,7 +236,8 @@ class InfoService(_Base, pb_grpc.InfoServicer):
         i = self.engine.info()
         return None, pb.InfoResponse(version=i["version"], ready=i["ready"],
                                      models=[pb.ModelInfo(**m) for m in i["models"]], limits=pb.Limits(**i["limits"]),
-                                     rerank_defaults=pb.RerankWeights(**i["rerank_defaults"]))
+                                     rerank_defaults=pb.RerankWeights(**i["rerank_defaults"]),
+                                     rerank_parts=i["rerank_parts"], ngram=i["ngram"] or "")
 
 
 async def _refuse(context: grpc.aio.ServicerContext, err: ServerError, route: str, engine: Engine, t0: float) -> None:

@@ -222,7 +222,7 @@ def _results(a: Answer, body) -> dict:
 
 
 SCORE = Handler(schemas.ScoreRequest, lambda e, b, before: e.score(
-    b.texts, per_token=b.per_token, truncate=b.truncate, before_shutdown=before), _results)
+    b.texts, per_token=b.per_token, truncate=b.truncate, ngram=b.ngram, before_shutdown=before), _results)
 RERANK = Handler(schemas.RerankRequest, _rerank, lambda a, b: {
     "model": a.model, "weights": a.extra["weights"], "results": [r.to_dict() for r in a.results]})
 DETECT = Handler(schemas.DetectRequest, lambda e, b, before: e.detect(

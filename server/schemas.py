@@ -103,6 +103,8 @@ class ScoreRequest(_Request):
     texts: list[InputText] = Field(min_length=1, fail_fast=True, description="texts to score")
     per_token: bool = Field(False, description="also return each token's score and character offsets")
     truncate: bool = Field(False, description="cut texts over the token limit instead of failing with 422")
+    ngram: bool = Field(False, description="also return each text's n-gram LM score (a model that carries one: "
+                                           "/info's ngram)")
 
 
 class TokenScore(BaseModel):
@@ -122,6 +124,7 @@ class TextScore(BaseModel):
                                                 "the served model's method (/info)")
     truncated: bool = Field(False, description="present and true when the text was cut")
     tokens: list[TokenScore] | None = Field(None, description="with per_token")
+    ngram: float | None = Field(None, description="with ngram: the n-gram LM's ln P(text), its words and </s>")
 
 
 class ScoreResponse(BaseModel):
@@ -158,6 +161,8 @@ class RerankWeights(_Request):
                                                   "may choose for its no-LM combination)")
     lm_score: Literal["sum", "mean"] | None = Field(None, description="the LM score lm: \"sum\" over tokens (the "
                                                                      "PLL) or \"mean\" per token")
+    ngram: Weight | None = Field(None, description="weight of the n-gram LM's ln P(h) (a model that carries one: "
+                                                  "/info's ngram)")
 
 
 class RerankRequest(_Request):
@@ -194,11 +199,13 @@ class RerankRequest(_Request):
 class RankedHypothesis(BaseModel):
     text: str
     rank: int = Field(description="position in the request's list (0 = the first pass's best)")
-    total: float = Field(description="prior + lm_weight * lm + length_weight * words + piece_weight * pieces")
+    total: float = Field(description="prior + lm_weight * lm + length_weight * words + piece_weight * pieces + "
+                                     "ngram_weight * ngram")
     prior: float = Field(description="the first-pass score, or -beta * rank (prior \"rank\"), or 0")
     lm: float = Field(description="the LM score of the text: its sum over tokens or mean per token (weights.lm_score)")
     words: int
     pieces: int = Field(description="tokenizer pieces the LM scored (what weights.piece counts)")
+    ngram: float | None = Field(None, description="the n-gram LM's ln P(h), when the weights use it")
 
 
 class RerankResult(BaseModel):
@@ -216,12 +223,13 @@ class AppliedWeights(BaseModel):
     prior: Literal["rank", "none"]
     piece: float
     lm_score: Literal["sum", "mean"]
+    ngram: float
 
 
 class RerankResponse(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "model": "scorer", "weights": {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none", "piece": 0.0,
-                                       "lm_score": "sum"},
+                                       "lm_score": "sum", "ngram": 0.0},
         "results": [{"utt_id": "0", "best": "list all flights", "order": [0, 1], "tied": False,
                      "hyps": [{"text": "list all flights", "rank": 0, "total": -9.1, "prior": 0.0, "lm": -9.1,
                                "words": 3, "pieces": 3}]}]}]})
@@ -357,6 +365,11 @@ class InfoResponse(BaseModel):
     models: list[ModelInfo]
     limits: Limits
     rerank_defaults: AppliedWeights
+    rerank_parts: list[Literal["first_pass", "model", "ngram", "word_bonus", "piece_bonus"]] = Field(
+        description="the parts of the combination /v1/rerank applies by default (rerank_defaults' non-zero weights; "
+                    "the first pass always)")
+    ngram: str | None = Field(None, description="the n-gram LM the scorer's directory carries (its order and size), "
+                                                "null: none")
 
 
 class Status(BaseModel):

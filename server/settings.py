@@ -124,10 +124,14 @@ class Settings(BaseSettings):
                                             "combination's second length feature)")
     lm_score: Literal["sum", "mean"] = Field("sum", description="rerank: default LM score: the sum over tokens (PLL) "
                                                                 "or the mean per token")
+    ngram_weight: float = Field(0.0, ge=-MAX_ABS_RERANK_WEIGHT, le=MAX_ABS_RERANK_WEIGHT,
+                                description="rerank: default weight of the n-gram LM's ln P(h) (a model made by "
+                                            "`electric adapt` carries the LM and, when its guard chose it, this "
+                                            "weight)")
     rerank_weights: Path | None = Field(None, description="rerank: default weights from a JSON file: the report of "
                                                           "`electric rerank --report` / `electric eval nbest "
                                                           "--report` as is (its applied weights), or a weights "
-                                                          "object {lm, length, beta, prior, piece, lm_score}; "
+                                                          "object {lm, length, beta, prior, piece, lm_score, ngram}; "
                                                           "it wins over the weights a model made by `electric "
                                                           "adapt` carries, weight flags given too win over both")
     # --- logging
@@ -137,7 +141,7 @@ class Settings(BaseSettings):
     def rerank_defaults(self) -> Weights:
         """The weights /v1/rerank applies where a request gives none."""
         return Weights(lm=self.lm_weight, length=self.length_weight, beta=self.beta, prior=self.prior,
-                       piece=self.piece_weight, lm_score=self.lm_score)
+                       piece=self.piece_weight, lm_score=self.lm_score, ngram=self.ngram_weight)
 
     @field_validator("classifiers", mode="before")
     @classmethod
@@ -174,7 +178,7 @@ class Settings(BaseSettings):
 
 # a Weights key -> the Settings field holding its default
 WEIGHT_FIELDS = {"lm": "lm_weight", "length": "length_weight", "beta": "beta", "prior": "prior",
-                 "piece": "piece_weight", "lm_score": "lm_score"}
+                 "piece": "piece_weight", "lm_score": "lm_score", "ngram": "ngram_weight"}
 
 
 def read_rerank_weights(path: Path) -> dict[str, object]:

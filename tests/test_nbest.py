@@ -373,7 +373,7 @@ def test_reports_show_the_dev_tuned_result_without_the_lm():
     # with given weights, no_lm is the same weights with the LM weight set to 0
     _, fixed = rerank_report(lists, lm, RerankOptions(weights=Weights(lm=2.0, length=-1.0, beta=1.0)))
     assert fixed["weights_no_lm"] == {"lm": 0.0, "length": -1.0, "beta": 1.0, "prior": "none", "piece": 0.0,
-                                      "lm_score": "sum"}
+                                      "lm_score": "sum", "ngram": 0.0}
     assert fixed["test"]["no_lm"] == fixed["test"]["first"]  # a word penalty keeps the shorter first hypothesis
     assert "the given weights with lm 0" in format_report(fixed)
 

@@ -47,6 +47,8 @@ class ServerInfo:
     models: list[ModelInfo]
     limits: Limits
     rerank_defaults: dict[str, Any]  # /v1/rerank's weights where a request gives none: lm, length, beta, prior, ...
+    rerank_parts: tuple[str, ...] = ()  # what those weights combine: first_pass, model, ngram, word_bonus, piece_bonus
+    ngram: str | None = None  # the n-gram LM the server's model carries, in words; None: none
 
     def model(self, name: str) -> ModelInfo | None:
         return next((m for m in self.models if m.name == name), None)
@@ -67,7 +69,8 @@ class ServerInfo:
     def from_dict(cls, d: dict[str, Any]) -> ServerInfo:
         """From /info's JSON (keys a newer server adds are left out); KeyError or TypeError when it is not one."""
         return cls(str(d["version"]), bool(d["ready"]), [_known(ModelInfo, m) for m in d["models"]],
-                   _known(Limits, d["limits"]), dict(d["rerank_defaults"]))
+                   _known(Limits, d["limits"]), dict(d["rerank_defaults"]), tuple(d.get("rerank_parts") or ()),
+                   d.get("ngram") or None)
 
 
 def _known(cls: type, d: dict[str, Any]) -> Any:

@@ -4,9 +4,11 @@ on plain sentences in pure Python, scoring a hypothesis as the sum of its words'
     lm = KneserNeyLM.train(sentences, order=3)
     lm.score("show me flights to boston")        # ln P(show me flights to boston </s>)
     lm.score_texts(hyps)                          # NgramScore per text: what ScoredLists.score takes
+    lm.write_arpa("ngram.arpa")                   # the same model as a standard ARPA file (electric.inference.ngram)
 
-`electric adapt` trains one on the adaptation text and reranks the same dev and test lists with it, so that a model
-card compares the adapted model with the baseline a user would otherwise build. KenLM trains the same model far
+`electric adapt` trains one on the adaptation text, reranks the same dev and test lists with it, so that a model
+card compares the adapted model with the baseline a user would otherwise build, and writes it into the model
+directory as ARPA, which the server scores with (`electric.inference.ngram.ArpaLM`) and KenLM or any ASR toolkit reads. KenLM trains the same model far
 faster on big corpora; the few thousand sentences of a domain take seconds here.
 
 The model, for an order-n LM over words w (a sentence is <s> w_1 ... w_m </s>, its context cut at <s>):
@@ -23,18 +25,13 @@ A context never seen backs off whole: P(w | h) = P(w | h').
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from pathlib import Path
 
-BOS, EOS, UNK = "<s>", "</s>", "<unk>"
-_WORD = re.compile(r"\w+(?:'\w+)*|[^\w\s]")
+from electric.inference.ngram import BOS, EOS, UNK, NgramScore, words
 
-
-def words(text: str) -> list[str]:
-    """The LM's tokens of a text: lower-cased words (apostrophes kept inside them) and punctuation marks."""
-    return _WORD.findall(text.lower())
+__all__ = ["BOS", "EOS", "UNK", "KneserNeyLM", "NgramScore", "discounts", "words"]
 
 
 def discounts(count_of_counts: Counter) -> tuple[float, float, float]:
@@ -46,16 +43,6 @@ def discounts(count_of_counts: Counter) -> tuple[float, float, float]:
     y = n1 / (n1 + 2 * n2)
     d = [1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2 if n2 else 0.0, 3 - 4 * y * n4 / n3 if n3 else 0.0]
     return tuple(min(max(x, 0.0), float(k + 1)) for k, x in enumerate(d))  # type: ignore[return-value]
-
-
-@dataclass
-class NgramScore:
-    """One text's score (what `electric.evaluation.nbest.ScoredLists` takes): the sum of ln P over its words and
-    </s>, their mean, and how many there were."""
-
-    score: float
-    mean: float
-    num_tokens: int
 
 
 class KneserNeyLM:
@@ -144,6 +131,37 @@ class KneserNeyLM:
 
     def score_texts(self, texts: list[str]) -> list[NgramScore]:
         return [self.score(t) for t in texts]
+
+    def arpa_entries(self) -> list[dict[tuple[str, ...], tuple[float, float | None]]]:
+        """Per order (1..n): n-gram -> (log10 P(last word | the others), log10 backoff weight or None), the same model
+        as a backoff LM: every n-gram seen at its level and every context (with its interpolation weight gamma as
+        its backoff weight), <s> with -99 (never predicted) and <unk> with the uniform level's share."""
+        entries: list[dict[tuple[str, ...], tuple[float, float | None]]] = [{} for _ in range(self.order)]
+        for k in range(self.order):
+            grams = {(*h, w) for h, nxt in self._counts[k].items() for w in nxt}
+            if k + 1 < self.order:
+                grams |= set(self._ctx[k + 1])  # every context of the next level is an n-gram of this one
+            if k == 0:
+                grams |= {(UNK,), (BOS,)}
+            for g in grams:
+                lp = -99.0 if g == (BOS,) else math.log10(self.prob(g[-1], g[:-1]))
+                seen = self._ctx[k + 1].get(g) if k + 1 < self.order else None
+                bow = None if seen is None else math.log10(seen[1] / seen[0]) if seen[1] > 0 else -99.0
+                entries[k][g] = (lp, bow)
+        return entries
+
+    def write_arpa(self, path: str | Path) -> None:
+        """The model as an ARPA file (log10 values to 7 significant digits: its scores match `score` to ~1e-6)."""
+        entries = self.arpa_entries()
+        lines = ["\\data\\", *(f"ngram {k + 1}={len(e)}" for k, e in enumerate(entries)), ""]
+        for k, e in enumerate(entries):
+            lines.append(f"\\{k + 1}-grams:")
+            for g in sorted(e):
+                lp, bow = e[g]
+                lines.append(f"{lp:.7g}\t{' '.join(g)}" + ("" if bow is None else f"\t{bow:.7g}"))
+            lines.append("")
+        lines.append("\\end\\")
+        Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def describe(self) -> str:
         return (f"{self.order}-gram Kneser-Ney LM: {self.sentences:,} sentences, {self.tokens:,} words, "

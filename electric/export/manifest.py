@@ -44,18 +44,21 @@ def checkpoint_hash(d: Path) -> str:
 
 
 def add_serving_defaults(export_dir: str | Path, *, rerank_weights: dict | None = None, detector: str | None = None,
-                         adapted: dict | None = None) -> ExportManifest:
+                         ngram: str | None = None, adapted: dict | None = None) -> ExportManifest:
     """Write into an export's manifest what `electric serve --model DIR` applies by default
     (electric.checkpoint.serving_defaults reads it): `rerank_weights` for /v1/rerank requests that give none,
-    `detector` (a discriminator export inside DIR, by its relative path) for /v1/detect, and `adapted` (where
-    `electric adapt`'s model card and report lie). Returns the new manifest; the file is replaced whole."""
+    `detector` (a discriminator export inside DIR, by its relative path) for /v1/detect, `ngram` (an ARPA n-gram LM
+    inside DIR, by its relative path) for /v1/rerank's n-gram weight, and `adapted` (where `electric adapt`'s model
+    card and report lie). Returns the new manifest; the file is replaced whole."""
     d = Path(export_dir)
     manifest = ExportManifest.read(d)
     if detector is not None:
         kind = ExportManifest.read(d / detector).kind
         if kind != "discriminator":
             raise ValueError(f"{str(d / detector)!r} holds a {kind} export; a detector is a discriminator")
+    if ngram is not None and not (d / ngram).is_file():
+        raise ValueError(f"{str(d / ngram)!r}: no such n-gram file inside the export")
     manifest = manifest.model_copy(update={k: v for k, v in (("rerank_weights", rerank_weights), ("detector", detector),
-                                                             ("adapted", adapted)) if v is not None})
+                                                             ("ngram", ngram), ("adapted", adapted)) if v is not None})
     manifest.write(d)
     return manifest

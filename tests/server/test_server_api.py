@@ -194,7 +194,7 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
     assert all(h["pieces"] >= h["words"] for e in expected for h in e["hyps"])
     body = http.post("/v1/rerank", json={"lists": [{"id": u["id"], "hypotheses": u["input"], "scores": u["am_score"]}
                                                    for u in utts], "weights": weights}).json()
-    assert body["weights"] == {**weights, "prior": "none", "piece": 0.0, "lm_score": "sum"}
+    assert body["weights"] == {**weights, "prior": "none", "piece": 0.0, "lm_score": "sum", "ngram": 0.0}
     assert_close(body["results"], expected)
     one = http.post("/v1/rerank", json={"hypotheses": utts[0]["input"], "scores": utts[0]["am_score"],
                                         "weights": weights}).json()
@@ -203,7 +203,7 @@ def test_rerank_one_and_many_lists_as_electric_rerank_does(http, channel, models
     # unset weights take the server's defaults
     plain = http.post("/v1/rerank", json={"hypotheses": ["list all flights", "list all fights"]}).json()
     assert [h["prior"] for h in sorted(plain["results"][0]["hyps"], key=lambda h: h["rank"])] == [0.0, 0.0]
-    assert plain["weights"] == {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none", "piece": 0.0, "lm_score": "sum"}
+    assert plain["weights"] == {"lm": 1.0, "length": 0.0, "beta": 1.0, "prior": "none", "piece": 0.0, "lm_score": "sum", "ngram": 0.0}
     ranked = http.post("/v1/rerank", json={"hypotheses": ["list all flights", "list all fights"],
                                            "weights": {"prior": "rank"}}).json()
     assert [h["prior"] for h in sorted(ranked["results"][0]["hyps"], key=lambda h: h["rank"])] == [0.0, -1.0]
@@ -222,7 +222,8 @@ def test_rerank_applies_a_reports_weights_as_is_piece_bonus_and_mean_lm_score(ht
     from electric.evaluation.nbest import NBestList, Weights, rerank_lists
 
     utts = sentences[3:5]
-    chosen = {"lm": 0.0, "length": 0.3, "beta": 1.0, "prior": "none", "piece": -0.7, "lm_score": "sum"}
+    chosen = {"lm": 0.0, "length": 0.3, "beta": 1.0, "prior": "none", "piece": -0.7, "lm_score": "sum",
+              "ngram": 0.0}
     for weights in (chosen, {**chosen, "lm": 2.0, "lm_score": "mean"}):
         direct = [direct_scores(models["disc_onnx"], u["input"], per_token=False) for u in utts]
         column = "score" if weights["lm_score"] == "sum" else "mean"

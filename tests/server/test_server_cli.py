@@ -68,7 +68,7 @@ def test_rerank_weights_come_from_a_report_as_is_and_flags_win(tmp_path, monkeyp
         "lm": 0.0, "length": 0.5, "beta": 1.0, "prior": "none", "piece": -1.25, "lm_score": "mean"}}))
     s = parse(["--rerank-weights", str(report)])
     assert s.rerank_defaults().to_dict() == {"lm": 0.0, "length": 0.5, "beta": 1.0, "prior": "none", "piece": -1.25,
-                                             "lm_score": "mean"}
+                                             "lm_score": "mean", "ngram": 0.0}
     assert parse(["--rerank-weights", str(report), "--lm-weight", "2"]).rerank_defaults().lm == 2.0
     partial = tmp_path / "partial.json"  # the report's top-level "lm_score" is not the weights': they keep theirs
     partial.write_text(json.dumps({"lm_score": "mean", "weights": {"lm": 3.0, "length": 0.0}}))

@@ -73,7 +73,7 @@ def test_score_over_http_and_grpc_equals_the_library(http, channel, library, clo
 def test_rerank_over_http_and_grpc_uses_cloze_scores(http, channel, library):
     weights = {"lm": 0.5, "length": 0.1, "prior": "rank"}
     body = http.post("/v1/rerank", json={"lists": LISTS, "weights": weights}).json()
-    assert body["weights"] == {**weights, "beta": 1.0, "piece": 0.0, "lm_score": "sum"}
+    assert body["weights"] == {**weights, "beta": 1.0, "piece": 0.0, "lm_score": "sum", "ngram": 0.0}
     for lst, res in zip(LISTS, body["results"], strict=True):
         lm = [s.score for s in library.score(lst["hypotheses"])]
         prior = lst.get("scores") or [-float(k) for k in range(len(lst["hypotheses"]))]

@@ -86,7 +86,7 @@ def test_http_and_grpc_accept_prior_and_report_ties(server):
     ranked = httpx.post(url, json={"hypotheses": hyps, "weights": {"lm": 0.0, "prior": "rank", "beta": 2.0}},
                         timeout=60).json()
     assert ranked["weights"] == {"lm": 0.0, "length": 0.0, "beta": 2.0, "prior": "rank", "piece": 0.0,
-                                 "lm_score": "sum"}
+                                 "lm_score": "sum", "ngram": 0.0}
     assert ranked["results"][0]["tied"] is False and [h["prior"] for h in ranked["results"][0]["hyps"]] == [0, -2, -4]
     # with the LM: prior none lets the LM order the list; a strong rank prior keeps the list's own order
     lm_only = httpx.post(url, json={"hypotheses": hyps, "weights": {"prior": "none"}}, timeout=60).json()["results"][0]

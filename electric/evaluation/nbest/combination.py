@@ -1,7 +1,8 @@
-"""Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h) [+ piece_weight * pieces(h)];
-rerank lists with given weights (what /v1/rerank and `electric rerank` apply). lm(h) is the LM's sum over
+"""Combination: total(h) = a(h) + lm_weight * lm(h) + length_weight * words(h) [+ piece_weight * pieces(h)]
+[+ ngram_weight * ngram(h)]; rerank lists with given weights (what /v1/rerank and `electric rerank` apply). lm(h) is the LM's sum over
 tokens or its mean per token (`Weights.lm_score`); pieces(h) is the number of tokenizer pieces the LM scored:
-the length an LM score carries for free, which the no-LM baseline gets too. A `Weights` is the whole
+the length an LM score carries for free, which the no-LM baseline gets too; ngram(h) is a word n-gram LM's ln P of
+the hypothesis (an `electric adapt` model directory carries one: electric.inference.ngram). A `Weights` is the whole
 combination: the `weights` of a rerank report can be given as is to `electric serve --rerank-weights` or in a
 /v1/rerank request."""
 
@@ -31,6 +32,8 @@ class Weights:
     piece: float = 0.0  # bonus per tokenizer piece (the no-LM baseline's second length feature); needs the
     #                      pieces of every hypothesis wherever it is not 0
     lm_score: str = "sum"  # which LM score lm(h) is: "sum" over tokens or "mean" per token
+    ngram: float = 0.0  # weight of the n-gram LM's ln P(h); needs the n-gram score of every hypothesis wherever it
+    #                     is not 0
 
     def __post_init__(self):
         if self.prior not in PRIORS:
@@ -40,7 +43,7 @@ class Weights:
 
     def to_dict(self) -> dict:
         return {"lm": self.lm, "length": self.length, "beta": self.beta, "prior": self.prior, "piece": self.piece,
-                "lm_score": self.lm_score}
+                "lm_score": self.lm_score, "ngram": self.ngram}
 
     @classmethod
     def from_dict(cls, d: dict) -> Weights:
@@ -79,9 +82,11 @@ def prior_scores(nb: NBestList, weights: Weights) -> np.ndarray:
 
 
 def combine(nb: NBestList, lm_scores: Sequence[float] | np.ndarray, weights: Weights,
-            pieces: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
-    """total(h) = a(h) + lm * lm(h) + length * words(h) + piece * pieces(h), one value per hypothesis
-    (`pieces`: tokenizer pieces per hypothesis, needed only when weights.piece is not 0)."""
+            pieces: Sequence[float] | np.ndarray | None = None,
+            ngram: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+    """total(h) = a(h) + lm * lm(h) + length * words(h) + piece * pieces(h) + ngram * ngram(h), one value per
+    hypothesis (`pieces`: tokenizer pieces per hypothesis, needed only when weights.piece is not 0; `ngram`: the
+    n-gram LM's scores, needed only when weights.ngram is not 0)."""
     lm = np.asarray(lm_scores, dtype=np.float64)
     if lm.shape != (len(nb.hyps),):
         raise NBestError(None, f"{lm.shape[0] if lm.ndim == 1 else lm.shape} LM scores for {len(nb.hyps)} "
@@ -90,24 +95,32 @@ def combine(nb: NBestList, lm_scores: Sequence[float] | np.ndarray, weights: Wei
     n = None if pieces is None else np.asarray(pieces, dtype=np.float64)
     if n is not None and n.shape != (len(nb.hyps),):
         raise NBestError(None, f"{len(n)} piece counts for {len(nb.hyps)} hypotheses", repr(nb.utt_id))
-    return weighted_total(prior_scores(nb, weights), lm, words, n, weights)
+    g = None if ngram is None else np.asarray(ngram, dtype=np.float64)
+    if g is not None and g.shape != (len(nb.hyps),):
+        raise NBestError(None, f"{len(g)} n-gram scores for {len(nb.hyps)} hypotheses", repr(nb.utt_id))
+    return weighted_total(prior_scores(nb, weights), lm, words, n, weights, g)
 
 
 def weighted_total(prior: np.ndarray, lm: np.ndarray, words: np.ndarray, pieces: np.ndarray | None,
-                   weights: Weights) -> np.ndarray:
+                   weights: Weights, ngram: np.ndarray | None = None) -> np.ndarray:
     """The one formula, for arrays of one shape (a list's hypotheses, or the (U, N) grid `tuning` searches):
-    a(h) + lm * lm(h) + length * words(h) [+ piece * pieces(h)]."""
+    a(h) + lm * lm(h) + length * words(h) [+ piece * pieces(h)] [+ ngram * ngram(h)]."""
     total = prior + weights.lm * lm + weights.length * words
     if weights.piece:
         if pieces is None:
             raise ValueError(f"a piece bonus ({weights.piece:g}) needs the pieces of every hypothesis")
         total = total + weights.piece * pieces
+    if weights.ngram:
+        if ngram is None:
+            raise ValueError(f"an n-gram weight ({weights.ngram:g}) needs the n-gram score of every hypothesis")
+        total = total + weights.ngram * ngram
     return total
 
 
 def rerank_one(nb: NBestList, lm_scores: Sequence[float] | np.ndarray, weights: Weights,
-               pieces: Sequence[float] | np.ndarray | None = None) -> RerankedList:
-    total = combine(nb, lm_scores, weights, pieces)
+               pieces: Sequence[float] | np.ndarray | None = None,
+               ngram: Sequence[float] | np.ndarray | None = None) -> RerankedList:
+    total = combine(nb, lm_scores, weights, pieces, ngram)
     # stable: ties keep the list's order; a NaN LM score (no token to score) ranks last, never first
     order = sorted(range(len(total)), key=lambda i: (bool(np.isnan(total[i])), -total[i]))
     prior = prior_scores(nb, weights)
@@ -116,18 +129,22 @@ def rerank_one(nb: NBestList, lm_scores: Sequence[float] | np.ndarray, weights: 
     return RerankedList(nb.utt_id, order, [nb.hyps[i] for i in order], [float(total[i]) for i in order],
                         [float(prior[i]) for i in order], [float(lm_scores[i]) for i in order],
                         [num_words(nb.hyps[i]) for i in order], bool(tied),
-                        None if pieces is None else [int(pieces[i]) for i in order])
+                        None if pieces is None else [int(pieces[i]) for i in order],
+                        None if ngram is None else [float(ngram[i]) for i in order])
 
 
 def rerank_lists(lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float] | np.ndarray], weights: Weights,
-                 pieces: Sequence[Sequence[float] | np.ndarray] | None = None) -> list[RerankedList]:
+                 pieces: Sequence[Sequence[float] | np.ndarray] | None = None,
+                 ngram: Sequence[Sequence[float] | np.ndarray] | None = None) -> list[RerankedList]:
     """Reorder every list by total(h) with the given weights and precomputed LM scores (and piece counts, for a
-    piece bonus)."""
+    piece bonus; n-gram scores, for an n-gram weight)."""
     if len(lists) != len(lm_scores):
         raise ValueError(f"{len(lm_scores)} LM score lists for {len(lists)} n-best lists")
     if pieces is not None and len(pieces) != len(lists):
         raise ValueError(f"{len(pieces)} piece count lists for {len(lists)} n-best lists")
-    return [rerank_one(nb, s, weights, None if pieces is None else pieces[k])
+    if ngram is not None and len(ngram) != len(lists):
+        raise ValueError(f"{len(ngram)} n-gram score lists for {len(lists)} n-best lists")
+    return [rerank_one(nb, s, weights, None if pieces is None else pieces[k], None if ngram is None else ngram[k])
             for k, (nb, s) in enumerate(zip(lists, lm_scores, strict=True))]
 
 

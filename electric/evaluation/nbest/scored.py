@@ -24,6 +24,7 @@ import numpy as np
 
 from electric.evaluation.nbest.combination import LM_SCORES, RerankedList, Weights, combine, rerank_lists
 from electric.evaluation.nbest.lists import NBestError, NBestList
+from electric.evaluation.nbest.tuning import Components
 
 
 class ScoredText(Protocol):
@@ -47,15 +48,18 @@ def lm_row(r: ScoredText) -> tuple[float, float, float]:
 @dataclass(frozen=True)
 class ScoredLists:
     """n-best lists and the LM's scores of their hypotheses, one (N,) array per list: the sum over tokens, the
-    mean per token, and the pieces scored (None when not known: then the no-LM baseline has no piece bonus)."""
+    mean per token, the pieces scored (None when not known: then the no-LM baseline has no piece bonus) and an
+    n-gram LM's ln P (None when not known: then no combination may weight it)."""
 
     lists: list[NBestList]
     sum: list[np.ndarray]
     mean: list[np.ndarray]
     pieces: list[np.ndarray] | None = None
+    ngram: list[np.ndarray] | None = None
 
     def __post_init__(self):
-        columns = {"sum": self.sum, "mean": self.mean, **({"pieces": self.pieces} if self.pieces is not None else {})}
+        columns = {"sum": self.sum, "mean": self.mean, **({"pieces": self.pieces} if self.pieces is not None else {}),
+                   **({"ngram": self.ngram} if self.ngram is not None else {})}
         for name, column in columns.items():
             if len(column) != len(self.lists):
                 raise ValueError(f"{len(column)} {name} arrays for {len(self.lists)} n-best lists")
@@ -100,21 +104,34 @@ class ScoredLists:
 
     def rerank(self, weights: Weights) -> list[RerankedList]:
         """Every list reordered by total(h) with `weights` (their LM score, and the pieces for a piece bonus)."""
-        return rerank_lists(self.lists, self.lm(weights.lm_score), weights, self.pieces)
+        return rerank_lists(self.lists, self.lm(weights.lm_score), weights, self.pieces,
+                            self.ngram if weights.ngram else None)
 
     def totals(self, weights: Weights) -> list[np.ndarray]:
         """total(h) of every hypothesis with `weights`, in each list's own order."""
         lm = self.lm(weights.lm_score)
-        return [combine(nb, lm[k], weights, None if self.pieces is None else self.pieces[k])
+        return [combine(nb, lm[k], weights, None if self.pieces is None else self.pieces[k],
+                        None if self.ngram is None else self.ngram[k])
                 for k, nb in enumerate(self.lists)]
+
+    def components(self, lm_score: str = "sum") -> Components:
+        """The (U, N) arrays `tuning` searches over (`lm_score`: which LM score is lm(h))."""
+        return Components.of(self.lists, self.lm(lm_score), self.pieces, self.ngram)
+
+    def with_ngram(self, ngram: ScoredLists) -> ScoredLists:
+        """These scores with another scorer's sums (an n-gram LM's ln P of the same lists) as the n-gram column."""
+        if len(ngram.lists) != len(self.lists):
+            raise ValueError(f"{len(ngram.lists)} n-gram-scored lists for {len(self.lists)} n-best lists")
+        return replace(self, ngram=ngram.sum)
 
     def split(self, n: int) -> tuple[ScoredLists, ScoredLists]:
         """The first n lists and the rest."""
         def cut(a, lo, hi):
             return None if a is None else a[lo:hi]
 
-        return (ScoredLists(self.lists[:n], self.sum[:n], self.mean[:n], cut(self.pieces, 0, n)),
-                ScoredLists(self.lists[n:], self.sum[n:], self.mean[n:], cut(self.pieces, n, None)))
+        return (ScoredLists(self.lists[:n], self.sum[:n], self.mean[:n], cut(self.pieces, 0, n), cut(self.ngram, 0, n)),
+                ScoredLists(self.lists[n:], self.sum[n:], self.mean[n:], cut(self.pieces, n, None),
+                            cut(self.ngram, n, None)))
 
     def without_pieces(self) -> ScoredLists:
         """The same scores with the piece counts unknown (a no-LM baseline with a word bonus only)."""

@@ -31,10 +31,12 @@ class Components:
     lm: np.ndarray
     words: np.ndarray
     pieces: np.ndarray | None = None  # tokenizer pieces the LM scored per hypothesis; None: not known
+    ngram: np.ndarray | None = None  # an n-gram LM's ln P per hypothesis; None: not known
 
     @classmethod
     def of(cls, lists: Sequence[NBestList], lm_scores: Sequence[Sequence[float] | np.ndarray],
-           pieces: Sequence[Sequence[float] | np.ndarray] | None = None) -> Components:
+           pieces: Sequence[Sequence[float] | np.ndarray] | None = None,
+           ngram: Sequence[Sequence[float] | np.ndarray] | None = None) -> Components:
         """Each list padded to the longest of `lists` (N); the padding is never selected (Evaluator.valid)."""
         if len(lm_scores) != len(lists):
             raise ValueError(f"{len(lm_scores)} LM score lists for {len(lists)} n-best lists")
@@ -53,12 +55,13 @@ class Components:
                    _pad([np.arange(len(nb.hyps), dtype=np.float64) for nb in lists], n_max),
                    _pad([np.asarray(s, dtype=np.float64) for s in lm_scores], n_max),
                    _pad([np.array([num_words(h) for h in nb.hyps], dtype=np.float64) for nb in lists], n_max),
-                   None if pieces is None else _pad([np.asarray(p, dtype=np.float64) for p in pieces], n_max))
+                   None if pieces is None else _pad([np.asarray(p, dtype=np.float64) for p in pieces], n_max),
+                   None if ngram is None else _pad([np.asarray(g, dtype=np.float64) for g in ngram], n_max))
 
     def totals(self, w: Weights) -> np.ndarray:
         beta = w.beta if w.prior == "rank" else 0.0
         a = np.where(self.has_first_pass[:, None], self.first_pass, -beta * self.rank)
-        return weighted_total(a, self.lm, self.words, self.pieces, w)
+        return weighted_total(a, self.lm, self.words, self.pieces, w, self.ngram)
 
     def scale_free(self, prior: str) -> bool:
         """No list has an a(h): then only the ratio of the LM weight to the word bonus matters."""

@@ -7,14 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ScoreRequest(_message.Message):
-    __slots__ = ("texts", "per_token", "truncate")
+    __slots__ = ("texts", "per_token", "truncate", "ngram")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TRUNCATE_FIELD_NUMBER: _ClassVar[int]
+    NGRAM_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     per_token: bool
     truncate: bool
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., per_token: _Optional[bool] = ..., truncate: _Optional[bool] = ...) -> None: ...
+    ngram: bool
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., per_token: _Optional[bool] = ..., truncate: _Optional[bool] = ..., ngram: _Optional[bool] = ...) -> None: ...
 
 class TokenScore(_message.Message):
     __slots__ = ("token", "start", "end", "score")
@@ -29,7 +31,7 @@ class TokenScore(_message.Message):
     def __init__(self, token: _Optional[str] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
 
 class TextScore(_message.Message):
-    __slots__ = ("text", "score", "mean", "num_tokens", "method", "truncated", "tokens")
+    __slots__ = ("text", "score", "mean", "num_tokens", "method", "truncated", "tokens", "ngram")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     MEAN_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +39,7 @@ class TextScore(_message.Message):
     METHOD_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NGRAM_FIELD_NUMBER: _ClassVar[int]
     text: str
     score: float
     mean: float
@@ -44,7 +47,8 @@ class TextScore(_message.Message):
     method: str
     truncated: bool
     tokens: _containers.RepeatedCompositeFieldContainer[TokenScore]
-    def __init__(self, text: _Optional[str] = ..., score: _Optional[float] = ..., mean: _Optional[float] = ..., num_tokens: _Optional[int] = ..., method: _Optional[str] = ..., truncated: _Optional[bool] = ..., tokens: _Optional[_Iterable[_Union[TokenScore, _Mapping]]] = ...) -> None: ...
+    ngram: float
+    def __init__(self, text: _Optional[str] = ..., score: _Optional[float] = ..., mean: _Optional[float] = ..., num_tokens: _Optional[int] = ..., method: _Optional[str] = ..., truncated: _Optional[bool] = ..., tokens: _Optional[_Iterable[_Union[TokenScore, _Mapping]]] = ..., ngram: _Optional[float] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
     __slots__ = ("model", "results")
@@ -65,20 +69,22 @@ class NBestList(_message.Message):
     def __init__(self, hypotheses: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[float]] = ..., id: _Optional[str] = ...) -> None: ...
 
 class RerankWeights(_message.Message):
-    __slots__ = ("lm", "length", "beta", "prior", "piece", "lm_score")
+    __slots__ = ("lm", "length", "beta", "prior", "piece", "lm_score", "ngram")
     LM_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     BETA_FIELD_NUMBER: _ClassVar[int]
     PRIOR_FIELD_NUMBER: _ClassVar[int]
     PIECE_FIELD_NUMBER: _ClassVar[int]
     LM_SCORE_FIELD_NUMBER: _ClassVar[int]
+    NGRAM_FIELD_NUMBER: _ClassVar[int]
     lm: float
     length: float
     beta: float
     prior: str
     piece: float
     lm_score: str
-    def __init__(self, lm: _Optional[float] = ..., length: _Optional[float] = ..., beta: _Optional[float] = ..., prior: _Optional[str] = ..., piece: _Optional[float] = ..., lm_score: _Optional[str] = ...) -> None: ...
+    ngram: float
+    def __init__(self, lm: _Optional[float] = ..., length: _Optional[float] = ..., beta: _Optional[float] = ..., prior: _Optional[str] = ..., piece: _Optional[float] = ..., lm_score: _Optional[str] = ..., ngram: _Optional[float] = ...) -> None: ...
 
 class RerankRequest(_message.Message):
     __slots__ = ("lists", "weights", "truncate")
@@ -91,7 +97,7 @@ class RerankRequest(_message.Message):
     def __init__(self, lists: _Optional[_Iterable[_Union[NBestList, _Mapping]]] = ..., weights: _Optional[_Union[RerankWeights, _Mapping]] = ..., truncate: _Optional[bool] = ...) -> None: ...
 
 class RankedHypothesis(_message.Message):
-    __slots__ = ("text", "rank", "total", "prior", "lm", "words", "pieces")
+    __slots__ = ("text", "rank", "total", "prior", "lm", "words", "pieces", "ngram")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +105,7 @@ class RankedHypothesis(_message.Message):
     LM_FIELD_NUMBER: _ClassVar[int]
     WORDS_FIELD_NUMBER: _ClassVar[int]
     PIECES_FIELD_NUMBER: _ClassVar[int]
+    NGRAM_FIELD_NUMBER: _ClassVar[int]
     text: str
     rank: int
     total: float
@@ -106,7 +113,8 @@ class RankedHypothesis(_message.Message):
     lm: float
     words: int
     pieces: int
-    def __init__(self, text: _Optional[str] = ..., rank: _Optional[int] = ..., total: _Optional[float] = ..., prior: _Optional[float] = ..., lm: _Optional[float] = ..., words: _Optional[int] = ..., pieces: _Optional[int] = ...) -> None: ...
+    ngram: float
+    def __init__(self, text: _Optional[str] = ..., rank: _Optional[int] = ..., total: _Optional[float] = ..., prior: _Optional[float] = ..., lm: _Optional[float] = ..., words: _Optional[int] = ..., pieces: _Optional[int] = ..., ngram: _Optional[float] = ...) -> None: ...
 
 class RerankResult(_message.Message):
     __slots__ = ("utt_id", "best", "order", "hyps", "tied")
@@ -319,15 +327,19 @@ class Limits(_message.Message):
     def __init__(self, max_inputs_per_request: _Optional[int] = ..., max_tokens_per_input: _Optional[int] = ..., max_batch_tokens: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_concurrent_requests: _Optional[int] = ..., max_body_bytes: _Optional[int] = ..., max_wait_ms: _Optional[float] = ..., request_timeout_s: _Optional[float] = ..., max_input_chars: _Optional[int] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("version", "ready", "models", "limits", "rerank_defaults")
+    __slots__ = ("version", "ready", "models", "limits", "rerank_defaults", "rerank_parts", "ngram")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     RERANK_DEFAULTS_FIELD_NUMBER: _ClassVar[int]
+    RERANK_PARTS_FIELD_NUMBER: _ClassVar[int]
+    NGRAM_FIELD_NUMBER: _ClassVar[int]
     version: str
     ready: bool
     models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
     limits: Limits
     rerank_defaults: RerankWeights
-    def __init__(self, version: _Optional[str] = ..., ready: _Optional[bool] = ..., models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., rerank_defaults: _Optional[_Union[RerankWeights, _Mapping]] = ...) -> None: ...
+    rerank_parts: _containers.RepeatedScalarFieldContainer[str]
+    ngram: str
+    def __init__(self, version: _Optional[str] = ..., ready: _Optional[bool] = ..., models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., rerank_defaults: _Optional[_Union[RerankWeights, _Mapping]] = ..., rerank_parts: _Optional[_Iterable[str]] = ..., ngram: _Optional[str] = ...) -> None: ...
