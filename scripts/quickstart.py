@@ -1,4 +1,4 @@
-"""The whole chain on a real checkpoint, in about eight minutes on 2 CPU cores:
+"""The whole chain on a real checkpoint, in about a quarter of an hour on 2 CPU cores:
 
     python scripts/quickstart.py                         # all-MiniLM-L6-v2, adapted on ATIS
     python scripts/quickstart.py --checkpoint DIR        # any local BERT-family checkpoint
@@ -8,14 +8,16 @@
    lists tune the reranking weights; the 39 utterances ATIS train shares with ATIS test are left out of both, so
    ATIS test is never adapted or tuned on;
 3. `electric adapt` on them (training/adapt.py): continue the checkpoint as Electric on the text for --minutes,
-   stop if the model is not fit to serve, export its cloze model and its energy model to ONNX int8, tune the
-   weights on the tuning lists with the guard, compare with a trigram LM on the same text, and write a model
-   directory that carries its weights and a model card;
+   stop if the model is not fit to serve, train its energy model on the adaptation part's n-best lists with the
+   minimum-word-error loss (--train-minutes), export it and the detector to ONNX int8, tune the weights on the
+   tuning lists, compare with a trigram LM on the same text, let the guard choose among no LM, the trigram, the
+   model and both, and write a model directory that carries the chosen weights, the trigram and a model card;
 4. start `electric serve --model` that directory on a loopback port;
 5. rerank every ATIS test list through the server (`electric.client`: /v1/rerank, the lists cut to its limits)
-   without weights (the server applies the model's own), and once more with the no-LM weights the guard compared
-   against; print the WER of the first hypothesis, without the LM, after /v1/rerank and of the oracle, and how many
-   utterances the LM made better or worse;
+   without weights (the server applies the model's own), and once more with the no-LM weights and with the 3-gram's
+   (the server scores the model directory's n-gram LM); print the WER of the first hypothesis, without the LM, with
+   the 3-gram, after /v1/rerank and of the oracle, the served result's gain over the 3-gram with its interval, and
+   how many utterances the served combination made better or worse;
 6. stop the server (SIGTERM: it drains and exits).
 
 Everything lands in --work (default runs/quickstart); a second run with the same inputs reuses the model (--retrain
@@ -60,16 +62,22 @@ def read_lists(path: Path) -> list[dict]:
     return json.loads(path.read_text())
 
 
-def split_atis(atis_train: list[dict], atis_test: list[dict], seed: int = 0) -> tuple[list[str], list[dict]]:
-    """(adaptation references, tuning lists): a seeded ADAPT_FRACTION of ATIS train's utterances and the rest,
-    both without the utterances whose id or reference is also in ATIS test (the two files share 39). The same
-    split as `research/adaptation/adapt_recipe.py split --seed 0`."""
+def split_atis(atis_train: list[dict], atis_test: list[dict],
+               seed: int = 0) -> tuple[list[str], list[dict], list[dict]]:
+    """(adaptation references, tuning lists, training lists): a seeded ADAPT_FRACTION of ATIS train's utterances
+    and the rest, both without the utterances whose id or reference is also in ATIS test (the two files share 39).
+    The adaptation part's references are the text and its lists (less the few whose reference a tuning list
+    repeats) the discriminative training's lists. The same split as `research/adaptation/adapt_recipe.py split
+    --seed 0`."""
     from electric.evaluation.nbest import dev_test_split
 
     test_ids, test_refs = {u["id"] for u in atis_test}, {u["output"] for u in atis_test}
     kept = [u for u in atis_train if u["id"] not in test_ids and u["output"] not in test_refs]
     adapt_idx, tune_idx = dev_test_split(kept, ADAPT_FRACTION, seed)
-    return [kept[i]["output"] for i in adapt_idx], [kept[i] for i in tune_idx]
+    tune = [kept[i] for i in tune_idx]
+    tune_refs = {u["output"] for u in tune}
+    train = [kept[i] for i in adapt_idx if kept[i]["output"] not in tune_refs]
+    return [kept[i]["output"] for i in adapt_idx], tune, train
 
 
 def fetch_checkpoint(dest: Path) -> Path:
@@ -86,13 +94,17 @@ def fetch_checkpoint(dest: Path) -> Path:
     return dest
 
 
-def adapt(args, checkpoint: Path, text: Path, tune: Path, test: Path, model: Path) -> None:
+def adapt(args, checkpoint: Path, text: Path, tune: Path, test: Path, train: Path | None, model: Path) -> None:
     """`electric adapt` in this process; its one-line error ends the quick start with the same status."""
     from training.adapt import main as electric_adapt
 
     argv = ["--checkpoint", str(checkpoint), "--text", str(text), "--dev", str(tune), "--test", str(test),
-            "--out", str(model), "--minutes", str(args.minutes), "--scorer", args.scorer,
+            "--out", str(model), "--minutes", str(args.minutes),
             "--precision", args.precision, "--overwrite"]
+    if train is not None:
+        argv += ["--train-lists", str(train), "--train-minutes", str(args.train_minutes)]
+    if args.scorer:
+        argv += ["--scorer", args.scorer]
     log("electric adapt " + " ".join(argv))
     rc = electric_adapt(argv)
     if rc != 0:
@@ -162,35 +174,46 @@ def rerank(client, utts: list[dict], weights: dict | None = None) -> list:
         raise SystemExit(f"error: {e}") from None
 
 
-APPLIED_AS = {"lm": "with the LM", "no_lm": "the no-LM combination: the LM's dev gain was not significant",
-              "first_pass": "the first pass: no dev gain was significant"}
+SERVED_AS = {"no_lm": "the first pass with tuned bonuses: no LM had a significant dev gain",
+             "ngram": "the first pass and the 3-gram: the guard's choice on dev",
+             "model": "the first pass and the model: the guard's choice on dev",
+             "model_and_ngram": "the first pass, the model and the 3-gram: the guard's choice on dev"}
 
 
-def summarise_test(utts: list[dict], results: list, without: list, no_lm: dict, took: float,
-                   applied: str = "lm") -> str:
+def summarise_test(utts: list[dict], results: list, without: list, trigram: list, no_lm: dict, took: float,
+                   served: str = "model") -> str:
     """WER of the ATIS test lists `utts`: first hypothesis, without the LM (`without`: /v1/rerank's `RerankedList`s
-    with the `no_lm` weights, lm 0 and a word and piece bonus tuned on dev), after /v1/rerank with the model's own
-    weights (`results`, the combination the guard `applied`: "lm", "no_lm" or "first_pass"), oracle; and what the
-    server's choice changed against the no-LM one: how many utterances got fewer word errors, how many more."""
+    with the `no_lm` weights, lm 0 and a word and piece bonus tuned on dev), the 3-gram's combination (`trigram`, the
+    server scoring the model directory's n-gram LM), after /v1/rerank with the model's own weights (`results`, the
+    combination the guard chose: `served`), oracle; the served result's gain over the 3-gram's with its paired 95%
+    interval, and what the server's choice changed against the no-LM one."""
     import numpy as np
 
     from electric.evaluation.nbest import Evaluator, NBestList, make_metric
+    from electric.evaluation.nbest.tuning import paired_bootstrap
 
     lists = [NBestList(u.get("id", str(k)), u["input"], u.get("am_score"), u["output"]) for k, u in enumerate(utts)]
     ev = Evaluator(lists, make_metric("wer"))
     chosen = np.array([res.order[0] for res in results])
     base = np.array([res.order[0] for res in without])
+    tri = np.array([res.order[0] for res in trigram])
     before, after, oracle = ev.first(), ev.score_selection(chosen), ev.oracle()
     better, worse = ev.compare(base, chosen)
     changed = sum(nb.hyps[a] != nb.hyps[b] for nb, a, b in zip(lists, base, chosen, strict=True))  # by text
+    g = paired_bootstrap(ev, tri, chosen)
     piece = f" and {no_lm['piece']:g}/piece" if no_lm.get("piece") else ""
     return "\n".join([
         f"ATIS test, {len(lists)} utterances (Whisper 5-best), reranked by the server in {took:.1f} s:",
         f"  WER before (first hypothesis): {before:.2f}%",
         f"  WER without the LM:            {ev.score_selection(base):.2f}%   (first-pass score + a bonus of "
         f"{no_lm['length']:g}/word{piece}, tuned on dev)",
-        f"  WER after  (/v1/rerank):       {after:.2f}%   ({APPLIED_AS[applied]})",
+        f"  WER with the 3-gram:           {ev.score_selection(tri):.2f}%   (a Kneser-Ney trigram on the same text, "
+        "tuned the same way)",
+        f"  WER after  (/v1/rerank):       {after:.2f}%   ({SERVED_AS[served]})",
         f"  oracle WER:                    {oracle:.2f}%",
+        f"the served combination against the 3-gram: {g['gain']:+.2f} WER points, 95% interval [{g['ci'][0]:+.2f}, "
+        f"{g['ci'][1]:+.2f}]" + (" (significantly better)" if g["significant"] else
+                                 " (significantly worse)" if g["ci"][1] < 0 else " (not a significant difference)"),
         f"against the no-LM choice, the server's changed {changed} utterances: {better} with fewer word errors, "
         f"{worse} with more, {changed - better - worse} as many"])
 
@@ -206,9 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=4.0, help="adaptation time at most (default 4)")
     ap.add_argument("--precision", choices=("int8", "fp32"), default="int8",
                     help="the exported graphs the server runs on a CPU (default int8)")
-    ap.add_argument("--scorer", choices=("cloze", "electric"), default="cloze",
-                    help="what the server scores with: cloze (default; the cloze model's log q, one pass) or electric "
-                         "(the energy model's -s_t, one pass)")
+    ap.add_argument("--scorer", choices=("cloze", "electric"), default=None,
+                    help="what the server scores with: electric (the default: the energy model, trained on the "
+                         "adaptation third's n-best lists) or cloze (the cloze model's log q)")
+    ap.add_argument("--train-minutes", type=float, default=10.0,
+                    help="discriminative training on the adaptation third's n-best lists, at most (default 10)")
+    ap.add_argument("--no-train-lists", action="store_true",
+                    help="adapt on the text alone, without discriminative training on the lists")
     ap.add_argument("--utterances", type=int, default=None, help="ATIS test utterances to rerank (default all 809)")
     ap.add_argument("--tune-utterances", type=int, default=None,
                     help="tuning lists to use (default all; fewer is faster and less sure)")
@@ -219,13 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     work, shared = Path(args.work), Path(args.shared)
     work.mkdir(parents=True, exist_ok=True)
     atis_test = read_lists(shared / "nbest" / "atis_test.whisper5best.json")
-    adapt_refs, tune = split_atis(read_lists(shared / "nbest" / "atis_train.whisper5best.json"), atis_test)
+    adapt_refs, tune, train = split_atis(read_lists(shared / "nbest" / "atis_train.whisper5best.json"), atis_test)
     atis_test, tune = atis_test[: args.utterances], tune[: args.tune_utterances]
 
     model = work / "electric-atis"  # what `electric adapt` writes and the server serves
     made_by = work / "electric-atis.quickstart.json"  # what the model in --work was adapted from
     recipe = {"checkpoint": str(args.checkpoint.resolve()), "minutes": args.minutes, "precision": args.precision,
-              "scorer": args.scorer, "utterances": args.utterances, "tune_utterances": args.tune_utterances}
+              "scorer": args.scorer, "utterances": args.utterances, "tune_utterances": args.tune_utterances,
+              "train_lists": not args.no_train_lists, "train_minutes": args.train_minutes}
     same = made_by.is_file() and json.loads(made_by.read_text()) == recipe
     if args.retrain or not same or not (model / "adapt.json").is_file():
         if (model / "adapt.json").is_file() and not args.retrain:
@@ -236,29 +264,34 @@ def main(argv: list[str] | None = None) -> int:
         text.write_text("".join(f"{r}\n" for r in adapt_refs), encoding="utf-8")
         (work / "atis_tune.json").write_text(json.dumps(tune))
         (work / "atis_test.json").write_text(json.dumps(atis_test))
-        adapt(args, fetch_checkpoint(args.checkpoint), text, work / "atis_tune.json", work / "atis_test.json", model)
+        (work / "atis_train_lists.json").write_text(json.dumps(train))
+        adapt(args, fetch_checkpoint(args.checkpoint), text, work / "atis_tune.json", work / "atis_test.json",
+              None if args.no_train_lists else work / "atis_train_lists.json", model)
         made_by.write_text(json.dumps(recipe) + "\n")
     else:
         log(f"reusing {model} (pass --retrain to adapt again)")
     report = json.loads((model / "adapt.json").read_text())
     log(health_line(report))
-    tuned = report["results"]["model"]
+    choice = report["results"]["choice"]
+    no_lm, trigram_w = choice["candidates"]["no_lm"]["weights"], choice["candidates"]["ngram"]["weights"]
 
     server = Server(model, work)
     try:
         server.wait_ready()
+        w = choice["weights"]
         log(f"POST /v1/rerank: {len(atis_test)} ATIS test lists, no weights (the server applies the model's own: "
-            f"LM weight {tuned['weights']['lm']:g}, {tuned['weights']['length']:g}/word, "
-            f"{tuned['weights']['piece']:g}/piece), then with the no-LM weights")
+            f"{choice['parts']}: model weight {w['lm']:g}, 3-gram weight {w.get('ngram', 0):g}, {w['length']:g}/word, "
+            f"{w['piece']:g}/piece), then with the no-LM and the 3-gram's weights")
         t_req = time.monotonic()
         results = rerank(server.client, atis_test)
         took = time.monotonic() - t_req
-        without = rerank(server.client, atis_test, tuned["weights_no_lm"])
+        without = rerank(server.client, atis_test, no_lm)
+        trigram = rerank(server.client, atis_test, trigram_w)
     finally:
         server.stop()
 
     print()
-    print(summarise_test(atis_test, results, without, tuned["weights_no_lm"], took, tuned["applied"]))
+    print(summarise_test(atis_test, results, without, trigram, no_lm, took, choice["served"]))
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes; model in {model} (its card: {model / 'README.md'}), "
           f"server log in {work / 'server.log'}")
     return 0

@@ -12,6 +12,7 @@ from conftest import manifest_values, require_shared
 
 from electric.checkpoint import CheckpointError, serving_defaults
 from training import adapt, adapt_card
+from training.adapt_choice import candidate_weights, choose
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,9 @@ def domain(tmp_path_factory) -> dict[str, Path]:
     (d / "text.txt").write_text("\n".join(u["output"] for u in train[200:1200]) + "\n")
     (d / "dev.json").write_text(json.dumps(train[:60]))
     (d / "test.json").write_text(json.dumps(test[:30]))
-    return {"text": d / "text.txt", "dev": d / "dev.json", "test": d / "test.json"}
+    held = {u["output"] for u in train[:60] + test[:30]}
+    (d / "train.json").write_text(json.dumps([u for u in train[1300:1500] if u["output"] not in held][:120]))
+    return {"text": d / "text.txt", "dev": d / "dev.json", "test": d / "test.json", "train": d / "train.json"}
 
 
 def argv(bert: Path, domain: dict, out: Path, *extra: str) -> list[str]:
@@ -68,6 +71,18 @@ def test_each_bad_input_is_named_in_one_line_and_nothing_is_written(bert, domain
         (["--checkpoint", str(tmp_path / "roberta")], "--checkpoint", "roberta"),
         (["--out", str(tmp_path / "taken")], "--out", "exists; give a new directory, or --overwrite"),
         (["--minutes", "0"], "--minutes 0", "positive"),
+    ]
+    train = json.loads(domain["train"].read_text())
+    (tmp_path / "train_norefs.json").write_text(json.dumps([{"input": u["input"]} for u in train]))
+    (tmp_path / "train_one.json").write_text(json.dumps([{**u, "input": u["input"][:1], "am_score": u["am_score"][:1]} for u in train]))
+    (tmp_path / "train_few.json").write_text(json.dumps(train[:99]))
+    (tmp_path / "train_dev.json").write_text(json.dumps(train + json.loads(domain["dev"].read_text())[:7]))
+    cases += [
+        (["--train-lists", str(tmp_path / "train_norefs.json")], "--train-lists", "no reference"),
+        (["--train-lists", str(tmp_path / "train_one.json")], "train_one.json", "every list has one hypothesis"),
+        (["--train-lists", str(tmp_path / "train_few.json")], "train_few.json", "99 n-best lists, too few to train on"),
+        (["--train-lists", str(tmp_path / "train_dev.json")], "7 of its", "repeat a --dev utterance"),
+        (["--train-lists", str(domain["train"]), "--metric", "bleu"], "--train-lists", "--metric bleu cannot"),
     ]
     for extra, *words in cases:
         assert adapt.main(argv(bert, domain, out) + extra) == 2
@@ -161,14 +176,16 @@ def test_adapt_end_to_end_resumes_after_an_interrupt_and_serves_score_rerank_and
 
     manifest = json.loads((out / "electric.json").read_text())
     report = json.loads((out / "adapt.json").read_text())
-    weights = report["results"]["model"]["weights"]
+    weights = report["results"]["choice"]["weights"]  # the guard's choice among no-LM, n-gram, model and both
     assert manifest["kind"] == "cloze" and manifest["rerank_weights"] == weights and manifest["detector"] == "detector"
+    assert manifest["ngram"] == "ngram.arpa" and (out / "ngram.arpa").read_text().startswith("\\data\\")
+    assert [s["candidate"] for s in report["results"]["choice"]["steps"]] == ["ngram", "model", "model_and_ngram"]
     assert json.loads((out / "detector" / "electric.json").read_text())["kind"] == "discriminator"
     assert report["results"]["model"]["test"]["num_utterances"] == 30 and report["results"]["ngram"]["order"] == 3
     card = (out / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: electric\n")
     for section in ("## Made from", "## Training health", "## Reranking weights: the guard's decision",
-                    "## Test figures", "## Versions", "## Command"):
+                    "## Dev figures", "## Test figures", "## Versions", "## Command"):
         assert section in card
     assert report["inputs"]["checkpoint"]["sha256"] in card and "electric adapt --checkpoint" in card
 
@@ -182,6 +199,7 @@ def test_adapt_end_to_end_resumes_after_an_interrupt_and_serves_score_rerank_and
         r = httpx.post(f"{srv.url}/v1/rerank", json={"hypotheses": ["show me flights", "show me fights"],
                                                      "scores": [-1.0, -1.1]})
         assert r.status_code == 200 and r.json()["weights"] == weights
+        assert info["ngram"].startswith("3-gram ARPA LM") and info["rerank_parts"][0] == "first_pass"
         r = httpx.post(f"{srv.url}/v1/detect", json={"texts": ["show me flights to boston"]})
         assert r.status_code == 200 and r.json()["model"] == "detector"
         r = httpx.post(f"{srv.url}/v1/score", json={"texts": ["show me flights to boston"]})
@@ -207,10 +225,14 @@ def test_tuning_for_bleu_reports_every_system_in_bleu_points():
     assert "BLEU points" in adapt_card.guard_sentence("the adapted model", model, "bleu")
     stacked = adapt.with_prior(test, test, Weights(lm=1.0))
     assert np.allclose(stacked.lists[0].first_pass_scores, test.totals(Weights(lm=1.0))[0])
-    report = {"inputs": {"metric": "bleu", "test": {"file": "test.json"}},
-              "results": {"model": model, "ngram": {"order": 3, **model}, "model_and_ngram": None}}
+    tuned = {"model": model, "ngram": model, "model_and_ngram": model}
+    both_dev, both_test = dev.with_ngram(dev), test.with_ngram(test)
+    choice = choose(both_dev, both_test, candidate_weights(tuned), "bleu", 0)
+    report = {"inputs": {"metric": "bleu", "test": {"file": "test.json"}, "dev": {"file": "dev.json"}},
+              "results": {"model": model, "choice": choice}}
     rows = adapt_card.summary(report)
-    assert rows[0] == "test, 60 utterances (test.json):" and all(r.startswith("  BLEU ") for r in rows[1:6])
+    assert rows[0].startswith("test, 60 utterances (test.json)") and all(r.startswith("  BLEU ") for r in rows[1:7])
+    assert adapt_card.summary(report, "dev")[0].startswith("dev, 60 utterances (dev.json)")
 
 
 def test_the_ngram_is_measured_against_the_adapted_models_no_lm_combination():
@@ -228,7 +250,7 @@ def test_the_ngram_is_measured_against_the_adapted_models_no_lm_combination():
     inputs = type("Inputs", (), {"sentences": [u["output"] for u in utts[60:]] * 2, "dev": lists[:60],
                                  "test": lists[60:], "metric": "wer", "seed": 0})()
     model = adapt.figures(adapt.tune(dev, test, "wer", 0), test, "wer")
-    ngram, _ = adapt.ngram_baseline(inputs, dev, test)
+    ngram, *_ = adapt.ngram_baseline(inputs, dev, test)
     assert ngram["weights_no_lm"] == model["weights_no_lm"] and ngram["test"]["no_lm"] == model["test"]["no_lm"]
 
 
@@ -248,7 +270,7 @@ def test_a_graph_whose_int8_fails_its_gate_is_exported_in_fp32_and_a_wrong_fp32_
     monkeypatch.setattr(exporter, "export_model", export_model)
     work = adapt.Work(tmp_path / "m.partial")
     work.root.mkdir()
-    inputs = type("Inputs", (), {"precision": "int8", "scorer": "cloze"})()
+    inputs = type("Inputs", (), {"precision": "int8", "scorer": "cloze", "train": None})()
     adapt.export(inputs, work)
     assert calls == [("generator", "model", "int8"), ("discriminator", "detector", "int8"),
                      ("discriminator", "detector", None)]
@@ -260,3 +282,76 @@ def test_a_graph_whose_int8_fails_its_gate_is_exported_in_fp32_and_a_wrong_fp32_
     monkeypatch.setattr(exporter, "export_model", wrong)
     with pytest.raises(adapt.AdaptError, match="the export of the cloze model .* failed: fp32 ONNX logits differ"):
         adapt.export(inputs, work)
+
+
+def guarded_choice(model_scores: list, ngram_scores: list, lists: list, seed: int = 0) -> dict:
+    """The stages after scoring, on given scores: the three tunings and the guard's walk over the four candidates."""
+    import numpy as np
+
+    from electric.evaluation.nbest import ScoredLists
+
+    pieces = [np.array([len(h.split()) + 1.0 for h in nb.hyps]) for nb in lists]
+    dev, test = ScoredLists(lists, model_scores, model_scores, pieces).split(150)
+    ng_dev, ng_test = ScoredLists(lists, ngram_scores, ngram_scores, pieces).split(150)
+    model = adapt.figures(adapt.tune(dev, test, "wer", seed), test, "wer")
+    ngram = adapt.figures(adapt.tune(ng_dev, ng_test, "wer", seed), ng_test, "wer")
+    w = adapt.Weights_from(ngram["weights_lm"])
+    both_dev, both_test = adapt.with_prior(dev, ng_dev, w), adapt.with_prior(test, ng_test, w)
+    both = adapt.figures(adapt.tune(both_dev, both_test, "wer", seed), both_test, "wer")
+    tuned = {"model": model, "ngram": ngram, "model_and_ngram": both}
+    return choose(dev.with_ngram(ng_dev), test.with_ngram(ng_test), candidate_weights(tuned), "wer", seed)
+
+
+def test_the_guard_chooses_among_no_lm_the_ngram_the_model_and_both():
+    """The simplest combination whose dev gain is significant over the one held: an LM that knows the errors is
+    chosen, the other is not added; noise from both keeps the no-LM combination."""
+    import numpy as np
+
+    from electric.evaluation.nbest import Evaluator, NBestList, make_metric
+
+    utts = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())[:300]
+    lists = [NBestList(u["id"], u["input"], u["am_score"], u["output"]) for u in utts]
+    ev = Evaluator(lists, make_metric("wer"))
+    knows = [-5.0 * ev.stats[u, : len(nb.hyps), 0] for u, nb in enumerate(lists)]  # minus its word errors
+    rng = np.random.default_rng(0)
+    noise = [rng.normal(size=len(nb.hyps)) for nb in lists]
+    c = guarded_choice(knows, noise, lists)
+    assert c["served"] == "model" and [s["significant"] for s in c["steps"]] == [False, True, False]
+    assert c["weights"]["lm"] > 0 and c["weights"]["ngram"] == 0
+    assert c["candidates"]["model"]["test"] < c["candidates"]["ngram"]["test"]
+    assert c["candidates"]["model"]["test_vs_ngram"]["significant"] and "test" in c
+    c = guarded_choice(noise, knows, lists)
+    assert c["served"] == "ngram" and c["steps"][0]["significant"] and c["weights"]["ngram"] > 0
+    assert c["steps"][1]["over"] == "ngram" and not c["steps"][1]["significant"]  # the model: measured on the n-gram
+    assert c["weights"]["lm"] == 0.0
+    c = guarded_choice(noise, [rng.normal(size=len(nb.hyps)) for nb in lists], lists)
+    assert c["served"] == "no_lm" and not any(s["significant"] for s in c["steps"])
+    assert c["weights"]["lm"] == 0.0 and c["weights"]["ngram"] == 0.0
+
+
+@pytest.mark.integration
+def test_adapt_with_train_lists_trains_the_scorer_on_them_and_serves_the_chosen_combination(bert, domain, tmp_path,
+                                                                                               capsys):
+    import httpx
+
+    from server.app import BackgroundServer
+    from server.settings import Settings
+
+    out = tmp_path / "model"
+    assert adapt.main(argv(bert, domain, out, "--train-lists", str(domain["train"]), "--train-minutes", "1",
+                           "--train-epochs", "1")) == 0
+    printed = capsys.readouterr().out
+    assert "4/8 discriminative training on" in printed and "held-back WER" in printed
+    report = json.loads((out / "adapt.json").read_text())
+    d = report["discriminative"]
+    assert d["steps"] >= 1 and d["train_lists"] + d["held_back_lists"] <= 120 and d["tokens_per_s"] > 0
+    manifest = json.loads((out / "electric.json").read_text())
+    assert manifest["kind"] == "discriminator" and manifest["detector"] == "detector"  # the lists' model, the text's
+    assert manifest["rerank_weights"] == report["results"]["choice"]["weights"] and manifest["ngram"] == "ngram.arpa"
+    card = (out / "README.md").read_text()
+    assert "trained on 120 n-best lists" in card or "n-best lists with references" in card
+    assert "train lists:" in card and "vs 3-gram" in card
+    with BackgroundServer(Settings(model=out, http_port=0, grpc_port=-1, warmup=False)) as srv:
+        r = httpx.post(f"{srv.url}/v1/rerank", json={"hypotheses": ["show me flights", "show me fights"],
+                                                     "scores": [-1.0, -1.1]})
+        assert r.status_code == 200 and r.json()["weights"] == report["results"]["choice"]["weights"]

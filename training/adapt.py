@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from electric.evaluation.nbest import RerankResult, ScoredLists, Weights
     from electric.evaluation.nbest.scored import ScoreTexts
 
-from training.adapt_card import guard_sentence, model_card, summary
+from training.adapt_card import NGRAM_FILE, guard_sentence, model_card, summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,6 +55,9 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE: dict[str, str | int | float] = {"objective": "electric", "epochs": 10, "lr": 1e-4, "min_warmup_steps": 0}
 DEFAULT_MINUTES = 4.0
 MIN_DEV_LISTS = 50  # fewer: the paired bootstrap of the guard can call almost no gain significant
+MIN_TRAIN_LISTS = 100  # fewer: discriminative training learns this recogniser's errors from too few examples
+DEFAULT_TRAIN_MINUTES = 10.0
+DEFAULT_TRAIN_EPOCHS = 3
 NGRAM_ORDER = 3
 PARITY_SENTENCES = 200  # of the text, seeded: the export's parity check runs on them
 CALIBRATION_SENTENCES = 1000  # of the text, seeded: /v1/detect's calibration needs a few thousand tokens
@@ -80,7 +83,7 @@ def log(msg: str) -> None:
 
 
 def stage(k: int, what: str) -> None:
-    log(f"{k}/7 {what}")
+    log(f"{k}/8 {what}")
 
 
 # ---- 1. inputs -----------------------------------------------------------------------------------------------
@@ -99,6 +102,10 @@ class Inputs:
     test: Any  # list[NBestList] or None
     dev_path: Path
     test_path: Path | None
+    train: Any  # list[NBestList] or None: --train-lists, for discriminative training
+    train_paths: tuple[Path, ...]
+    train_minutes: float
+    train_epochs: int
     out: Path
     minutes: float
     metric: str
@@ -112,6 +119,8 @@ class Inputs:
         return {"checkpoint_sha256": self.checkpoint_sha256, "text_sha256": list(self.text_sha256),
                 "dev_sha256": sha256_file(self.dev_path),
                 "test_sha256": None if self.test_path is None else sha256_file(self.test_path),
+                "train_sha256": [sha256_file(p) for p in self.train_paths], "train_minutes": self.train_minutes,
+                "train_epochs": self.train_epochs,
                 "minutes": self.minutes, "metric": self.metric, "scorer": self.scorer, "precision": self.precision,
                 "seed": self.seed, "recipe": RECIPE}
 
@@ -156,6 +165,41 @@ def read_lists(path: Path, flag: str, need: int) -> list:
     return lists
 
 
+def named(lists: list) -> bool:
+    """Whether the lists carry their own utterance ids (not only their positions)."""
+    return any(nb.utt_id != str(k) for k, nb in enumerate(lists))
+
+
+def read_train_lists(paths: list[Path], dev: list, test: list | None, metric: str) -> list | None:
+    """The --train-lists, all of them, checked: references, more than one hypothesis somewhere, at least
+    MIN_TRAIN_LISTS lists, none of them a dev or test utterance (by id or by reference). None without any."""
+    if not paths:
+        return None
+    if metric not in ("wer", "cer"):
+        raise AdaptError(f"--train-lists: discriminative training minimises word or character errors; --metric "
+                         f"{metric} cannot be trained for (use --metric wer or cer, or leave --train-lists out)")
+    lists: list = []
+    for path in paths:
+        got = read_lists(path, "--train-lists", 1)
+        if all(len(set(nb.hyps)) < 2 for nb in got):
+            raise AdaptError(f"--train-lists {path}: every list has one hypothesis; training learns from the "
+                             "differences between a list's hypotheses (give n-best lists, n > 1)")
+        lists += got
+    if len(lists) < MIN_TRAIN_LISTS:
+        raise AdaptError(f"--train-lists {', '.join(map(str, paths))}: {len(lists)} n-best lists, too few to train on; "
+                         f"give at least {MIN_TRAIN_LISTS} (a few thousand learn more)")
+    for flag, held in (("--dev", dev), ("--test", test or [])):
+        # ids only where both files give them (a list without an id is named by its position)
+        ids = {nb.utt_id for nb in held} if named(held) and named(lists) else set()
+        refs = {nb.ref for nb in held}
+        shared = sum(nb.utt_id in ids or nb.ref in refs for nb in lists)
+        if shared:
+            raise AdaptError(f"--train-lists: {shared} of its {len(lists)} lists repeat a {flag} utterance (the same id "
+                             f"or the same reference); the lists trained on must be apart from those the weights are "
+                             f"{'tuned' if flag == '--dev' else 'tested'} on: leave those out")
+    return lists
+
+
 def check_inputs(args: argparse.Namespace) -> Inputs:
     """Every input checked, in the order given, before anything is written."""
     from electric.checkpoint import CheckpointError
@@ -176,16 +220,23 @@ def check_inputs(args: argparse.Namespace) -> Inputs:
         raise AdaptError(f"--metric {args.metric}: {e}") from None
     dev = read_lists(Path(args.dev), "--dev", MIN_DEV_LISTS)
     test = read_lists(Path(args.test), "--test", 1) if args.test else None
+    train = read_train_lists([Path(t) for t in args.train_lists or ()], dev, test, args.metric)
+    scorer = args.scorer or ("electric" if train else "cloze")
     out = Path(args.out)
     if out.exists() and not args.overwrite:
         raise AdaptError(f"--out {out} exists; give a new directory, or --overwrite to replace it")
     if args.minutes <= 0:
         raise AdaptError(f"--minutes {args.minutes:g}: give a positive number of minutes")
+    if args.train_minutes <= 0 or args.train_epochs < 1:
+        raise AdaptError(f"--train-minutes {args.train_minutes:g} / --train-epochs {args.train_epochs}: give a positive "
+                         "number of minutes and at least one epoch")
     return Inputs(checkpoint=Path(args.checkpoint), checkpoint_sha256=checkpoint_hash(source.encoder.root),
                   texts=tuple(Path(t) for t in args.text), sentences=tuple(sentences),
                   text_sha256=tuple(sha256_file(Path(t)) for t in args.text), dev=dev, test=test,
-                  dev_path=Path(args.dev), test_path=Path(args.test) if args.test else None, out=out,
-                  minutes=args.minutes, metric=args.metric, scorer=args.scorer, precision=args.precision,
+                  dev_path=Path(args.dev), test_path=Path(args.test) if args.test else None, train=train,
+                  train_paths=tuple(Path(t) for t in args.train_lists or ()), train_minutes=args.train_minutes,
+                  train_epochs=args.train_epochs, out=out,
+                  minutes=args.minutes, metric=args.metric, scorer=scorer, precision=args.precision,
                   seed=args.seed, overwrite=args.overwrite)
 
 
@@ -209,6 +260,10 @@ class Work:
     @property
     def text(self) -> Path:
         return self.root / "text.txt"
+
+    @property
+    def discriminative(self) -> Path:
+        return self.root / "discriminative"
 
     @property
     def parity(self) -> Path:
@@ -239,7 +294,7 @@ def open_work(inputs: Inputs) -> Work:
     fingerprint = json.dumps(inputs.fingerprint(), sort_keys=True)
     stamp = work.root / "inputs.json"
     if stamp.is_file() and stamp.read_text() == fingerprint:
-        done = [s for s in ("trained", "exported") if work.done(s)]
+        done = [s for s in ("trained", "discriminated", "exported") if work.done(s)]
         log(f"resuming the interrupted run in {work.root} (same inputs; "
             + (f"done: {', '.join(done)})" if done else "training continues from its last checkpoint)"))
         return work
@@ -322,6 +377,28 @@ def health_gate(health: dict) -> None:
                          "of your domain or more --minutes")
 
 
+# ---- discriminative training on the train lists ---------------------------------------------------------------
+
+
+def discriminate(inputs: Inputs, work: Work) -> None:
+    """The scorer fine-tuned on the --train-lists with the MWER loss (training/discriminative.py) into
+    work.discriminative/run; Ctrl-C saves its state there and the same command resumes it."""
+    from training.discriminative import Interrupted, TrainSpec, train_on_lists
+
+    spec = TrainSpec(source=work.run, part="generator" if inputs.scorer == "cloze" else "discriminator",
+                     out=work.discriminative, lists=inputs.train, metric=inputs.metric, epochs=inputs.train_epochs,
+                     minutes=inputs.train_minutes, seed=inputs.seed)
+    try:
+        record = train_on_lists(spec, log=log)
+    except Interrupted:
+        raise KeyboardInterrupt from None
+    log(f"discriminative training: {record['steps']} steps, {record['tokens']:,} tokens in "
+        f"{record['seconds'] / 60:.1f} minutes ({record['tokens_per_s']:,} tokens/s); held-back "
+        f"{inputs.metric.upper()} {record['held_back_before']:.2f}% -> {record['held_back_after']:.2f}% (epoch "
+        f"{record['chosen_epoch']:g} kept; stopped: {record['stopped']})")
+    work.mark("discriminated", record)
+
+
 # ---- 4. export -----------------------------------------------------------------------------------------------
 
 
@@ -338,26 +415,31 @@ def export(inputs: Inputs, work: Work) -> None:
 
     int8 = ExportOptions(quantize="int8", overwrite=True, parity_data=work.parity, calibration_data=work.calibration)
     fp32 = dataclasses.replace(int8, quantize=None)
-    parts = [("generator" if inputs.scorer == "cloze" else "discriminator", work.model)]
-    if inputs.scorer == "cloze":
-        parts.append(("discriminator", work.model / "detector"))
+    scorer_part = "generator" if inputs.scorer == "cloze" else "discriminator"
+    trained = work.discriminative / "run" if inputs.train else work.run  # the lists' model, or the text's
+    parts = [(trained / scorer_part, work.model)]
+    if inputs.scorer == "cloze" or inputs.train:  # the scorer is not the Electric run's energy model
+        parts.append((work.run / "discriminator", work.model / "detector"))
     precisions = {}
-    for part, dest in parts:
-        what = "the cloze model (the scorer)" if part == "generator" else (
-            "the energy model (the scorer and the detector)" if dest == work.model else "the energy model (the "
-            "detector)")
+    for source, dest in parts:
+        what = ("the cloze model" if scorer_part == "generator" else "the energy model") + (
+            ", trained on the lists (the scorer)" if inputs.train else " (the scorer)")
+        if dest != work.model:
+            what = "the energy model (the detector)"
+        elif not inputs.train and inputs.scorer != "cloze":
+            what = "the energy model (the scorer and the detector)"
         log(f"exporting {what} to ONNX {inputs.precision}, parity checked on {PARITY_SENTENCES} sentences of the text")
         precisions[dest.name] = inputs.precision
         try:
             try:
-                export_model(work.run / part, dest, int8 if inputs.precision == "int8" else fp32, log=quiet)
+                export_model(source, dest, int8 if inputs.precision == "int8" else fp32, log=quiet)
             except ParityError as e:
                 if inputs.precision != "int8":
                     raise
                 # the int8 graph ranks texts too unlike fp32 (its gate): the fp32 graph, gated on its own, is served
                 log(f"{what}: its int8 graph failed its gate ({e}); exporting fp32 only")
                 precisions[dest.name] = "fp32"
-                export_model(work.run / part, dest, fp32, log=quiet)
+                export_model(source, dest, fp32, log=quiet)
         except (CheckpointError, ExportError) as e:  # fp32 unlike torch: the export is wrong
             raise AdaptError(f"the export of {what} failed: {e}") from None
     work.mark("exported", precisions)
@@ -437,9 +519,10 @@ def score_and_tune(inputs: Inputs, work: Work) -> tuple[dict, ScoredLists, Score
     return model, dev, test
 
 
-def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None) -> tuple[dict, dict | None]:
-    """A Kneser-Ney n-gram LM trained on the same text, tuned on the same dev lists the same way; and, when the guard
-    applies it, the adapted model tuned on top of its combination (`dev`, `test`: the adapted model's scores)."""
+def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None) -> tuple[dict, dict, Any, tuple]:
+    """A Kneser-Ney n-gram LM trained on the same text, tuned on the same dev lists the same way, and the adapted
+    model tuned on top of the n-gram's combination (`dev`, `test`: the adapted model's scores). Returns both records,
+    the LM (MODEL carries it) and the n-gram's (dev, test) scores."""
     from electric.evaluation.ngram import KneserNeyLM
 
     t0 = time.perf_counter()
@@ -454,27 +537,44 @@ def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None) -
     ngram = {"order": NGRAM_ORDER, "sentences": lm.sentences, "words": lm.tokens,
              **figures(ng_result, ng_test, inputs.metric)}
     log(guard_sentence(f"the {NGRAM_ORDER}-gram LM", ngram, inputs.metric))
-    if ngram["applied"] != "lm":
-        return ngram, None
-    w = ng_result.weights  # the n-gram helps on dev: does the adapted model add to it?
+    w = Weights_from(ngram["weights_lm"])  # the n-gram's tuned combination, applied or not: the model on top of it
     both_dev = with_prior(dev, ng_dev, w)
     both_test = None if test is None or ng_test is None else with_prior(test, ng_test, w)
     both = figures(tune(both_dev, both_test, inputs.metric, inputs.seed), both_test, inputs.metric)
-    log(guard_sentence("the adapted model over the n-gram's combination", both, inputs.metric))
-    return ngram, both
+    return ngram, both, lm, (ng_dev, ng_test)
+
+
+def Weights_from(d: dict) -> Weights:  # noqa: N802 - reads as the type it builds
+    from electric.evaluation.nbest import Weights
+
+    return Weights.from_dict(d)
+
+
+def choose_served(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None, ng: tuple, tuned: dict) -> dict:
+    """The guard's choice among no-LM, n-gram, model and both (training.adapt_choice), on the lists scored by both."""
+    from training.adapt_choice import candidate_weights, choose, step_sentence
+
+    ng_dev, ng_test = ng
+    choice = choose(dev.with_ngram(ng_dev), None if test is None or ng_test is None else test.with_ngram(ng_test),
+                    candidate_weights(tuned), inputs.metric, inputs.seed)
+    for step in choice["steps"]:
+        log(step_sentence(step, inputs.metric))
+    log(f"served: {choice['parts']}")
+    return choice
 
 
 # ---- 7. the model directory ----------------------------------------------------------------------------------
 
 
-def write_model(inputs: Inputs, work: Work, report: dict) -> None:
-    """MODEL, whole: the scorer's export with the tuned weights (and the detector) named in its manifest, the model
-    card and the report."""
+def write_model(inputs: Inputs, work: Work, report: dict, ngram_lm: Any) -> None:
+    """MODEL, whole: the scorer's export with the chosen combination's weights, the detector and the n-gram LM
+    (ARPA) named in its manifest, the model card and the report."""
     from electric.checkpoint import atomic_dir
     from electric.export.manifest import add_serving_defaults
 
-    add_serving_defaults(work.model, rerank_weights=report["results"]["model"]["weights"],
-                         detector="detector" if (work.model / "detector").is_dir() else None,
+    ngram_lm.write_arpa(work.model / NGRAM_FILE)
+    add_serving_defaults(work.model, rerank_weights=report["results"]["choice"]["weights"],
+                         detector="detector" if (work.model / "detector").is_dir() else None, ngram=NGRAM_FILE,
                          adapted={"card": CARD, "report": REPORT})
     with atomic_dir(inputs.out) as tmp:
         shutil.copytree(work.model, tmp, dirs_exist_ok=True)
@@ -493,7 +593,8 @@ def versions() -> dict:
             "transformers": transformers.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-def build_report(inputs: Inputs, health: dict, results: dict, command: str, exported: dict | None = None) -> dict:
+def build_report(inputs: Inputs, health: dict, results: dict, command: str, exported: dict | None = None,
+                 discriminative: dict | None = None) -> dict:
     """adapt.json: the inputs, the recipe, the health, each system's figures, the precision each graph was exported
     in (`exported`: "model" and "detector" -> int8 or fp32), the versions and the command."""
     return {
@@ -504,6 +605,10 @@ def build_report(inputs: Inputs, health: dict, results: dict, command: str, expo
                    "dev": {"file": str(inputs.dev_path.resolve()), "lists": len(inputs.dev)},
                    "test": None if inputs.test_path is None else {"file": str(inputs.test_path.resolve()),
                                                                    "lists": len(inputs.test)},
+                   "train": None if not inputs.train else {"files": [str(t.resolve()) for t in inputs.train_paths],
+                                                            "lists": len(inputs.train),
+                                                            "minutes": inputs.train_minutes,
+                                                            "epochs": inputs.train_epochs},
                    "minutes": inputs.minutes, "metric": inputs.metric, "scorer": inputs.scorer,
                    "precision": inputs.precision, "seed": inputs.seed, "out": str(inputs.out)},
         "recipe": RECIPE,
@@ -511,6 +616,7 @@ def build_report(inputs: Inputs, health: dict, results: dict, command: str, expo
                    "minutes": health["minutes"],
                    "start": health.get("start"), "end": health.get("end"), "warnings": health.get("warnings", [])},
         "results": results,
+        "discriminative": discriminative,
         "versions": versions(),
         "command": command,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -531,15 +637,26 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          f"first-pass scores where you have them; at least {MIN_DEV_LISTS}); none of their references "
                          "should be in the text")
     ap.add_argument("--test", metavar="LISTS", help="n-best lists with references to report on (never tuned on)")
+    ap.add_argument("--train-lists", nargs="+", metavar="LISTS",
+                    help=f"n-best lists with references to train the scorer on (minimum word error): what this "
+                         f"recogniser gets wrong, which text alone cannot teach. At least {MIN_TRAIN_LISTS}, none of "
+                         "them a --dev or --test utterance (same id or reference); a few thousand pay")
+    ap.add_argument("--train-minutes", type=float, default=DEFAULT_TRAIN_MINUTES,
+                    help=f"discriminative training time at most (default {DEFAULT_TRAIN_MINUTES:g}: on 2 CPU cores, "
+                         "3 epochs of about 2,600 ATIS lists with a MiniLM-size model)")
+    ap.add_argument("--train-epochs", type=int, default=DEFAULT_TRAIN_EPOCHS,
+                    help=f"epochs over the train lists at most (default {DEFAULT_TRAIN_EPOCHS}); the best on a held-back "
+                         "tenth of them is kept")
     ap.add_argument("--out", required=True, type=Path, help="the model directory to write (electric serve --model)")
     ap.add_argument("--minutes", type=float, default=DEFAULT_MINUTES,
                     help=f"adaptation time at most (default {DEFAULT_MINUTES:g}: on 2 CPU cores, 10 epochs of about "
                          "2,600 sentences)")
     ap.add_argument("--metric", choices=("wer", "cer", "bleu", "chrf"), default="wer",
                     help="what the weights are tuned for: wer (default) or cer for speech, bleu or chrf for translation")
-    ap.add_argument("--scorer", choices=tuple(METHOD_OF_SCORER), default="cloze",
-                    help="what /v1/score and /v1/rerank score with: cloze (default; the cloze model's log q, one pass) "
-                         "or electric (the energy, one pass); the energy model detects in both cases")
+    ap.add_argument("--scorer", choices=tuple(METHOD_OF_SCORER), default=None,
+                    help="what /v1/score and /v1/rerank score with: cloze (the cloze model's log q, one pass; the "
+                         "default without --train-lists) or electric (the energy, one pass; the default with them: the "
+                         "model trained on the lists); the adapted energy model detects in every case")
     ap.add_argument("--precision", choices=("int8", "fp32"), default="int8",
                     help="the exported graphs served on a CPU: int8 (default; static, parity-checked) or fp32")
     ap.add_argument("--seed", type=int, default=0, help="of the training run, the parity sample and the bootstraps")
@@ -556,7 +673,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, command: str | None = None) -> int:
-    """The seven stages; exit status 0, 2 on bad input or a model that must not be served (one line, nothing in
+    """The eight stages; exit status 0, 2 on bad input or a model that must not be served (one line, nothing in
     --out), 130 when interrupted (the same command resumes)."""
     t0 = time.monotonic()
     command = command or "electric adapt " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["adapt"] else sys.argv[1:])
@@ -576,19 +693,32 @@ def run(args: argparse.Namespace, command: str | None = None) -> int:
         health = work.read("trained")
         stage(3, "checking the adapted model's health")
         health_gate(health)
+        discriminative = None
+        if inputs.train and not work.done("discriminated"):
+            stage(4, f"discriminative training on {len(inputs.train):,} n-best lists (minimum word error), "
+                     f"{inputs.train_minutes:g} minutes at most")
+            discriminate(inputs, work)
+        else:
+            stage(4, "trained on the lists already (resumed)" if inputs.train else
+                  "no --train-lists: the scorer is the adapted model as the text made it")
+        if inputs.train:
+            discriminative = work.read("discriminated")
         if not work.done("exported"):
-            stage(4, "exporting")
+            stage(5, "exporting")
             export(inputs, work)
         else:
-            stage(4, "exported already (resumed)")
-        stage(5, "scoring the lists and tuning the weights on dev (the guard decides whether the LM is applied)")
+            stage(5, "exported already (resumed)")
+        stage(6, "scoring the lists and tuning the weights on dev (the guard decides whether the LM is applied)")
         model, dev, test = score_and_tune(inputs, work)
-        stage(6, f"the baseline: a {NGRAM_ORDER}-gram LM on the same text, tuned the same way, and both LMs together")
-        ngram, both = ngram_baseline(inputs, dev, test)
-        report = build_report(inputs, health, {"model": model, "ngram": ngram, "model_and_ngram": both}, command,
-                              work.read("exported"))
-        stage(7, f"writing {inputs.out}")
-        write_model(inputs, work, report)
+        stage(7, f"the baseline: a {NGRAM_ORDER}-gram LM on the same text, tuned the same way, both LMs together, and "
+                 "the guard's choice among the four")
+        ngram, both, ngram_lm, ng_scores = ngram_baseline(inputs, dev, test)
+        tuned = {"model": model, "ngram": ngram, "model_and_ngram": both}
+        choice = choose_served(inputs, dev, test, ng_scores, tuned)
+        report = build_report(inputs, health, {**tuned, "choice": choice}, command, work.read("exported"),
+                              discriminative)
+        stage(8, f"writing {inputs.out}")
+        write_model(inputs, work, report, ngram_lm)
     except AdaptError as e:
         if not isinstance(e, Said):
             print(f"error: {e}", file=sys.stderr)
@@ -600,11 +730,9 @@ def run(args: argparse.Namespace, command: str | None = None) -> int:
         print(f"\ninterrupted: nothing was written to {args.out}{where}", file=sys.stderr)
         return 130
     shutil.rmtree(work.root, ignore_errors=True)
-    m = report["results"]["model"]
     print()
     for line in summary(report):
         print(line)
-    print(guard_sentence("the adapted model", m, inputs.metric))
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes: {inputs.out} (model card {inputs.out / CARD}); "
           f"serve it with: electric serve --model {inputs.out}")
     return 0

@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from training.adapt_choice import step_sentence
+
+NGRAM_FILE = "ngram.arpa"  # training.adapt writes the n-gram LM under this name
+
 HEALTH_FIGURES = (("val_energy_auc", "energy AUC (replaced vs original tokens)", ".3f"),
                   ("val_unigram_noise_auc", "AUC against unigram noise", ".3f"),
                   ("val_gen_nll", "cloze NLL", ".2f"), ("val_unigram_nll", "unigram NLL", ".2f"))
@@ -29,33 +33,43 @@ def guard_sentence(name: str, r: dict, metric: str) -> str:
     return f"{name}: not applied: the gain is not significant ({gain})"
 
 
-BOTH_APPLIED_AS = {"lm": "the adapted model added", "no_lm": "the n-gram's combination with tuned bonuses",
-                   "first_pass": "the n-gram's combination alone"}
+def _interval(g: dict) -> str:
+    lo, hi = g["ci"]
+    return f"{g['gain']:+.2f} [{lo:+.2f}, {hi:+.2f}]" + (" significant" if g["significant"] else "")
 
 
-def summary(report: dict) -> list[str]:
-    """The test figures of every system, one line each (none without test lists)."""
+def summary(report: dict, split: str = "test") -> list[str]:
+    """The `split` ("test" or "dev") figures of every candidate, one line each with its gain over the n-gram's choice
+    and its 95% interval, the served one marked; none without test lists."""
+    from training.adapt_choice import CANDIDATES, LABELS  # noqa: PLC0415
+
     res, metric = report["results"], report["inputs"]["metric"].upper()
-    model, ngram, both = res["model"], res["ngram"], res["model_and_ngram"]
-    if "test" not in model:
+    choice, model = res["choice"], res["model"]
+    if split == "test" and "test" not in choice:
         return []
-    t = model["test"]
-    w = model["weights_no_lm"]
+    t = choice["test"] if split == "test" else model["dev"]
+    w = choice["candidates"]["no_lm"]["weights"]
     piece = f", {w['piece']:g}/piece" if w.get("piece") else ""
 
     def row(label: str, value: float, note: str = "") -> str:
         return f"  {metric} {label + ':':<20} {value:6.2f}" + (f"   ({note})" if note else "")
 
-    rows = [f"test, {t['num_utterances']} utterances ({report['inputs']['test']['file']}):",
-            row("first hypothesis", t["first"]),
-            row("without an LM", t["no_lm"], f"first pass + {w['length']:g}/word{piece}, tuned on dev"),
-            row(f"{ngram['order']}-gram LM", ngram["test"]["after"], APPLIED_AS[ngram["applied"]]),
-            row("adapted model", t["after"], f"{APPLIED_AS[model['applied']]}: what the server applies")]
-    if both is not None:
-        rows.append(row("both LMs", both["test"]["after"], BOTH_APPLIED_AS[both["applied"]]))
-    rows += [row("oracle", t["oracle"]),
-             f"against the no-LM choice, the adapted model changed {t['changed']} utterances: {t['better']} better, "
-             f"{t['worse']} worse, {t['same']} as good"]
+    where = report["inputs"]["test"]["file"] if split == "test" else report["inputs"]["dev"]["file"]
+    rows = [f"{split}, {t['num_utterances']} utterances ({where}); gain over the 3-gram with its 95% interval:",
+            row("first hypothesis", t["first"])]
+    for c in CANDIDATES:
+        rec = choice["candidates"][c]
+        note = (f"first pass + {w['length']:g}/word{piece}" if c == "no_lm" and (w["length"] or w.get("piece"))
+                else "the first pass alone" if c == "no_lm" else "")
+        if c != "ngram":
+            note = ", ".join(x for x in (note, f"vs 3-gram {_interval(rec[split + '_vs_ngram'])}") if x)
+        if c == choice["served"]:
+            note += "; what the server applies"
+        rows.append(row(LABELS[c], rec[split], note))
+    rows.append(row("oracle", t["oracle"]))
+    if split == "test":
+        rows.append(f"against the no-LM choice, the served combination changed {t['changed']} utterances: "
+                    f"{t['better']} better, {t['worse']} worse, {t['same']} as good")
     return rows
 
 
@@ -64,7 +78,7 @@ def model_card(report: dict) -> str:
     guard's decision and the test figures beside the n-gram LM's."""
     i, res, h = report["inputs"], report["results"], report["health"]
     metric = i["metric"].upper()
-    model, ngram, both = res["model"], res["ngram"], res["model_and_ngram"]
+    model, ngram, both, choice = res["model"], res["ngram"], res["model_and_ngram"], res["choice"]
     name = Path(i["out"]).name
     recipe, ngram_name = report["recipe"], f"the {ngram['order']}-gram LM (baseline)"
     graphs = report.get("exported") or {"model": i["precision"]}
@@ -75,6 +89,10 @@ def model_card(report: dict) -> str:
               f"metrics: [{i['metric']}]", "---", ""]
     scorer = ("the cloze model: log q(x_t | x without t) of every token, summed, in one pass" if i["scorer"] == "cloze"
               else "Electric's energy: -s_t of every token, summed, in one pass")
+    disc, train = report.get("discriminative"), i.get("train")
+    if disc:
+        scorer += (f", then trained on {train['lists']:,} n-best lists with references to rank this recogniser's "
+                   "hypotheses by their word errors (minimum word error)")
     lines = [f"# {name}", "",
              f"{Path(i['checkpoint']['path']).name}, continued as Electric on {i['text']['sentences']:,} sentences of "
              f"one domain for {h['minutes']:.1f} minutes, exported to ONNX {exported}, with reranking "
@@ -88,7 +106,15 @@ def model_card(report: dict) -> str:
              f"- dev lists: `{i['dev']['file']}` ({i['dev']['lists']} lists, {metric} tuned on them)",
              *([f"- test lists: `{i['test']['file']}` ({i['test']['lists']} lists, never tuned on)"] if i["test"] else []),
              f"- recipe: {recipe['epochs']} epochs at lr {recipe['lr']:g}, {i['minutes']:g} minutes at most; "
-             f"{h['steps']} steps, {h['tokens']:,} tokens in {h['minutes']:.1f} minutes", "",
+             f"{h['steps']} steps, {h['tokens']:,} tokens in {h['minutes']:.1f} minutes",
+             *([f"- train lists: {', '.join(f'`{f}`' for f in train['files'])} ({train['lists']:,} lists; "
+                f"{disc['train_lists']:,} trained on (the others' hypotheses all have the same errors), "
+                f"{disc['held_back_lists']} held back to choose the epoch); {disc['steps']} steps of "
+                f"{disc['lists_per_step']} lists at lr {disc['lr']:g}, {disc['tokens']:,} tokens in "
+                f"{disc['seconds'] / 60:.1f} minutes ({disc['tokens_per_s']:,} tokens/s); held-back {metric} "
+                f"{disc['held_back_before']:.2f}% before, {disc['held_back_after']:.2f}% after (epoch "
+                f"{disc['chosen_epoch']:g} kept; stopped: {disc['stopped']})"] if disc else []),
+             "",
              "## Training health (held-out text)", "",
              "| figure | start | end |", "|---|---|---|"]
     for key, label, fmt in HEALTH_FIGURES:
@@ -98,14 +124,19 @@ def model_card(report: dict) -> str:
     lines += ["", "The start is the checkpoint under a fresh head (the energy head and the cloze model are new); a model "
               "below chance or worse at the end than at the start is never written.", "",
               "## Reranking weights: the guard's decision", "",
-              "total(h) = first-pass score + lm * LM(h) + length * words(h) + piece * pieces(h), tuned on the dev "
-              "lists; an LM is applied only when its dev gain over the first pass with tuned bonuses is significant "
-              "(a seeded paired bootstrap).", "",
+              "total(h) = first-pass score + lm * model(h) + ngram * ngram(h) + length * words(h) + piece * "
+              f"pieces(h), tuned on the dev lists. `{NGRAM_FILE}` is the {ngram['order']}-gram LM (ARPA, trained on "
+              "the same text). The guard walks four combinations, simplest first - no LM, the n-gram, the model, "
+              "both - and takes the next only when its dev gain over the one it holds is significant (a seeded "
+              "paired bootstrap):", "",
+              *[f"- {step_sentence(st, i['metric'])}" for st in choice["steps"]],
+              f"- served: {choice['parts']}; weights (`electric.json` `rerank_weights`): "
+              f"`{json.dumps(choice['weights'])}`", "",
+              "Each tuning on its own:", "",
               f"- {guard_sentence('the adapted model', model, i['metric'])}",
               f"- {guard_sentence(ngram_name, ngram, i['metric'])}",
-              *([f"- {guard_sentence('the adapted model over the n-gram combination', both, i['metric'])}"]
-                if both else []),
-              f"- served weights (`electric.json` `rerank_weights`): `{json.dumps(model['weights'])}`", ""]
+              f"- {guard_sentence('the adapted model over the n-gram combination', both, i['metric'])}", ""]
+    lines += ["## Dev figures (the lists the weights were tuned on)", "", "```", *summary(report, "dev"), "```", ""]
     rows = summary(report)
     if rows:
         lines += ["## Test figures", "", "```", *rows, "```", ""]

@@ -74,7 +74,8 @@ class ArpaLM:
         declared: dict[int, int] = {}
         logp: dict[tuple[str, ...], float] = {}
         bow: dict[tuple[str, ...], float] = {}
-        section, i = None, 0
+        section: str | int | None = None
+        i = 0
 
         def fail(why: str) -> NgramError:
             return NgramError(f"{path}: line {i + 1}: {why} (not an ARPA n-gram file?)")
