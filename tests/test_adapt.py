@@ -250,7 +250,8 @@ def test_the_ngram_is_measured_against_the_adapted_models_no_lm_combination():
     inputs = type("Inputs", (), {"sentences": [u["output"] for u in utts[60:]] * 2, "dev": lists[:60],
                                  "test": lists[60:], "metric": "wer", "seed": 0})()
     model = adapt.figures(adapt.tune(dev, test, "wer", 0), test, "wer")
-    ngram, *_ = adapt.ngram_baseline(inputs, dev, test)
+    ngram, both, *_ = adapt.ngram_baseline(inputs, dev, test, model)
+    assert both["order"] in ("model_over_ngram", "ngram_over_model")
     assert ngram["weights_no_lm"] == model["weights_no_lm"] and ngram["test"]["no_lm"] == model["test"]["no_lm"]
 
 

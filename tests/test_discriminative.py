@@ -101,3 +101,31 @@ def test_training_keeps_the_best_epoch_and_resumes_after_an_interrupt(cloze_run,
     assert record["chosen_epoch"] == best["epoch"] and record["held_back_after"] == best["rate"]
     assert (spec.out / "run" / "discriminator" / "model.safetensors").is_file()
     assert record["held_back_lists"] == discriminative.MIN_HELD_BACK and record["tokens_per_s"] > 0
+
+
+def test_real_errors_label_the_words_a_recogniser_substituted_or_inserted():
+    from electric.finetuning.asr_errors import piece_labels, piece_words, word_error_labels, word_scores
+
+    assert word_error_labels("show me fights from the boston", "show me flights from boston") == [0, 0, 1, 0, 1, 0]
+    assert word_error_labels("show flights", "show me flights") == [0, 0]  # a deletion labels no word
+    assert word_error_labels("uh huh", "") == [1, 1] and word_error_labels("", "a b") == []
+    # pieces by their character offsets: "what's" is one word of the hypothesis and three pieces of the tokenizer
+    text = "what's the fare"
+    offsets = np.array([[0, 0], [0, 4], [4, 5], [5, 6], [7, 10], [11, 15], [0, 0]])
+    cand = np.array([False, True, True, True, True, True, False])
+    words = piece_words(text, offsets, cand)
+    assert words.tolist() == [-1, 0, 0, 0, 1, 2, -1]
+    assert piece_labels([1, 0, 0], words).tolist() == [-1, 1, 1, 1, 0, 0, -1]
+    assert word_scores(np.array([9, 0.1, 0.7, 0.2, 0.3, 0.4, 9]), words, 3).tolist() == [0.7, 0.3, 0.4]
+
+
+@pytest.mark.integration
+def test_the_detector_learns_real_errors_and_says_how_well(cloze_run, atis_lists, tmp_path):
+    from training.detector import DetectorSpec, train_detector
+
+    spec = DetectorSpec(source=cloze_run / "discriminator", out=tmp_path / "detector", lists=atis_lists[:100],
+                        test=atis_lists[100:], epochs=1, minutes=2, progress=False)
+    record = train_detector(spec, log=lambda _: None)
+    assert record["steps"] >= 1 and record["held_back_hypotheses"] > 0
+    assert 0 <= record["test_auc_zero_shot"] <= 1 and 0 <= record["test_auc_trained"] <= 1
+    assert (spec.out / "model.safetensors").is_file() and (spec.out / "config.json").is_file()

@@ -35,12 +35,19 @@ def test_summary_shows_the_wer_before_without_the_lm_after_and_what_changed(quic
     utts = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())[:40]
     no_lm = Weights(lm=0.0, length=0.05)
     results, without = answers(utts, Weights(lm=1.0), 0), answers(utts, no_lm, 0)
-    text = quickstart.summarise_test(utts, results, without, no_lm.to_dict(), took=1.0)
+    trigram = answers(utts, Weights(lm=0.5, length=0.1), 2)
+    text = quickstart.summarise_test(utts, results, without, trigram, no_lm.to_dict(), took=1.0)
     refs = [u["output"] for u in utts]
     assert f"WER without the LM:            {100 * jiwer.wer(refs, [r.hyps[0] for r in without]):.2f}%" in text
     assert "a bonus of 0.05/word, tuned on dev" in text
-    assert f"WER after  (/v1/rerank):       {100 * jiwer.wer(refs, [r.hyps[0] for r in results]):.2f}%   (with the LM)" \
-        in text
+    assert f"WER after  (/v1/rerank):       {100 * jiwer.wer(refs, [r.hyps[0] for r in results]):.2f}%   (the first " \
+        "pass and the model: the guard's choice on dev)" in text
+    assert f"WER with the 3-gram:           {100 * jiwer.wer(refs, [r.hyps[0] for r in trigram]):.2f}%" in text
+    line = next(x for x in text.splitlines() if x.startswith("the served combination against the 3-gram: "))
+    gain = float(line.split(": ")[1].split(" WER")[0])
+    assert gain == pytest.approx(100 * (jiwer.wer(refs, [r.hyps[0] for r in trigram])
+                                        - jiwer.wer(refs, [r.hyps[0] for r in results])), abs=0.006)
+    assert "95% interval [" in line
     assert f"WER before (first hypothesis): {100 * jiwer.wer(refs, [u['input'][0] for u in utts]):.2f}%" in text
     errors = [[jiwer.process_words(r, h).wer for h in (a.hyps[0], b.hyps[0])]
               for r, a, b in zip(refs, without, results, strict=True)]
@@ -56,10 +63,11 @@ def test_the_after_row_is_the_combination_the_guard_applied(quickstart):
     utts = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())[:40]
     no_lm = Weights(lm=0.0, length=0.3, piece=-0.4)
     results = answers(utts, no_lm, 1)
-    text = quickstart.summarise_test(utts, results, results, no_lm.to_dict(), 1.0, "no_lm")
+    text = quickstart.summarise_test(utts, results, results, results, no_lm.to_dict(), 1.0, "no_lm")
     without = text.split("WER without the LM:")[1].split("%")[0].strip()
     after = text.split("WER after  (/v1/rerank):")[1].split("%")[0].strip()
-    assert after == without and "(the no-LM combination: the LM's dev gain was not significant)" in text
+    assert after == without and "(the first pass with tuned bonuses: no LM had a significant dev gain)" in text
+    assert "+0.00 WER points, 95% interval [+0.00, +0.00] (not a significant difference)" in text
     assert "the server's changed 0 utterances: 0 with fewer word errors, 0 with more" in text
     assert "and -0.4/piece" in text
 
@@ -78,12 +86,16 @@ def test_the_health_line_speaks_of_the_served_models_and_calls_a_low_detector_fi
 def test_the_split_keeps_atis_test_out_and_matches_the_adaptation_recipe(quickstart):
     train = json.loads(require_shared("nbest/atis_train.whisper5best.json").read_text())
     test = json.loads(require_shared("nbest/atis_test.whisper5best.json").read_text())
-    refs, tune = quickstart.split_atis(train, test)
+    refs, tune, lists = quickstart.split_atis(train, test)
     assert (len(refs), len(tune)) == (2617, 1308)  # `research/adaptation/adapt_recipe.py split --seed 0`: 39 shared left out
     test_refs = {u["output"] for u in test}
     assert not test_refs & set(refs) and not test_refs & {u["output"] for u in tune}
     assert not {u["id"] for u in tune} & {u["id"] for u in test}
-    assert quickstart.split_atis(train, test) == (refs, tune)  # seeded
+    # the train lists: the adaptation part's own lists, less the 3 whose reference a tuning list repeats
+    assert len(lists) == 2614 and {u["output"] for u in lists} <= set(refs)
+    assert not {u["output"] for u in lists} & {u["output"] for u in tune} and not {u["id"] for u in lists} & {
+        u["id"] for u in tune + test}
+    assert quickstart.split_atis(train, test) == (refs, tune, lists)  # seeded
 
 
 def test_a_checkpoint_that_cannot_be_fetched_says_what_to_do_in_one_line(quickstart, tmp_path, monkeypatch):
@@ -112,15 +124,17 @@ def test_the_quick_start_adapts_a_checkpoint_serves_it_and_reranks_through_the_s
     monkeypatch.setattr(adapt, "MIN_ENERGY_AUC", 0.0)
     work = tmp_path / "work"
     argv = ["--checkpoint", str(ckpt), "--work", str(work), "--minutes", "0.25", "--utterances", "20",
-            "--tune-utterances", "60"]
+            "--tune-utterances", "60", "--train-minutes", "0.3"]
     assert quickstart.main(argv) == 0
     out = capsys.readouterr().out
     assert "ATIS test, 20 utterances (Whisper 5-best), reranked by the server" in out
     assert "WER without the LM:" in out and "against the no-LM choice, the server's changed" in out
+    assert "WER with the 3-gram:" in out and "the served combination against the 3-gram:" in out
     model = work / "electric-atis"
     manifest = json.loads((model / "electric.json").read_text())
-    assert manifest["kind"] == "cloze" and manifest["training_health"]["steps"] >= 1
-    assert manifest["rerank_weights"] == json.loads((model / "adapt.json").read_text())["results"]["model"]["weights"]
-    assert "served cloze model" in out and (model / "README.md").is_file()
+    report = json.loads((model / "adapt.json").read_text())
+    assert manifest["kind"] == "discriminator" and manifest["training_health"]["steps"] >= 1  # trained on the lists
+    assert manifest["rerank_weights"] == report["results"]["choice"]["weights"] and manifest["ngram"] == "ngram.arpa"
+    assert report["discriminative"]["steps"] >= 1 and (model / "README.md").is_file()
     assert quickstart.main(argv) == 0  # the same inputs: the same model
     assert f"reusing {model}" in capsys.readouterr().out

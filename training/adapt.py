@@ -58,6 +58,7 @@ MIN_DEV_LISTS = 50  # fewer: the paired bootstrap of the guard can call almost n
 MIN_TRAIN_LISTS = 100  # fewer: discriminative training learns this recogniser's errors from too few examples
 DEFAULT_TRAIN_MINUTES = 10.0
 DEFAULT_TRAIN_EPOCHS = 3
+DETECTOR_MINUTES = 4.0  # the detector's training on the lists' real errors, at most (within --train-minutes)
 NGRAM_ORDER = 3
 PARITY_SENTENCES = 200  # of the text, seeded: the export's parity check runs on them
 CALIBRATION_SENTENCES = 1000  # of the text, seeded: /v1/detect's calibration needs a few thousand tokens
@@ -266,6 +267,10 @@ class Work:
         return self.root / "discriminative"
 
     @property
+    def detector(self) -> Path:
+        return self.root / "detector"
+
+    @property
     def parity(self) -> Path:
         return self.root / "parity.txt"
 
@@ -294,7 +299,7 @@ def open_work(inputs: Inputs) -> Work:
     fingerprint = json.dumps(inputs.fingerprint(), sort_keys=True)
     stamp = work.root / "inputs.json"
     if stamp.is_file() and stamp.read_text() == fingerprint:
-        done = [s for s in ("trained", "discriminated", "exported") if work.done(s)]
+        done = [s for s in ("trained", "discriminated", "detector", "exported") if work.done(s)]
         log(f"resuming the interrupted run in {work.root} (same inputs; "
             + (f"done: {', '.join(done)})" if done else "training continues from its last checkpoint)"))
         return work
@@ -399,6 +404,19 @@ def discriminate(inputs: Inputs, work: Work) -> None:
     work.mark("discriminated", record)
 
 
+def train_the_detector(inputs: Inputs, work: Work) -> None:
+    """The adapted energy model fine-tuned on the --train-lists' real errors (training/detector.py) into
+    work.detector/run/discriminator: what /v1/detect serves."""
+    from training.detector import DetectorSpec, train_detector
+
+    run = work.detector / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(work.run / "config.json", run / "config.json")  # the trained length, as the run's
+    spec = DetectorSpec(source=work.run / "discriminator", out=run / "discriminator", lists=inputs.train,
+                        test=inputs.test, minutes=min(DETECTOR_MINUTES, inputs.train_minutes), seed=inputs.seed)
+    work.mark("detector", train_detector(spec, log=log))
+
+
 # ---- 4. export -----------------------------------------------------------------------------------------------
 
 
@@ -419,7 +437,8 @@ def export(inputs: Inputs, work: Work) -> None:
     trained = work.discriminative / "run" if inputs.train else work.run  # the lists' model, or the text's
     parts = [(trained / scorer_part, work.model)]
     if inputs.scorer == "cloze" or inputs.train:  # the scorer is not the Electric run's energy model
-        parts.append((work.run / "discriminator", work.model / "detector"))
+        detector = work.detector / "run" / "discriminator" if inputs.train else work.run / "discriminator"
+        parts.append((detector, work.model / "detector"))
     precisions = {}
     for source, dest in parts:
         what = ("the cloze model" if scorer_part == "generator" else "the energy model") + (
@@ -519,10 +538,13 @@ def score_and_tune(inputs: Inputs, work: Work) -> tuple[dict, ScoredLists, Score
     return model, dev, test
 
 
-def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None) -> tuple[dict, dict, Any, tuple]:
-    """A Kneser-Ney n-gram LM trained on the same text, tuned on the same dev lists the same way, and the adapted
-    model tuned on top of the n-gram's combination (`dev`, `test`: the adapted model's scores). Returns both records,
-    the LM (MODEL carries it) and the n-gram's (dev, test) scores."""
+def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None,
+                   model: dict) -> tuple[dict, dict, Any, tuple]:
+    """A Kneser-Ney n-gram LM trained on the same text, tuned on the same dev lists the same way, and both LMs: one
+    tuned on top of the other's combination, in the order better on dev (`dev`, `test`: the adapted model's scores;
+    `model`: its tuned record). Returns the n-gram's and both's records, the LM (MODEL carries it) and the n-gram's
+    (dev, test) scores."""
+    from electric.evaluation.nbest import make_metric
     from electric.evaluation.ngram import KneserNeyLM
 
     t0 = time.perf_counter()
@@ -537,10 +559,21 @@ def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None) -
     ngram = {"order": NGRAM_ORDER, "sentences": lm.sentences, "words": lm.tokens,
              **figures(ng_result, ng_test, inputs.metric)}
     log(guard_sentence(f"the {NGRAM_ORDER}-gram LM", ngram, inputs.metric))
-    w = Weights_from(ngram["weights_lm"])  # the n-gram's tuned combination, applied or not: the model on top of it
-    both_dev = with_prior(dev, ng_dev, w)
-    both_test = None if test is None or ng_test is None else with_prior(test, ng_test, w)
-    both = figures(tune(both_dev, both_test, inputs.metric, inputs.seed), both_test, inputs.metric)
+    # both: one LM tuned on top of the other's tuned combination, in both orders; the better on dev is kept (two
+    # steps of a joint tuning, each a grid the guard already searches)
+    both = None
+    for order, (top_dev, top_test, base_dev, base_test, base) in {
+            "model_over_ngram": (dev, test, ng_dev, ng_test, ngram),
+            "ngram_over_model": (ng_dev, ng_test, dev, test, model)}.items():
+        w = Weights_from(base["weights_lm"])
+        on_dev = with_prior(top_dev, base_dev, w)
+        on_test = None if top_test is None or base_test is None else with_prior(top_test, base_test, w)
+        rec = {"order": order, **figures(tune(on_dev, on_test, inputs.metric, inputs.seed), on_test, inputs.metric)}
+        higher_is_better = make_metric(inputs.metric).higher_is_better
+        if both is None or (rec["dev"]["reranked"] > both["dev"]["reranked"] if higher_is_better
+                            else rec["dev"]["reranked"] < both["dev"]["reranked"]):
+            both = rec
+    assert both is not None
     return ngram, both, lm, (ng_dev, ng_test)
 
 
@@ -701,8 +734,12 @@ def run(args: argparse.Namespace, command: str | None = None) -> int:
         else:
             stage(4, "trained on the lists already (resumed)" if inputs.train else
                   "no --train-lists: the scorer is the adapted model as the text made it")
+        if inputs.train and not work.done("detector"):
+            log("the detector: the adapted energy model fine-tuned on the lists' real errors (their hypotheses "
+                "aligned with their references)")
+            train_the_detector(inputs, work)
         if inputs.train:
-            discriminative = work.read("discriminated")
+            discriminative = {**work.read("discriminated"), "detector": work.read("detector")}
         if not work.done("exported"):
             stage(5, "exporting")
             export(inputs, work)
@@ -712,7 +749,7 @@ def run(args: argparse.Namespace, command: str | None = None) -> int:
         model, dev, test = score_and_tune(inputs, work)
         stage(7, f"the baseline: a {NGRAM_ORDER}-gram LM on the same text, tuned the same way, both LMs together, and "
                  "the guard's choice among the four")
-        ngram, both, ngram_lm, ng_scores = ngram_baseline(inputs, dev, test)
+        ngram, both, ngram_lm, ng_scores = ngram_baseline(inputs, dev, test, model)
         tuned = {"model": model, "ngram": ngram, "model_and_ngram": both}
         choice = choose_served(inputs, dev, test, ng_scores, tuned)
         report = build_report(inputs, health, {**tuned, "choice": choice}, command, work.read("exported"),

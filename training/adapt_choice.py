@@ -8,7 +8,7 @@ The candidates, each a whole `Weights` the server applies as is (total = first p
 - no_lm: the first pass with the word and piece bonuses the guard kept (or the first pass alone);
 - ngram: the n-gram LM with its tuned weight and word bonus;
 - model: the adapted model with its tuned weight and word bonus;
-- model_and_ngram: the adapted model tuned on top of the n-gram's combination.
+- model_and_ngram: one LM tuned on top of the other's combination (the order better on dev: training.adapt).
 The guard walks them in that order: a candidate replaces the one chosen so far only when its dev gain over it is
 significant (a seeded paired bootstrap). What it ends on is what the model directory serves. Each candidate is also
 measured against the n-gram's choice on dev and on test, so that the card says how it compares with the baseline a
@@ -36,8 +36,8 @@ PARTS = {"no_lm": "the first pass with tuned bonuses", "ngram": "the first pass 
 def candidate_weights(tuned: Mapping[str, dict]) -> dict[str, Weights]:
     """The four candidates' whole weights from the three tunings (`tuned`: "model", "ngram" and "model_and_ngram",
     each a record of training.adapt.figures: its "weights_lm", "weights_no_lm" and guards). The n-gram's were tuned
-    with its score as the LM (their lm is the n-gram's weight); the last was tuned over the n-gram's combination as
-    its first pass, so it is folded into one: lm from it, ngram from the n-gram's, the bonuses added."""
+    with its score as the LM (their lm is the n-gram's weight); the last was tuned over one LM's combination as its
+    first pass (its "order"), so it is folded into one weights: each LM's weight, the bonuses added."""
     import dataclasses
 
     from electric.evaluation.nbest import Weights
@@ -49,9 +49,14 @@ def candidate_weights(tuned: Mapping[str, dict]) -> dict[str, Weights]:
         no_lm = first_pass_weights(no_lm.beta, no_lm.prior)
     ng = Weights.from_dict(tuned["ngram"]["weights_lm"])
     ngram = dataclasses.replace(ng, lm=0.0, ngram=ng.lm)
-    top = Weights.from_dict(tuned["model_and_ngram"]["weights_lm"])
-    both = dataclasses.replace(ngram, lm=top.lm, lm_score=top.lm_score, length=ngram.length + top.length,
-                               piece=ngram.piece + top.piece)
+    both_rec = tuned["model_and_ngram"]
+    top = Weights.from_dict(both_rec["weights_lm"])
+    if both_rec.get("order") == "ngram_over_model":  # the n-gram's weight tuned over the model's combination
+        both = dataclasses.replace(model, ngram=top.lm, length=model.length + top.length,
+                                   piece=model.piece + top.piece)
+    else:  # the model's weight tuned over the n-gram's combination
+        both = dataclasses.replace(ngram, lm=top.lm, lm_score=top.lm_score, length=ngram.length + top.length,
+                                   piece=ngram.piece + top.piece)
     return {"no_lm": no_lm, "ngram": ngram, "model": model, "model_and_ngram": both}
 
 
