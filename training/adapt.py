@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from electric.evaluation.nbest import RerankResult, ScoredLists, Weights
     from electric.evaluation.nbest.scored import ScoreTexts
 
-from training.adapt_card import NGRAM_FILE, guard_sentence, model_card, summary
+from training.adapt_card import NGRAM_FILE, detector_line, guard_sentence, model_card, summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -770,6 +770,8 @@ def run(args: argparse.Namespace, command: str | None = None) -> int:
     print()
     for line in summary(report):
         print(line)
+    if discriminative and discriminative.get("detector"):
+        print(detector_line(discriminative["detector"]).removeprefix("- "))
     print(f"done in {(time.monotonic() - t0) / 60:.1f} minutes: {inputs.out} (model card {inputs.out / CARD}); "
           f"serve it with: electric serve --model {inputs.out}")
     return 0

@@ -73,6 +73,17 @@ def summary(report: dict, split: str = "test") -> list[str]:
     return rows
 
 
+def detector_line(d: dict) -> str:
+    """The detector's training on the lists' real errors, in one line of the card."""
+    test = (f"; on the test lists' hypotheses {d['test_auc_zero_shot']:.3f} zero-shot, {d['test_auc_trained']:.3f} "
+            "trained" if d.get("test_auc_trained") is not None else "")
+    return (f"- the detector (`detector/`, `/v1/detect`): the adapted energy model fine-tuned on the train lists' "
+            f"real errors ({d['hypotheses']:,} hypotheses aligned with their references; {d['steps']} steps, "
+            f"{d['seconds'] / 60:.1f} minutes); AUC of real errors on the held-back lists {d['held_back_auc_before']:.3f} "
+            f"before, {d['held_back_auc_after']:.3f} after ({'kept' if d['kept'] else 'not kept: the zero-shot one is served'})"
+            f"{test}")
+
+
 def model_card(report: dict) -> str:
     """MODEL/README.md: a metadata header, then what the model is, what it was made from and how, its health, the
     guard's decision and the test figures beside the n-gram LM's."""
@@ -114,6 +125,7 @@ def model_card(report: dict) -> str:
                 f"{disc['seconds'] / 60:.1f} minutes ({disc['tokens_per_s']:,} tokens/s); held-back {metric} "
                 f"{disc['held_back_before']:.2f}% before, {disc['held_back_after']:.2f}% after (epoch "
                 f"{disc['chosen_epoch']:g} kept; stopped: {disc['stopped']})"] if disc else []),
+             *([detector_line(disc["detector"])] if disc and disc.get("detector") else []),
              "",
              "## Training health (held-out text)", "",
              "| figure | start | end |", "|---|---|---|"]
