@@ -13,7 +13,7 @@ of the two is done: it should finish after
 
 A request predicted to finish after its deadline (`DEADLINE_SHARE` of request_timeout_s; `WARMUP_PACE_SHARE` while a
 length it or the admitted work holds has been timed by the warm-up alone) is refused at once with
-`Overloaded` (429 / RESOURCE_EXHAUSTED, with Retry-After: when what is ahead of it should have drained) instead of
+`Overloaded` (429 / RESOURCE_EXHAUSTED, with `retry_after_s`: when enough of what is ahead of it should have run) instead of
 being queued, computed and dropped at the deadline. Small requests are refused only when the server is far behind:
 their share of the others' work is their own size. A request is never refused when the model has nothing else to
 do (it then runs, and times out if it is larger than the deadline allows).
@@ -43,6 +43,7 @@ DEADLINE_SHARE = 0.8  # of request_timeout_s: the rest is left for tokenisation,
 WARMUP_PACE_SHARE = 0.4
 RATE_DECAY = 0.8  # weight of a length's previous batches in its measured pace, a batch at a time
 CHARS_PER_TOKEN = 4.0  # the first estimate, before any text was tokenised (English WordPiece: 4-5)
+MIN_RETRY_S = 0.05  # the shortest wait a refusal asks for: an estimate near 0 must not have clients retry at once
 
 
 def cost(length: int, hidden_size: int) -> float:
@@ -163,9 +164,9 @@ def _refuse_past(seconds: float, deadline_s: float, why: str, hint: str = "", sh
     {seconds}."""
     budget = share * deadline_s
     if seconds > budget:
-        wait = math.ceil(seconds - budget)
+        wait = max(MIN_RETRY_S, seconds - budget)  # by then that much of the work ahead should have run
         raise Overloaded(f"the model is busy: {why.format(seconds=seconds)}, past the deadline of {deadline_s:g} s "
-                         f"(request_timeout_s); retry in ~{wait} s{hint}", retry_after=wait)
+                         f"(request_timeout_s); retry in ~{math.ceil(wait)} s{hint}", retry_after_s=wait)
 
 
 def check_deadline(work: np.ndarray, backlog: Backlog, others: Iterable[tuple[np.ndarray, float]], pace: Pace,
@@ -223,6 +224,9 @@ class Admission:
         learn(chars, tokens)            a tokenisation round's characters per token, for the next estimates
         ran(runs, padded, seconds)      a batch ran: the pace at its length, and each input's work done
         left(request)                   answered, failed or cancelled: what is left of its work goes
+
+and it is asked `first_done_s()`, when a place among the admitted requests should free (the engine's Retry-After
+for a request over max_concurrent_requests).
     """
 
     def __init__(self, hidden_size: int, max_tokens: int, deadline_s: float):
@@ -231,6 +235,7 @@ class Admission:
         self.estimator = Estimator(max_tokens)
         self.backlog = Backlog(self.pace.size)
         self._admitted: dict[object, tuple[np.ndarray, float]] = {}  # request -> (its work left, when admitted)
+        self._first_done: float | None = None  # first_done_s, until the next event
 
     def admit(self, request: object, inputs: Sequence[str | tuple[str, str]], *, check: bool = True) -> None:
         """Count `request` in, its work estimated from its inputs' characters; with `check`, refuse it first
@@ -243,12 +248,14 @@ class Admission:
                            self.deadline_s, now - oldest[1] if oldest is not None else 0.0)
         self._admitted[request] = (work, now)
         self.backlog.enter(work)
+        self._first_done = None
 
     def tokenised(self, request: object, lengths: Iterable[int]) -> None:
         work, since = self._admitted[request]
         exact = self.pace.work(lengths)
         self.backlog.replace(work, exact)
         self._admitted[request] = (exact, since)
+        self._first_done = None
 
     def learn(self, chars: int, tokens: int) -> None:
         """A tokenisation round of `chars` characters gave `tokens` tokens (special tokens and truncated inputs left
@@ -263,10 +270,24 @@ class Admission:
         for request, n in runs:
             if request in self._admitted:
                 self.backlog.ran(self._admitted[request][0], self.pace.index(n), cost(n, self.pace.hidden_size))
+        self._first_done = None
 
     def left(self, request: object) -> None:
         work, _ = self._admitted.pop(request)
         self.backlog.leave(work)
+        self._first_done = None
+
+    def first_done_s(self) -> float | None:
+        """Seconds until the first admitted request should be done, sharing the model round robin: the n admitted
+        requests' least work left, n times (its share is 1/n until it is done); None when none is admitted or the
+        pace was never measured. What a request refused over max_concurrent_requests should wait: a place frees
+        then. Kept until the next event changes the numbers, so a burst of refusals costs one look."""
+        if self._first_done is None and self._admitted:
+            per_unit = self.pace.seconds_per_unit()
+            if per_unit is not None:
+                least = min(self.pace.seconds(w, per_unit) for w, _ in self._admitted.values())
+                self._first_done = len(self._admitted) * least
+        return self._first_done
 
     def refuse_big_body(self) -> Overloaded | None:
         """Overloaded when the work admitted alone is past the deadline (check_backlog), else None."""

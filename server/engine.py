@@ -6,7 +6,7 @@
 - Admission control: at most `max_concurrent_requests` requests in flight, and none predicted to finish after its
   deadline behind the work already admitted (each model's `server.admission.Admission`, which the batcher tells of
   every request as it arrives, is tokenised, runs and leaves); the next one fails at once with `Overloaded`
-  (429 with Retry-After / RESOURCE_EXHAUSTED) instead of queueing without bound. Idle for IDLE_TRIM_S, the
+  (429 / RESOURCE_EXHAUSTED, with when to retry) instead of queueing without bound. Idle for IDLE_TRIM_S, the
   process gives the memory a burst freed back to the kernel.
 - Validation: input count, empty or non-text inputs, token limits (the index and length of the first
   input that is too long) - in one place, so both transports answer the same.
@@ -41,7 +41,7 @@ from electric.inference.calibration import describe as describe_calibration
 from electric.inference.ngram import ArpaLM
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
-from server.admission import BIG_BODY_BYTES, Admission
+from server.admission import BIG_BODY_BYTES, MIN_RETRY_S, Admission
 from server.batcher import Batcher, ModelSlot, SlotMetrics
 from server.errors import Overloaded, ShuttingDown, ValidationError, check_count
 from server.lifecycle import Lifecycle
@@ -218,8 +218,9 @@ class Engine:
         if not internal:
             self.lifecycle.admit(before_shutdown)
             if self.in_flight >= self.settings.max_concurrent_requests:
+                wait = self._place_frees_s()
                 raise Overloaded(f"{self.in_flight} requests in flight, the limit is "
-                                 f"{self.settings.max_concurrent_requests}; retry later")
+                                 f"{self.settings.max_concurrent_requests}; retry in ~{wait:.1f} s", wait)
         self.in_flight += 1
         self._idle.clear()
         if self._trim is not None:
@@ -233,6 +234,12 @@ class Engine:
                 self._idle.set()
                 if self._loop is not None and not self._loop.is_closed():
                     self._trim = self._loop.call_later(IDLE_TRIM_S, self._release_memory)
+
+    def _place_frees_s(self) -> float | None:
+        """Seconds until a request in flight should be done (the soonest of the models' admission estimates,
+        Admission.first_done_s; at least admission.MIN_RETRY_S), None when none is timed."""
+        done = [d for d in (slot.admission.first_done_s() for slot in self.models.values()) if d is not None]
+        return max(MIN_RETRY_S, min(done)) if done else None
 
     def _release_memory(self) -> None:
         """Idle for IDLE_TRIM_S: give the memory a burst left behind back to the kernel - each runtime's arena, then

@@ -1,6 +1,8 @@
 """The server's errors, typed once, without status codes: the core (engine, batcher) raises them and knows no
 transport. Each transport owns one table from these types to its codes (`HTTP_STATUS` in server/http.py,
-`GRPC_STATUS` in server/grpc_service.py) and answers `{"error": message, "error_type": error_type}`.
+`GRPC_STATUS` in server/grpc_service.py) and answers `{"error": message, "error_type": error_type}`. A refusal
+for now (`Overloaded`, `NotReady`, `ShuttingDown`) carries `retry_after_s`, the core's estimate of when to try again,
+in seconds; each transport writes it its own way (HTTP `Retry-After`, gRPC `grpc-retry-pushback-ms`).
 
 Anything else raised while serving a request is a bug or a backend failure: it is logged with its
 traceback and answered as `BackendError` without the traceback.
@@ -13,6 +15,7 @@ class ServerError(Exception):
     """Base class: `error_type` is the stable name clients see."""
 
     error_type = "server_error"
+    retry_after_s: float | None = None  # seconds after which the same request may succeed; None: it will not
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -20,10 +23,6 @@ class ServerError(Exception):
 
     def body(self) -> dict[str, str]:
         return {"error": self.message, "error_type": self.error_type}
-
-    def headers(self) -> dict[str, str]:
-        """Headers (HTTP) or trailing metadata (gRPC) that go with the error."""
-        return {}
 
 
 class ValidationError(ServerError):
@@ -59,24 +58,26 @@ class Unauthorized(ServerError):
     error_type = "unauthorized"
 
 
+RETRY_S = 1.0  # when to try again where the core has no estimate: loading, draining, nothing admitted to time
+
+
 class Overloaded(ServerError):
     """More than max_concurrent_requests in flight, or more work queued than the request could wait for
-    (server/admission.py): retry later - after `retry_after` seconds when given (Retry-After)."""
+    (server/admission.py): retry after `retry_after_s`, admission's estimate of when the work ahead will have gone
+    (RETRY_S without one)."""
 
     error_type = "overloaded"
 
-    def __init__(self, message: str, retry_after: int | None = None):
+    def __init__(self, message: str, retry_after_s: float | None = None):
         super().__init__(message)
-        self.retry_after = retry_after
-
-    def headers(self) -> dict[str, str]:
-        return {} if self.retry_after is None else {"retry-after": str(self.retry_after)}
+        self.retry_after_s = RETRY_S if retry_after_s is None else retry_after_s
 
 
 class NotReady(ServerError):
-    """Models still loading or warming up."""
+    """Models still loading or warming up: retry after RETRY_S."""
 
     error_type = "not_ready"
+    retry_after_s = RETRY_S
 
 
 class ShuttingDown(NotReady):

@@ -57,8 +57,12 @@ GRPC_STATUS: dict[type[ServerError], grpc.StatusCode] = {
 
 
 async def _abort(context: grpc.aio.ServicerContext, err: ServerError) -> None:
-    await context.abort(status_for(GRPC_STATUS, err), err.message,
-                        trailing_metadata=(("error-type", err.error_type), *err.headers().items()))
+    """`err` as gRPC answers it: its code by GRPC_STATUS, the message as details, `error-type`, and for a refusal
+    for now (RESOURCE_EXHAUSTED, UNAVAILABLE) `grpc-retry-pushback-ms`, when to try again (gRPC's own retry key)."""
+    metadata: tuple[tuple[str, str], ...] = (("error-type", err.error_type),)
+    if err.retry_after_s is not None:
+        metadata += (("grpc-retry-pushback-ms", str(max(1, round(err.retry_after_s * 1e3)))),)
+    await context.abort(status_for(GRPC_STATUS, err), err.message, trailing_metadata=metadata)
 
 
 def _repeated(msg, name: str):

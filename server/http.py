@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,8 +79,18 @@ def _json(data: object, status: int = 200, headers: Mapping[str, str] | None = N
 
 
 def error_response(err: ServerError) -> Response:
-    """`err` as HTTP answers it: its status by HTTP_STATUS, the body `{error, error_type}`, its headers."""
-    return _json(err.body(), status_for(HTTP_STATUS, err), err.headers() or None)
+    """`err` as HTTP answers it: its status by HTTP_STATUS, the body `{error, error_type}`, and when to try again
+    (`retry_headers`) for a refusal for now (every 429 and 503)."""
+    return _json(err.body(), status_for(HTTP_STATUS, err), retry_headers(err.retry_after_s))
+
+
+def retry_headers(seconds: float | None) -> dict[str, str] | None:
+    """When to try again, as HTTP says it: `Retry-After` in whole seconds, rounded up and at least 1 (the header
+    takes no fraction), and `retry-after-ms`, the estimate itself in milliseconds, which electric.client reads
+    first; None for no estimate."""
+    if seconds is None:
+        return None
+    return {"retry-after": str(max(1, math.ceil(seconds))), "retry-after-ms": str(max(1, round(seconds * 1e3)))}
 
 
 def http_error(scope, status: int, detail: str, headers: Mapping[str, str] | None = None) -> Response:
@@ -236,7 +247,7 @@ CLASSIFY = Handler(schemas.ClassifyRequest, lambda e, b, before: e.classify(
 async def health(request: Request) -> Response:
     lifecycle = request.app.state.lifecycle
     if lifecycle.error is not None:
-        return _json({"status": "failed", "error": str(lifecycle.error)}, 503)
+        return _json({"status": "failed", "error": str(lifecycle.error)}, 503, retry_headers(NotReady.retry_after_s))
     return _json({"status": "ok"})
 
 
@@ -246,7 +257,8 @@ async def ready(request: Request) -> Response:
         return _json({"status": "ok"})
     status = lifecycle.status()
     request.state.error_type = "not_ready"
-    return _json({"error": f"not ready: {status}", "error_type": "not_ready", "status": status}, 503)
+    return _json({"error": f"not ready: {status}", "error_type": "not_ready", "status": status}, 503,
+                 retry_headers(NotReady.retry_after_s))
 
 
 async def info(request: Request) -> Response:

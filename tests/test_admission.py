@@ -4,8 +4,8 @@ request is refused, and what a client is told."""
 import numpy as np
 import pytest
 
-from server.admission import Backlog, Estimator, Pace, check_backlog, check_deadline, cost
-from server.errors import Overloaded
+from server.admission import Admission, Backlog, Estimator, Pace, check_backlog, check_deadline, cost
+from server.errors import RETRY_S, Overloaded
 
 H = 128  # hidden size of the paces below
 
@@ -111,7 +111,7 @@ def test_never_refused_before_a_pace_is_known_or_when_the_model_has_nothing_else
 def test_a_big_request_behind_big_ones_is_refused_with_when_to_retry():
     with pytest.raises(Overloaded) as e:
         deadline(work(10_000), [work(10_000)] * 5, pace(1_000))  # 10 + 50 s > 24 s
-    assert e.value.retry_after == 36 and e.value.headers() == {"retry-after": "36"}
+    assert e.value.retry_after_s == pytest.approx(36.0)  # 60 s of it, less the 24 s it may take
     assert "60 s" in e.value.message and "30 s" in e.value.message and "5 others" in e.value.message
 
 
@@ -149,8 +149,18 @@ def test_a_request_that_would_push_an_admitted_one_past_its_deadline_is_refused(
     check_deadline(new, backlog([old]), doomed, p, 30.0, waited=29.0)
 
 
-def test_overloaded_without_a_retry_time_sends_no_header():
-    assert Overloaded("4 requests in flight").headers() == {}
+def test_a_refusal_over_the_request_limit_waits_for_the_first_admitted_request_to_be_done():
+    a = Admission(H, 512, 30.0)
+    assert a.first_done_s() is None  # nothing admitted
+    a.admit("one", ["x" * 56])  # 56 characters: 16 tokens, [CLS] and [SEP] included
+    assert a.first_done_s() is None  # no pace yet
+    a.pace.add([16], 16, cost(16, H) / 1_000)  # 1,000 units a second
+    a.admit("ten", ["x" * 56] * 10)
+    one = cost(16, H) / 1_000  # seconds
+    assert a.first_done_s() == pytest.approx(2 * one)  # round robin: "one" has half the model until it is done
+    a.left("one")
+    assert a.first_done_s() == pytest.approx(10 * one)
+    assert Overloaded("4 requests in flight").retry_after_s == RETRY_S  # no estimate: the default
 
 
 def test_a_backlog_past_the_deadline_refuses_big_bodies_before_they_are_read():
@@ -159,7 +169,7 @@ def test_a_backlog_past_the_deadline_refuses_big_bodies_before_they_are_read():
     check_backlog(backlog([work(10_000), work(10_000)]), pace(1_000), 30.0)  # 20 s of work: within 24 s
     with pytest.raises(Overloaded) as e:
         check_backlog(backlog([work(10_000)] * 3), pace(1_000), 30.0)  # 30 s
-    assert e.value.retry_after == 6 and "30 s of admitted work" in e.value.message
+    assert e.value.retry_after_s == pytest.approx(6.0) and "30 s of admitted work" in e.value.message
 
 
 def test_the_warm_up_measures_the_pace_at_every_length_the_model_serves(disc_dir):

@@ -207,6 +207,41 @@ def test_a_busy_server_is_asked_again_after_its_retry_after():
         stand_in.shutdown()
 
 
+def test_the_client_waits_what_the_server_said_not_its_own_backoff():
+    """Issue 59: `retry-after-ms` (the server's estimate) over the whole seconds of Retry-After, which it rounds up;
+    and every wait is the server's, not the doubling backoff (0.25, 0.5, 1, 2 s)."""
+    busy = (429, {"retry-after": "1", "retry-after-ms": "400"}, {"error": "1 requests in flight",
+                                                                 "error_type": "overloaded"})
+    stand_in = Scripted([busy] * 4 + [(200, {}, SCORED)])
+    try:
+        with Client(stand_in.url) as c:
+            assert c.score(["a"]) == [TextScore("a", -1.0, -1.0, 1)]
+        gaps = [b - a for a, b in zip(stand_in.times[:-1], stand_in.times[1:], strict=True)]
+        assert len(gaps) == 4 and all(0.4 <= g < 0.7 for g in gaps), gaps  # 0.4 s and up to 10% more, each
+    finally:
+        stand_in.shutdown()
+
+
+def test_the_grpc_pushback_is_read_as_seconds():
+    from electric.client.errors import retry_after
+    from electric.client.transports import _grpc_failure
+
+    class Refusal:  # what a grpc.RpcError gives
+        def code(self):
+            return type("Code", (), {"name": "RESOURCE_EXHAUSTED"})
+
+        def details(self):
+            return "1 requests in flight"
+
+        def trailing_metadata(self):
+            return (("error-type", "overloaded"), ("grpc-retry-pushback-ms", "1250"))
+
+    err = _grpc_failure("grpc://h:1 Scoring/Score", Refusal(), 60.0)
+    assert isinstance(err, ServerBusy) and err.retry_after == 1.25
+    assert retry_after("3", "250") == 0.25 and retry_after("3") == 3.0 and retry_after(None, "soon") is None
+    assert retry_after("-1") is None and retry_after("nan") is None and retry_after() is None
+
+
 def test_another_program_on_the_port_or_nothing_at_all_is_one_line_naming_the_url():
     stand_in = Scripted([], info=False)
     try:

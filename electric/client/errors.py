@@ -3,11 +3,13 @@
 A server's refusal arrives as `{error, error_type}` with an HTTP status, or as a gRPC status with the same
 `error-type` in its trailing metadata (docs/server.md, "Errors"). It becomes one of the types below; `retryable`
 says whether the same request may succeed later (429 / RESOURCE_EXHAUSTED `overloaded`, 503 / UNAVAILABLE
-`not_ready` or `shutting_down`), `retry_after` what the server asked to wait (`Retry-After`, in seconds).
+`not_ready` or `shutting_down`), `retry_after` what the server asked to wait, in seconds (HTTP `retry-after-ms`
+or `Retry-After`, gRPC `grpc-retry-pushback-ms`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -113,9 +115,15 @@ def renumbered(err: RejectedInput, offset: int) -> RejectedInput:
     return RejectedInput(err.where, message, index=err.index + offset, status=err.status, error_type=err.error_type)
 
 
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a `Retry-After` header or metadata value (a number of seconds; an HTTP date is not used here)."""
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+def retry_after(seconds: str | None = None, ms: str | None = None) -> float | None:
+    """Seconds to wait from what a server said: `ms`, milliseconds (HTTP `retry-after-ms`, gRPC
+    `grpc-retry-pushback-ms`), first, else `seconds` (HTTP `Retry-After` as a number of seconds; an HTTP date is not
+    used here); None when neither is a number at least 0."""
+    for value, scale in ((ms, 1e-3), (seconds, 1.0)):
+        try:
+            wait = float(value) * scale if value is not None else math.nan
+        except ValueError:
+            continue
+        if wait >= 0 and math.isfinite(wait):
+            return wait
+    return None

@@ -12,7 +12,8 @@ from electric.client.errors import ClientError
 class Retry:
     """Retry a request the server turned away for now (`ClientError.retryable`: 429 / RESOURCE_EXHAUSTED overloaded,
     503 / UNAVAILABLE not_ready or shutting_down), never one it refused (a wrong input, a wrong key). Wait what the
-    server's `Retry-After` says (capped at `max_wait_s`), else `backoff_s` doubled at each try, both with up to 10%
+    server said (`ClientError.retry_after`: HTTP `retry-after-ms` or `Retry-After`, gRPC `grpc-retry-pushback-ms`;
+    capped at `max_wait_s`), else `backoff_s` doubled at each try, both with up to 10%
     more at random so that clients turned away together do not come back together; stop after `attempts` tries, or
     when the next wait would end past `total_s` from the first try."""
 

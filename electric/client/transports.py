@@ -89,7 +89,7 @@ def http_answer(where: str, status: int, headers: Any, content: bytes) -> dict[s
     else:
         message, error_type = content[:200].decode("utf-8", "replace") or "(no body)", None
     raise server_error(where, status, error_type if isinstance(error_type, str) else None, message,
-                       retry_after(headers.get("retry-after")))
+                       retry_after(headers.get("retry-after"), headers.get("retry-after-ms")))
 
 
 def _http_failure(where: str, e: Exception, timeout: float) -> ClientError:
@@ -179,7 +179,8 @@ def _grpc_failure(where: str, e: Any, timeout: float) -> ClientError:
     error_type = trailing.get("error-type")
     if code == "DEADLINE_EXCEEDED" and error_type is None:
         return Unreachable(where, f"no answer within {timeout:g} s")
-    return server_error(where, code, error_type, e.details() or "(no details)", retry_after(trailing.get("retry-after")))
+    return server_error(where, code, error_type, e.details() or "(no details)",
+                        retry_after(ms=trailing.get("grpc-retry-pushback-ms")))
 
 
 class _Grpc:

@@ -247,9 +247,10 @@ def test_requests_still_running_when_the_grace_is_over_get_503_json_and_unavaila
         r = replies[route]
         assert r.status_code == 503 and r.headers["content-type"] == "application/json", (route, r.text)
         assert r.json()["error_type"] == "shutting_down" and "shutting down" in r.json()["error"]
+        assert r.headers["retry-after"] == "1" and r.headers["retry-after-ms"] == "1000"
     code, details, trailers = replies["grpc"]
     assert code == grpc.StatusCode.UNAVAILABLE and "shutting down" in details
-    assert trailers["error-type"] == "shutting_down"
+    assert trailers["error-type"] == "shutting_down" and trailers["grpc-retry-pushback-ms"] == "1000"
     logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "electric.access"]  # server stopped
     assert sorted((x["route"], x["status"], x["error_type"]) for x in logged) == [
         ("/electric.v1.Scoring/Score", "UNAVAILABLE", "shutting_down"),

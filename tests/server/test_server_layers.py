@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 
 import grpc
 import pytest
@@ -33,6 +34,36 @@ def test_each_transport_maps_core_errors_to_its_codes(cls, http_status, grpc_sta
     err = cls("why")
     assert status_for(HTTP_STATUS, err) == http_status and status_for(GRPC_STATUS, err) == grpc_status
     assert err.body() == {"error": "why", "error_type": cls.error_type}
+
+
+@pytest.mark.parametrize("cls,http_status,grpc_status", EXPECTED, ids=[c[0].__name__ for c in EXPECTED])
+def test_every_refusal_for_now_says_when_to_retry_in_each_transport(cls, http_status, grpc_status):
+    """Every 429 / 503 carries Retry-After (whole seconds, at least 1) and retry-after-ms, every RESOURCE_EXHAUSTED /
+    UNAVAILABLE grpc-retry-pushback-ms, from the estimate the core's error carries; no other error says to retry."""
+    import asyncio
+
+    from server.grpc_service import _abort
+    from server.http import error_response
+
+    class Context:  # what _abort gives grpc.aio's context
+        async def abort(self, code, details, trailing_metadata):
+            self.metadata = dict(trailing_metadata)
+
+    estimate = 0.42 if cls is errors.Overloaded else None
+    err = errors.Overloaded("busy", estimate) if cls is errors.Overloaded else cls("why")
+    headers = error_response(err).headers
+    context = Context()
+    asyncio.run(_abort(context, err))  # type: ignore[arg-type]
+    for_now = http_status in (429, 503)
+    assert for_now == (grpc_status in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE))
+    if not for_now:
+        assert err.retry_after_s is None and "retry-after" not in headers
+        assert set(context.metadata) == {"error-type"}
+        return
+    seconds = estimate or errors.RETRY_S
+    assert headers["retry-after"] == str(max(1, math.ceil(seconds)))
+    assert headers["retry-after-ms"] == str(round(seconds * 1e3))
+    assert context.metadata == {"error-type": cls.error_type, "grpc-retry-pushback-ms": str(round(seconds * 1e3))}
 
 
 def test_every_core_error_is_in_the_contract():
