@@ -394,7 +394,7 @@ class ServingDefaults:
 
     rerank_weights: dict | None = None  # a weights object: lm, length, beta, prior, piece, lm_score, ngram
     detector: Path | None = None  # DIR/<its manifest's "detector">
-    ngram: Path | None = None  # DIR/<its manifest's "ngram">: an ARPA file (electric.inference.ngram)
+    ngram: Path | None = None  # DIR/<its manifest's "ngram">: an ARPA file (electric.evaluation.arpa)
 
 
 def serving_defaults(model_dir: str | os.PathLike) -> ServingDefaults:

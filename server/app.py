@@ -39,7 +39,7 @@ from fastapi import FastAPI
 
 from electric import __version__
 from electric.checkpoint import require_local_dir, serving_defaults
-from electric.inference.ngram import ArpaLM
+from electric.evaluation.arpa import ArpaLM
 from electric.inference.scoring import model_dir_for_method
 from server.engine import Engine, check_ngram_weight
 from server.http import ROUTES, add_error_handlers, add_openapi

@@ -35,10 +35,10 @@ import numpy as np
 from electric import __version__
 from electric.allocator import release_free_memory
 from electric.checkpoint import serving_defaults
+from electric.evaluation.arpa import ArpaLM
 from electric.evaluation.nbest import LM_SCORES, PRIORS, NBestList, ScoredLists, Weights
 from electric.inference.backend import Backend, load_backend, resolve_backend
 from electric.inference.calibration import describe as describe_calibration
-from electric.inference.ngram import ArpaLM
 from electric.inference.scoring import METHODS_OF_KIND, model_dir_for_method
 from server import pipelines
 from server.admission import BIG_BODY_BYTES, MIN_RETRY_S, Admission

@@ -4,11 +4,11 @@ on plain sentences in pure Python, scoring a hypothesis as the sum of its words'
     lm = KneserNeyLM.train(sentences, order=3)
     lm.score("show me flights to boston")        # ln P(show me flights to boston </s>)
     lm.score_texts(hyps)                          # NgramScore per text: what ScoredLists.score takes
-    lm.write_arpa("ngram.arpa")                   # the same model as a standard ARPA file (electric.inference.ngram)
+    lm.write_arpa("ngram.arpa")                   # the same model as a standard ARPA file (electric.evaluation.arpa)
 
 `electric adapt` trains one on the adaptation text, reranks the same dev and test lists with it, so that a model
 card compares the adapted model with the baseline a user would otherwise build, and writes it into the model
-directory as ARPA, which the server scores with (`electric.inference.ngram.ArpaLM`) and KenLM or any ASR toolkit reads. KenLM trains the same model far
+directory as ARPA, which the server scores with (`electric.evaluation.arpa.ArpaLM`) and KenLM or any ASR toolkit reads. KenLM trains the same model far
 faster on big corpora; the few thousand sentences of a domain take seconds here.
 
 The model, for an order-n LM over words w (a sentence is <s> w_1 ... w_m </s>, its context cut at <s>):
@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from electric.inference.ngram import BOS, EOS, UNK, NgramScore, words
+from electric.evaluation.arpa import BOS, EOS, UNK, NgramScore, words
 
 __all__ = ["BOS", "EOS", "UNK", "KneserNeyLM", "NgramScore", "discounts", "words"]
 

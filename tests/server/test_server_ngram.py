@@ -11,10 +11,10 @@ import shutil
 import pytest
 from conftest import require_shared
 
+from electric.evaluation.arpa import ArpaLM, NgramError
 from electric.evaluation.ngram import KneserNeyLM
 from electric.grpc_gen.electric.v1 import electric_pb2 as pb
 from electric.grpc_gen.electric.v1 import electric_pb2_grpc as pb_grpc
-from electric.inference.ngram import ArpaLM, NgramError
 from server.app import BackgroundServer
 from server.settings import Settings
 from tests.server.helpers import GRPC_AUTH, KEY

@@ -2,7 +2,7 @@
 [+ ngram_weight * ngram(h)]; rerank lists with given weights (what /v1/rerank and `electric rerank` apply). lm(h) is the LM's sum over
 tokens or its mean per token (`Weights.lm_score`); pieces(h) is the number of tokenizer pieces the LM scored:
 the length an LM score carries for free, which the no-LM baseline gets too; ngram(h) is a word n-gram LM's ln P of
-the hypothesis (an `electric adapt` model directory carries one: electric.inference.ngram). A `Weights` is the whole
+the hypothesis (an `electric adapt` model directory carries one: electric.evaluation.arpa). A `Weights` is the whole
 combination: the `weights` of a rerank report can be given as is to `electric serve --rerank-weights` or in a
 /v1/rerank request."""
 
