@@ -11,12 +11,15 @@ by the transports too, from the lists' lengths, before validation).
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.config import JsonDict, JsonValue
 from pydantic_core import PydanticCustomError
 
+from electric.client import info
 from server.settings import MAX_ABS_RERANK_SCORE, MAX_ABS_RERANK_WEIGHT
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # every request model
@@ -326,50 +329,24 @@ class ClassifyResponse(BaseModel):
 
 # ---- /info, /health, /ready ----------------------------------------------------------------------
 
-class ModelInfo(BaseModel):
-    name: str
-    kind: str = Field(description="discriminator | cloze | classifier | tagger")
-    method: str | None = Field(None, description="the scorer's method in /v1/score and /v1/rerank: electric (a "
-                                                 "discriminator) or cloze (Electric's cloze model); null for classifiers")
-    path: str
-    backend: str
-    max_length: int = Field(description="token limit per input ([CLS]/[SEP] included): trained_length unless "
-                                        "max_tokens_per_input says otherwise")
-    trained_length: int = Field(description="the length the model was trained on (its export's manifest)")
-    max_positions: int = Field(description="the model's position table: max_length past trained_length serves "
-                                           "positions it never trained")
-    providers: list[str]
-    labels: list[str]
-    regression: bool
-    training_warnings: list[str] = Field(description="what the pretraining run that made the model said of it at its "
-                                                     "end: its scores below chance, or worse than the checkpoint it "
-                                                     "started from; empty when it said nothing (or no run of ours "
-                                                     "made it)")
+def _from_dataclass(cls: type, name: str, types: dict[str, Any] | None = None) -> type[BaseModel]:
+    """The response model of one of electric.client.info's dataclasses: its fields, types, defaults and descriptions
+    (`types`: a field's richer type here, e.g. the applied weights' schema)."""
+    hints = typing.get_type_hints(cls)
+    spec: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        default = ... if f.default is dataclasses.MISSING else f.default
+        spec[f.name] = ((types or {}).get(f.name, hints[f.name]),
+                        Field(default, description=f.metadata.get("description")))
+    return create_model(name, **spec)
 
 
-class Limits(BaseModel):
-    max_inputs_per_request: int
-    max_tokens_per_input: int
-    max_input_chars: int = Field(description="characters per input (each text of a pair), even with truncate")
-    max_batch_tokens: int
-    max_batch_size: int
-    max_concurrent_requests: int
-    max_body_bytes: int
-    max_wait_ms: float
-    request_timeout_s: float
-
-
-class InfoResponse(BaseModel):
-    version: str
-    ready: bool
-    models: list[ModelInfo]
-    limits: Limits
-    rerank_defaults: AppliedWeights
-    rerank_parts: list[Literal["first_pass", "model", "ngram", "word_bonus", "piece_bonus"]] = Field(
-        description="the parts of the combination /v1/rerank applies by default (rerank_defaults' non-zero weights; "
-                    "the first pass always)")
-    ngram: str | None = Field(None, description="the n-gram LM the scorer's directory carries (its order and size), "
-                                                "null: none")
+# /info's fields are defined once, in electric.client.info (what the client reads); the schema is built from them
+ModelInfo = _from_dataclass(info.ModelInfo, "ModelInfo")
+Limits = _from_dataclass(info.Limits, "Limits")
+InfoResponse = _from_dataclass(info.ServerInfo, "InfoResponse", {
+    "models": list[ModelInfo], "limits": Limits, "rerank_defaults": AppliedWeights,  # type: ignore[valid-type]
+    "rerank_parts": list[Literal["first_pass", "model", "ngram", "word_bonus", "piece_bonus"]]})
 
 
 class Status(BaseModel):

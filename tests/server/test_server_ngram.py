@@ -138,3 +138,20 @@ def test_a_broken_or_missing_ngram_stops_serve_in_one_line(model_dir, tmp_path, 
 def test_arpa_files_that_do_not_parse_are_named_with_what_is_wrong(text, why):
     with pytest.raises(NgramError, match=why):
         ArpaLM.parse(text, "x.arpa")
+
+
+def test_info_is_the_clients_definition_field_for_field(http):
+    """/info and the client's ServerInfo are one definition (the schema is built from electric.client.info): the
+    server's answer has exactly the dataclasses' fields, and the client reads it back whole."""
+    import dataclasses
+
+    from electric.client.info import Limits, ModelInfo, ServerInfo
+    from server.schemas import InfoResponse
+
+    answer = http.get("/info").json()
+    names = {cls: [f.name for f in dataclasses.fields(cls)] for cls in (ServerInfo, ModelInfo, Limits)}
+    assert list(answer) == names[ServerInfo] == list(InfoResponse.model_fields)
+    assert all(list(m) == names[ModelInfo] for m in answer["models"]) and list(answer["limits"]) == names[Limits]
+    back = dataclasses.asdict(ServerInfo.from_dict(answer))
+    assert {**back, "rerank_parts": list(back["rerank_parts"])} == answer
+    assert InfoResponse.model_validate(answer).model_dump(mode="json") == answer
