@@ -9,8 +9,8 @@
   const $ = (id) => document.getElementById(id);
   const KEY_STORE = "electric-api-key"; // this tab's key (sessionStorage: gone when the tab closes)
   const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/; // what a first-pass score or a weight may be
-  const WEIGHTS = ["lm", "length", "piece", "beta", "prior", "lm_score"];
-  const NUMERIC_WEIGHTS = ["lm", "length", "piece", "beta"];
+  const WEIGHTS = ["lm", "length", "piece", "ngram", "beta", "prior", "lm_score"];
+  const NUMERIC_WEIGHTS = ["lm", "length", "piece", "ngram", "beta"];
   const state = { key: sessionStorage.getItem(KEY_STORE) || "", info: null, scorer: null, classifiers: [] };
 
   // ---- calling the server -------------------------------------------------------------------------------------
@@ -334,6 +334,7 @@
     ["lm", "\u03bb\u00b7LM", (h, w) => w.lm * h.lm],
     ["length", "word bonus", (h, w) => w.length * h.words],
     ["piece", "piece bonus", (h, w) => w.piece * h.pieces],
+    ["ngram", "\u03bc\u00b7n-gram", (h, w) => (w.ngram ? w.ngram * h.ngram : 0)],
   ];
 
   /** A bar of the parts of a total on the scale [-left, right]: negative parts stacked left of zero, positive ones
@@ -417,6 +418,7 @@
     key.append("total = ", el("span", "key prior"), `prior: ${prior}`,
       el("span", "key lm"), `${w.lm} \u00d7 LM (${w.lm_score} of the token scores)`,
       el("span", "key length"), `${w.length} \u00d7 words`, el("span", "key piece"), `${w.piece} \u00d7 pieces`);
+    if (w.ngram) key.append(el("span", "key ngram"), `${w.ngram} \u00d7 n-gram LM`);
     return [summary, key, table];
   }
 
