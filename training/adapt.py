@@ -1,8 +1,8 @@
 """`electric adapt`: a checkpoint, your domain's text and your n-best lists in; a served reranker out.
 
     electric adapt --checkpoint runs/checkpoints/all-MiniLM-L6-v2 --text my_domain.txt \\
-        --dev dev.nbest.json --test test.nbest.json --out models/my-domain
-    electric serve --model models/my-domain      # /v1/score, /v1/rerank (with the tuned weights), /v1/detect
+        --train-lists train.nbest.json --dev dev.nbest.json --test test.nbest.json --out models/my-domain
+    electric serve --model models/my-domain      # /v1/score, /v1/rerank (the chosen combination), /v1/detect
 
 1. check every input before anything is written (one line naming the input and what is wrong);
 2. continue the checkpoint as Electric on the text (one sentence a line, each its own example) with the recipe
@@ -10,19 +10,22 @@
    schedule), `--minutes` at most;
 3. stop when the adapted model ranks replaced tokens below chance or ends worse than it started (nothing is
    exported);
-4. export the scorer (`--scorer`: the cloze model's log q by default, or Electric's energy) and Electric's energy
-   model as the detector, ONNX int8 by default, each behind the export's parity gate;
-5. score every distinct hypothesis of the dev (and test) lists once, and tune the weights on dev with the guard:
-   the LM is applied only when its dev gain over the first pass with tuned word and piece bonuses is significant;
-6. the same for a Kneser-Ney n-gram LM trained on the same text, the baseline a user would build first, and for the
-   n-gram and the adapted model together;
-7. write MODEL: the scorer's export with the tuned weights in its manifest (the server applies them to /v1/rerank
-   requests that give none), `detector/` (the energy model: /v1/detect), `README.md` (a model card: what it was
-   adapted on, how long, its health, the guard's decision, the test figures beside the n-gram's) and
-   `adapt.json` (all of it, as data).
+4. with --train-lists: train the scorer on them with the minimum-word-error loss (training/discriminative.py), and
+   the detector on their real errors (training/detector.py);
+5. export the scorer (`--scorer`: Electric's energy with --train-lists, the cloze model's log q without, by
+   default) and the detector (the energy model), ONNX int8 by default, each behind the export's parity gate;
+6. score every distinct hypothesis of the dev (and test) lists once, and tune the weights on dev;
+7. the same for a Kneser-Ney trigram trained on the same text, the baseline a user would build first, and for both
+   LMs together; the guard chooses among no LM, the trigram, the model and both, simplest first, each only on a
+   significant dev gain over the one it holds (training/adapt_choice.py);
+8. write MODEL: the scorer's export with the chosen weights in its manifest (the server applies them to /v1/rerank
+   requests that give none), `detector/` (/v1/detect), `ngram.arpa` (the trigram, which /v1/rerank scores when the
+   weights use it), `README.md` (a model card: what it was adapted and trained on, how long, its health, the
+   guard's walk, every candidate against the trigram on dev and test) and `adapt.json` (all of it, as data).
 
 Work happens in MODEL.partial beside MODEL; MODEL appears whole at the end or not at all. Interrupted (Ctrl-C), the
-same command resumes where it stopped (training from its last checkpoint); other inputs start clean. Both say so.
+same command resumes where it stopped (training from its last checkpoint or saved state); other inputs start
+clean. Both say so.
 """
 
 from __future__ import annotations
