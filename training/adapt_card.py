@@ -64,7 +64,7 @@ def summary(report: dict, split: str = "test") -> list[str]:
         if c != "ngram":
             note = ", ".join(x for x in (note, f"vs 3-gram {_interval(rec[split + '_vs_ngram'])}") if x)
         if c == choice["served"]:
-            note += "; what the server applies"
+            note = "; ".join(x for x in (note, "what the server applies") if x)
         rows.append(row(LABELS[c], rec[split], note))
     rows.append(row("oracle", t["oracle"]))
     if split == "test":
