@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import resource
 import signal
 import socket
 import sys
@@ -45,12 +46,7 @@ from server.engine import Engine, check_ngram_weight
 from server.http import ROUTES, add_error_handlers, add_openapi
 from server.http_docs import add_docs_routes
 from server.http_middleware import HttpRouter
-from server.http_protocol import (
-    HEADERS_TOO_LARGE,
-    http_protocol,
-    serve_accepted,
-    stop_listening,
-)
+from server.http_protocol import http_protocol, listen_backlog, serve_accepted, stop_listening
 from server.http_ui import add_ui_routes
 from server.lifecycle import Lifecycle
 from server.prometheus import Metrics
@@ -192,13 +188,15 @@ def build_server(settings: Settings, *, loader: Callable[..., Any] | None = None
     app = create_app(settings, loader=loader)
     lifecycle: Lifecycle = app.state.lifecycle
 
-    def refused(client: str, error: str, seconds: float) -> None:  # a 431, answered before the app saw the request
-        record(app.state.metrics, settings, "http", "unmatched", 431, HEADERS_TOO_LARGE, seconds, client=client)
+    def refused(client: str, status: int, error_type: str, seconds: float) -> None:  # answered before the app saw it
+        record(app.state.metrics, settings, "http", "unmatched", status, error_type, seconds, client=client)
 
-    protocol = http_protocol(settings, refused, lifecycle)
+    backlog = listen_backlog(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    protocol = http_protocol(settings, refused, lifecycle, backlog)
     config = uvicorn.Config(app, host=settings.host, port=settings.http_port, log_config=None, access_log=False,
                             lifespan="on", server_header=False, log_level=settings.log_level, http=protocol,
-                            headers=RESPONSE_HEADERS,
+                            headers=RESPONSE_HEADERS, backlog=backlog,
+                            timeout_keep_alive=settings.keepalive_timeout_s,  # type: ignore[arg-type]  # as below
                             # uvicorn hints int seconds, but passes it to asyncio.wait_for: a float is fine
                             timeout_graceful_shutdown=settings.shutdown_grace_s + FLUSH_S)  # type: ignore[arg-type]
     server = _Uvicorn(config, lifecycle)

@@ -22,6 +22,7 @@ from starlette.routing import Mount
 
 from server.errors import BackendError, PayloadTooLarge, ServerError, ShuttingDown
 from server.http import Route, content_length, error_response, http_error, uncancel
+from server.http_protocol import BODY_TIMEOUT
 from server.prometheus import Metrics
 from server.settings import Settings
 from server.transport import record
@@ -113,6 +114,8 @@ class HttpRouter:
         self._record(scope, state, status["code"] or 500, time.perf_counter() - t0)  # 0: uvicorn answers 500
 
     def _record(self, scope, state: dict, code: int, seconds: float) -> None:
+        if state.get(BODY_TIMEOUT):  # the connection answered it 408 and closed (server/http_protocol.py)
+            code, state["error_type"] = 408, BODY_TIMEOUT
         route = route_name(scope)
         error_type = (state.get("error_type") or "http_error") if code >= 400 else None
         record(self.metrics, self.settings, "http", route, code, error_type, seconds, state.get("timing"),

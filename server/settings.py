@@ -96,6 +96,15 @@ class Settings(BaseSettings):
                                                                "key is checked or the body read")
     max_headers: int = Field(100, ge=1, description="headers in an HTTP request; more is a 431, as for "
                                                     "max_header_bytes")
+    header_timeout_s: float = Field(5.0, gt=0.0, description="an HTTP request line and headers must come whole "
+                                                             "within this long of the connection's opening (of "
+                                                             "their first byte on a kept-alive connection): else "
+                                                             "408 and the connection closed (closed silently when "
+                                                             "nothing came)")
+    body_timeout_s: float = Field(10.0, gt=0.0, description="an HTTP request body that sends no byte for this long "
+                                                            "is cut: 408 and the connection closed")
+    keepalive_timeout_s: float = Field(5.0, gt=0.0, description="an idle HTTP keep-alive connection closes after "
+                                                                "this long (uvicorn's timeout_keep_alive)")
     max_batch_tokens: int = Field(8192, ge=1, description="padded tokens (batch size x longest input) per forward pass")
     max_batch_size: int = Field(128, ge=1, description="inputs per forward pass")
     max_batch_seconds: float = Field(0.25, ge=0.0, description="the longest a forward pass may be predicted to take "

@@ -392,7 +392,7 @@ def test_a_server_still_loading_is_waited_for_then_named(onnx_dir):
     settings = Settings(model=onnx_dir, http_port=0, grpc_port=0, threads=1, access_log=False)
     with BackgroundServer(settings, loader=controlled_loader(gate), wait_ready=False) as s:
         for url in addresses(s):
-            with Client(url, retry=Retry(total_s=0.5, backoff_s=0.05)) as c:
+            with Client(url, retry=Retry(total_s=0.5, max_wait_s=0.05)) as c:  # not the 1 s the server says
                 assert not c.ready()
                 with pytest.raises(ServerUnavailable) as e:
                     c.score(["a"])

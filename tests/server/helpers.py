@@ -148,14 +148,20 @@ def wait_ready(proc, url: str, timeout_s: float = 120.0) -> None:
 
 
 @contextmanager
-def server_process(**env: str) -> Iterator[tuple[subprocess.Popen, int]]:
-    """`python -m server` on a free HTTP port with `env` (ELECTRIC_* settings), once ready: (process, port). Killed
-    on exit if it still runs."""
+def server_process(*, nofile: int | None = None, **env: str) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`python -m server` on a free HTTP port with `env` (ELECTRIC_* settings), once ready: (process, port); with
+    `nofile`, its soft RLIMIT_NOFILE lowered to that. Killed on exit if it still runs."""
     port = free_port()
     env = {**os.environ, "ELECTRIC_HTTP_PORT": str(port), "ELECTRIC_GRPC_PORT": "-1", "ELECTRIC_THREADS": "1",
            "ELECTRIC_ACCESS_LOG": "false", "PYTHONUNBUFFERED": "1", **env}
+
+    def limit() -> None:  # in the child, before it runs the server
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
     proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=None if nofile is None else limit)
     try:
         wait_ready(proc, f"http://127.0.0.1:{port}")
         yield proc, port

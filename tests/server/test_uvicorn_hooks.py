@@ -23,8 +23,8 @@ def test_uvicorn_is_pinned_to_the_version_installed():
 
 
 def test_the_private_hooks_are_there():
-    for name in ("connection_made", "data_received", "on_message_begin", "on_url", "on_header", "on_headers_complete",
-                 "on_body", "on_message_complete", "shutdown"):
+    for name in ("connection_made", "connection_lost", "data_received", "on_message_begin", "on_url", "on_header",
+                 "on_headers_complete", "on_body", "on_message_complete", "on_response_complete", "shutdown"):
         assert callable(getattr(HttpToolsProtocol, name, None)), name
     for name in ("startup", "handle_exit", "shutdown", "capture_signals"):
         assert callable(getattr(uvicorn.Server, name, None)), name
@@ -38,13 +38,25 @@ class FakeTransport:
     """What the protocol writes and whether it closed; no socket (so nothing is ever unread)."""
 
     def __init__(self):
-        self.written, self.closed = b"", False
+        self.written, self.closed, self.eof = b"", False, False
 
     def write(self, data: bytes) -> None:
+        assert not self.eof, "written after write_eof"
         self.written += data
 
     def close(self) -> None:
         self.closed = True
+
+    abort = close
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
 
     def is_closing(self) -> bool:
         return self.closed
@@ -156,3 +168,34 @@ def test_at_shutdown_a_request_is_told_whether_it_came_whole_before():
 
     asyncio.run(main())
     assert seen == [True, True, False]
+
+
+def test_an_answer_before_the_body_says_close_and_half_closes_until_the_body_has_come():
+    """Issue 59: the cycle's state the early answer relies on (more_body, keep_alive, send), and what it does: the
+    answer says `connection: close`, the connection is half-closed (write_eof), not closed with the client's bytes
+    unread, and closes once the rest of the body has come and been dropped."""
+
+    async def app(scope, receive, send):  # answers without reading the body, as the 413 from Content-Length does
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def main():
+        protocol, transport, _ = connection(app=app)
+        protocol.data_received(b"POST /v1/score HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n" + b"x" * 10)
+        cycle = protocol.cycle
+        assert cycle.more_body and cycle.keep_alive and callable(cycle.send)
+        for _ in range(100):
+            if transport.eof:
+                break
+            await asyncio.sleep(0.01)
+        lingering = transport.eof and not transport.closed
+        protocol.data_received(b"x" * 60)
+        still_open = not transport.closed
+        protocol.data_received(b"x" * 30 + b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")  # the body's end, and more
+        await asyncio.sleep(0.05)
+        return transport, lingering, still_open
+
+    transport, lingering, still_open = asyncio.run(main())
+    assert transport.written.startswith(b"HTTP/1.1 413 ") and b"connection: close\r\n" in transport.written
+    assert lingering and still_open and transport.closed
+    assert transport.written.count(b"HTTP/1.1 ") == 1  # the request after the body is never served
