@@ -200,7 +200,7 @@ def test_rerank_writes_lists_in_input_format_and_a_report(capsys, disc_dir, libr
     rep = json.loads((tmp_path / "rep.json").read_text())
     assert rep["dev"]["num_utterances"] == rep["test"]["num_utterances"] == 20
     assert sorted(rep["dev"]["ids"] + rep["test"]["ids"], key=int) == [str(i) for i in range(40)]
-    assert set(rep["weights"]) == {"lm", "length", "beta", "prior", "piece", "lm_score"} and rep["method"] == "electric"
+    assert set(rep["weights"]) == {"lm", "length", "beta", "prior", "piece", "lm_score", "ngram"} and rep["method"] == "electric"
     # fixed weights with LM weight 0: the input order comes back and reranked WER = first-hypothesis WER
     rc, out, err = run(capsys, "rerank", "--model", disc_dir, "--nbest", path, "--out", tmp_path / "r0.json",
                        "--lm-weight", "0", "--json", "--quiet")
