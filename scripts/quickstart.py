@@ -1,4 +1,4 @@
-"""The whole chain on a real checkpoint, in 15 to 20 minutes on 2 CPU cores:
+"""The whole chain on a real checkpoint, in about 11 minutes on 2 CPU cores:
 
     python scripts/quickstart.py                         # all-MiniLM-L6-v2, adapted on ATIS
     python scripts/quickstart.py --checkpoint DIR        # any local BERT-family checkpoint

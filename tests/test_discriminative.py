@@ -129,3 +129,15 @@ def test_the_detector_learns_real_errors_and_says_how_well(cloze_run, atis_lists
     assert record["steps"] >= 1 and record["held_back_hypotheses"] > 0
     assert 0 <= record["test_auc_zero_shot"] <= 1 and 0 <= record["test_auc_trained"] <= 1
     assert (spec.out / "model.safetensors").is_file() and (spec.out / "config.json").is_file()
+
+
+@pytest.mark.integration
+def test_the_cloze_scorer_trains_the_same_way_and_is_saved_as_a_cloze_model(cloze_run, atis_lists, tmp_path):
+    from electric.modeling.loading import read_model_config
+    from training.discriminative import TrainSpec, train_on_lists
+
+    spec = TrainSpec(source=cloze_run, part="generator", out=tmp_path / "c", lists=atis_lists, epochs=1, minutes=2,
+                     progress=False)
+    record = train_on_lists(spec, log=lambda _: None)
+    assert record["kind"] == "cloze" and record["steps"] >= 1
+    assert read_model_config(spec.out / "run" / "generator")["model_type"] == "electric-cloze"

@@ -52,11 +52,11 @@ def candidate_weights(tuned: Mapping[str, dict]) -> dict[str, Weights]:
     both_rec = tuned["model_and_ngram"]
     top = Weights.from_dict(both_rec["weights_lm"])
     if both_rec.get("order") == "ngram_over_model":  # the n-gram's weight tuned over the model's combination
-        both = dataclasses.replace(model, ngram=top.lm, length=model.length + top.length,
-                                   piece=model.piece + top.piece)
+        both = dataclasses.replace(model, ngram=top.lm, length=round(model.length + top.length, 9),
+                                   piece=round(model.piece + top.piece, 9))
     else:  # the model's weight tuned over the n-gram's combination
-        both = dataclasses.replace(ngram, lm=top.lm, lm_score=top.lm_score, length=ngram.length + top.length,
-                                   piece=ngram.piece + top.piece)
+        both = dataclasses.replace(ngram, lm=top.lm, lm_score=top.lm_score, length=round(ngram.length + top.length, 9),
+                                   piece=round(ngram.piece + top.piece, 9))  # the sum's last-digit noise off
     return {"no_lm": no_lm, "ngram": ngram, "model": model, "model_and_ngram": both}
 
 
