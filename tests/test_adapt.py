@@ -11,7 +11,7 @@ import pytest
 from conftest import manifest_values, require_shared
 
 from electric.checkpoint import CheckpointError, serving_defaults
-from training import adapt, adapt_card
+from training import adapt, adapt_card, adapt_choice
 from training.adapt_choice import candidate_weights, choose
 
 
@@ -219,11 +219,11 @@ def test_tuning_for_bleu_reports_every_system_in_bleu_points():
     scored = ScoredLists(lists, [rng.normal(size=len(nb.hyps)) for nb in lists],
                          [rng.normal(size=len(nb.hyps)) for nb in lists])
     dev, test = scored.split(60)
-    model = adapt.figures(adapt.tune(dev, test, "bleu", 0), test, "bleu")
+    model = adapt_choice.figures(adapt_choice.tune(dev, test, "bleu", 0), test, "bleu")
     assert set(model["test"]) >= {"first", "no_lm", "after", "oracle", "better", "worse"}
     assert model["test"]["oracle"] >= model["test"]["first"]  # BLEU: higher is better
     assert "BLEU points" in adapt_card.guard_sentence("the adapted model", model, "bleu")
-    stacked = adapt.with_prior(test, test, Weights(lm=1.0))
+    stacked = adapt_choice.with_prior(test, test, Weights(lm=1.0))
     assert np.allclose(stacked.lists[0].first_pass_scores, test.totals(Weights(lm=1.0))[0])
     tuned = {"model": model, "ngram": model, "model_and_ngram": model}
     both_dev, both_test = dev.with_ngram(dev), test.with_ngram(test)
@@ -249,7 +249,7 @@ def test_the_ngram_is_measured_against_the_adapted_models_no_lm_combination():
     dev, test = ScoredLists(lists, lm, lm, pieces).split(60)
     inputs = type("Inputs", (), {"sentences": [u["output"] for u in utts[60:]] * 2, "dev": lists[:60],
                                  "test": lists[60:], "metric": "wer", "seed": 0})()
-    model = adapt.figures(adapt.tune(dev, test, "wer", 0), test, "wer")
+    model = adapt_choice.figures(adapt_choice.tune(dev, test, "wer", 0), test, "wer")
     ngram, both, *_ = adapt.ngram_baseline(inputs, dev, test, model)
     assert both["order"] in ("model_over_ngram", "ngram_over_model")
     assert ngram["weights_no_lm"] == model["weights_no_lm"] and ngram["test"]["no_lm"] == model["test"]["no_lm"]
@@ -289,16 +289,16 @@ def guarded_choice(model_scores: list, ngram_scores: list, lists: list, seed: in
     """The stages after scoring, on given scores: the three tunings and the guard's walk over the four candidates."""
     import numpy as np
 
-    from electric.evaluation.nbest import ScoredLists
+    from electric.evaluation.nbest import ScoredLists, Weights
 
     pieces = [np.array([len(h.split()) + 1.0 for h in nb.hyps]) for nb in lists]
     dev, test = ScoredLists(lists, model_scores, model_scores, pieces).split(150)
     ng_dev, ng_test = ScoredLists(lists, ngram_scores, ngram_scores, pieces).split(150)
-    model = adapt.figures(adapt.tune(dev, test, "wer", seed), test, "wer")
-    ngram = adapt.figures(adapt.tune(ng_dev, ng_test, "wer", seed), ng_test, "wer")
-    w = adapt.Weights_from(ngram["weights_lm"])
-    both_dev, both_test = adapt.with_prior(dev, ng_dev, w), adapt.with_prior(test, ng_test, w)
-    both = adapt.figures(adapt.tune(both_dev, both_test, "wer", seed), both_test, "wer")
+    model = adapt_choice.figures(adapt_choice.tune(dev, test, "wer", seed), test, "wer")
+    ngram = adapt_choice.figures(adapt_choice.tune(ng_dev, ng_test, "wer", seed), ng_test, "wer")
+    w = Weights.from_dict(ngram["weights_lm"])
+    both_dev, both_test = adapt_choice.with_prior(dev, ng_dev, w), adapt_choice.with_prior(test, ng_test, w)
+    both = adapt_choice.figures(adapt_choice.tune(both_dev, both_test, "wer", seed), both_test, "wer")
     tuned = {"model": model, "ngram": ngram, "model_and_ngram": both}
     return choose(dev.with_ngram(ng_dev), test.with_ngram(ng_test), candidate_weights(tuned), "wer", seed)
 

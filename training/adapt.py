@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import platform
 import random
@@ -46,10 +45,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from electric.evaluation.nbest import RerankResult, ScoredLists, Weights
+    from electric.evaluation.nbest import ScoredLists
     from electric.evaluation.nbest.scored import ScoreTexts
 
 from training.adapt_card import NGRAM_FILE, detector_line, guard_sentence, model_card, summary
+from training.adapt_choice import figures, tune, with_prior
+from training.adapt_inputs import MIN_DEV_LISTS, MIN_TRAIN_LISTS, AdaptError, Inputs, check_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,8 +58,6 @@ REPO = Path(__file__).resolve().parents[1]
 # chosen here, not by the user.
 RECIPE: dict[str, str | int | float] = {"objective": "electric", "epochs": 10, "lr": 1e-4, "min_warmup_steps": 0}
 DEFAULT_MINUTES = 4.0
-MIN_DEV_LISTS = 50  # fewer: the paired bootstrap of the guard can call almost no gain significant
-MIN_TRAIN_LISTS = 100  # fewer: discriminative training learns this recogniser's errors from too few examples
 DEFAULT_TRAIN_MINUTES = 10.0
 DEFAULT_TRAIN_EPOCHS = 3
 DETECTOR_MINUTES = 4.0  # the detector's training on the lists' real errors, at most (within --train-minutes)
@@ -68,10 +67,6 @@ CALIBRATION_SENTENCES = 1000  # of the text, seeded: /v1/detect's calibration ne
 MIN_ENERGY_AUC = 0.5  # an energy that ranks replaced tokens below chance would rank texts backwards
 METHOD_OF_SCORER = {"cloze": "cloze", "electric": "electric"}
 CARD, REPORT = "README.md", "adapt.json"
-
-
-class AdaptError(Exception):
-    """What stops `electric adapt`, in one line; nothing is written to --out."""
 
 
 class NotServable(AdaptError):
@@ -88,160 +83,6 @@ def log(msg: str) -> None:
 
 def stage(k: int, what: str) -> None:
     log(f"{k}/8 {what}")
-
-
-# ---- 1. inputs -----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """Everything the command was given, checked."""
-
-    checkpoint: Path
-    checkpoint_sha256: str
-    texts: tuple[Path, ...]
-    sentences: tuple[str, ...]  # the text's non-blank lines, stripped, in file order
-    text_sha256: tuple[str, ...]
-    dev: Any  # list[NBestList]
-    test: Any  # list[NBestList] or None
-    dev_path: Path
-    test_path: Path | None
-    train: Any  # list[NBestList] or None: --train-lists, for discriminative training
-    train_paths: tuple[Path, ...]
-    train_minutes: float
-    train_epochs: int
-    out: Path
-    minutes: float
-    metric: str
-    scorer: str
-    precision: str
-    seed: int
-    overwrite: bool
-
-    def fingerprint(self) -> dict:
-        """What decides every stage's result: the same fingerprint lets an interrupted run resume."""
-        return {"checkpoint_sha256": self.checkpoint_sha256, "text_sha256": list(self.text_sha256),
-                "dev_sha256": sha256_file(self.dev_path),
-                "test_sha256": None if self.test_path is None else sha256_file(self.test_path),
-                "train_sha256": [sha256_file(p) for p in self.train_paths], "train_minutes": self.train_minutes,
-                "train_epochs": self.train_epochs,
-                "minutes": self.minutes, "metric": self.metric, "scorer": self.scorer, "precision": self.precision,
-                "seed": self.seed, "recipe": RECIPE}
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def read_sentences(path: Path) -> list[str]:
-    """The non-blank lines of a text file, stripped; AdaptError naming the file when it is missing, not text or
-    holds none."""
-    from electric.textio import decode_text
-
-    if not path.is_file():
-        raise AdaptError(f"--text {path}: {'no such file' if not path.exists() else 'not a file'}")
-    try:
-        text = decode_text(path.read_bytes(), str(path))
-    except (OSError, ValueError) as e:
-        raise AdaptError(f"--text {path}: cannot read it as text ({e})") from None
-    lines = [s.strip() for s in text.splitlines() if s.strip()]
-    if not lines:
-        raise AdaptError(f"--text {path}: the file is empty (give one sentence of your domain a line)")
-    return lines
-
-
-def read_lists(path: Path, flag: str, need: int) -> list:
-    """n-best lists with a reference each, at least `need` of them; AdaptError naming the file otherwise."""
-    from electric.evaluation.nbest import NBestError, read_nbest, require_refs
-
-    try:
-        lists, fmt = read_nbest(path)
-        require_refs(lists, path, fmt)
-    except NBestError as e:
-        raise AdaptError(f"{flag} {e}") from None
-    if len(lists) < need:
-        raise AdaptError(f"{flag} {path}: {len(lists)} n-best lists, too few to tune on; give at least {need} (a "
-                         "few hundred make the guard's decision sure)")
-    return lists
-
-
-def named(lists: list) -> bool:
-    """Whether the lists carry their own utterance ids (not only their positions)."""
-    return any(nb.utt_id != str(k) for k, nb in enumerate(lists))
-
-
-def read_train_lists(paths: list[Path], dev: list, test: list | None, metric: str) -> list | None:
-    """The --train-lists, all of them, checked: references, more than one hypothesis somewhere, at least
-    MIN_TRAIN_LISTS lists, none of them a dev or test utterance (by id or by reference). None without any."""
-    if not paths:
-        return None
-    if metric not in ("wer", "cer"):
-        raise AdaptError(f"--train-lists: discriminative training minimises word or character errors; --metric "
-                         f"{metric} cannot be trained for (use --metric wer or cer, or leave --train-lists out)")
-    lists: list = []
-    for path in paths:
-        got = read_lists(path, "--train-lists", 1)
-        if all(len(set(nb.hyps)) < 2 for nb in got):
-            raise AdaptError(f"--train-lists {path}: every list has one hypothesis; training learns from the "
-                             "differences between a list's hypotheses (give n-best lists, n > 1)")
-        lists += got
-    if len(lists) < MIN_TRAIN_LISTS:
-        raise AdaptError(f"--train-lists {', '.join(map(str, paths))}: {len(lists)} n-best lists, too few to train on; "
-                         f"give at least {MIN_TRAIN_LISTS} (a few thousand learn more)")
-    for flag, held in (("--dev", dev), ("--test", test or [])):
-        # ids only where both files give them (a list without an id is named by its position)
-        ids = {nb.utt_id for nb in held} if named(held) and named(lists) else set()
-        refs = {nb.ref for nb in held}
-        shared = sum(nb.utt_id in ids or nb.ref in refs for nb in lists)
-        if shared:
-            raise AdaptError(f"--train-lists: {shared} of its {len(lists)} lists repeat a {flag} utterance (the same id "
-                             f"or the same reference); the lists trained on must be apart from those the weights are "
-                             f"{'tuned' if flag == '--dev' else 'tested'} on: leave those out")
-    return lists
-
-
-def check_inputs(args: argparse.Namespace) -> Inputs:
-    """Every input checked, in the order given, before anything is written."""
-    from electric.checkpoint import CheckpointError
-    from electric.evaluation.nbest import require_metric
-    from electric.export.manifest import checkpoint_hash
-    from electric.pretraining.init_from import resolve_init
-
-    try:
-        source = resolve_init(str(args.checkpoint))
-    except CheckpointError as e:
-        raise AdaptError(f"--checkpoint: {e}") from None
-    sentences: list[str] = []
-    for t in args.text:
-        sentences += read_sentences(Path(t))
-    try:
-        require_metric(args.metric, "electric adapt")
-    except (ImportError, ValueError) as e:
-        raise AdaptError(f"--metric {args.metric}: {e}") from None
-    dev = read_lists(Path(args.dev), "--dev", MIN_DEV_LISTS)
-    test = read_lists(Path(args.test), "--test", 1) if args.test else None
-    train = read_train_lists([Path(t) for t in args.train_lists or ()], dev, test, args.metric)
-    scorer = args.scorer or ("electric" if train else "cloze")
-    out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        raise AdaptError(f"--out {out} exists; give a new directory, or --overwrite to replace it")
-    if args.minutes <= 0:
-        raise AdaptError(f"--minutes {args.minutes:g}: give a positive number of minutes")
-    if args.train_minutes <= 0 or args.train_epochs < 1:
-        raise AdaptError(f"--train-minutes {args.train_minutes:g} / --train-epochs {args.train_epochs}: give a positive "
-                         "number of minutes and at least one epoch")
-    return Inputs(checkpoint=Path(args.checkpoint), checkpoint_sha256=checkpoint_hash(source.encoder.root),
-                  texts=tuple(Path(t) for t in args.text), sentences=tuple(sentences),
-                  text_sha256=tuple(sha256_file(Path(t)) for t in args.text), dev=dev, test=test,
-                  dev_path=Path(args.dev), test_path=Path(args.test) if args.test else None, train=train,
-                  train_paths=tuple(Path(t) for t in args.train_lists or ()), train_minutes=args.train_minutes,
-                  train_epochs=args.train_epochs, out=out,
-                  minutes=args.minutes, metric=args.metric, scorer=scorer, precision=args.precision,
-                  seed=args.seed, overwrite=args.overwrite)
 
 
 # ---- the work directory: resume or start clean ---------------------------------------------------------------
@@ -299,7 +140,7 @@ def open_work(inputs: Inputs) -> Work:
     from electric.checkpoint import atomic_write_text
 
     work = Work(inputs.out.with_name(inputs.out.name + ".partial"))
-    fingerprint = json.dumps(inputs.fingerprint(), sort_keys=True)
+    fingerprint = json.dumps(inputs.fingerprint(RECIPE), sort_keys=True)
     stamp = work.root / "inputs.json"
     if stamp.is_file() and stamp.read_text() == fingerprint:
         done = [s for s in ("trained", "discriminated", "detector", "exported") if work.done(s)]
@@ -479,51 +320,6 @@ def score_lists(score_texts: ScoreTexts, dev: list, test: list | None) -> tuple[
     return d, (t if test else None)
 
 
-def tune(dev: ScoredLists, test: ScoredLists | None, metric: str, seed: int) -> RerankResult:
-    """`rerank_scored` with the weights tuned on `dev` by the guard (the LM summed over tokens, as the server's
-    default); figures on `test` (on dev again without one)."""
-    from electric.evaluation.nbest import RerankOptions, rerank_scored
-
-    return rerank_scored(test if test is not None else dev, RerankOptions(metric=metric, lm_score="sum", seed=seed),
-                         dev=dev)
-
-
-def figures(result: RerankResult, test: ScoredLists | None, metric: str) -> dict:
-    """One system's record: the weights applied and which (lm, no_lm, first_pass), the guard on dev, and on the
-    test lists (when there are) first, no-LM, after, oracle and what the LM changed against the no-LM choice."""
-    import numpy as np
-
-    from electric.evaluation.nbest import Evaluator, Weights, make_metric
-
-    tuning = result.report.tuning
-    out = {"applied": tuning["applied"], "weights": result.weights.to_dict(),
-           "weights_no_lm": tuning["weights_no_lm"], "weights_lm": tuning["weights_lm"],
-           "guard": _guard(tuning["guard"]), "guard_no_lm": _guard(tuning["guard_no_lm"]),
-           "dev": {k: tuning["dev"][k] for k in ("num_utterances", "first", "no_lm", "with_lm", "reranked",
-                                                  "oracle")}}
-    if test is not None:
-        ev = Evaluator(test.lists, make_metric(metric))
-        chosen = np.array([r.order[0] for r in test.rerank(result.weights)])
-        without = np.array([r.order[0] for r in test.rerank(Weights.from_dict(tuning["weights_no_lm"]))])
-        better, worse = ev.compare(without, chosen)
-        changed = sum(nb.hyps[a] != nb.hyps[b] for nb, a, b in zip(test.lists, without, chosen, strict=True))
-        out["test"] = {"num_utterances": len(test.lists), "first": ev.first(), "no_lm": ev.score_selection(without),
-                       "after": ev.score_selection(chosen), "oracle": ev.oracle(),
-                       "changed": changed, "better": better, "worse": worse, "same": changed - better - worse}
-    return out
-
-
-def _guard(g: dict) -> dict:
-    return {"gain": g["gain"], "ci": g["ci"], "confidence": g["confidence"], "significant": g["significant"]}
-
-
-def with_prior(scored: ScoredLists, first: ScoredLists, weights: Weights) -> ScoredLists:
-    """`scored` (one LM's scores of the lists) with the whole combination of another LM's `first` (the same lists,
-    its scores) under its `weights` as their first-pass score: what the second LM is tuned on top of."""
-    return dataclasses.replace(scored, lists=[dataclasses.replace(nb, first_pass_scores=[float(x) for x in tot])
-                                              for nb, tot in zip(scored.lists, first.totals(weights), strict=True)])
-
-
 def score_and_tune(inputs: Inputs, work: Work) -> tuple[dict, ScoredLists, ScoredLists | None]:
     """The exported scorer's scores of the lists, and its figures with the weights the guard chose on dev."""
     from electric.inference.scoring import load_scorer
@@ -547,7 +343,7 @@ def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None,
     tuned on top of the other's combination, in the order better on dev (`dev`, `test`: the adapted model's scores;
     `model`: its tuned record). Returns the n-gram's and both's records, the LM (MODEL carries it) and the n-gram's
     (dev, test) scores."""
-    from electric.evaluation.nbest import make_metric
+    from electric.evaluation.nbest import Weights, make_metric
     from electric.evaluation.ngram import KneserNeyLM
 
     t0 = time.perf_counter()
@@ -568,7 +364,7 @@ def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None,
     for order, (top_dev, top_test, base_dev, base_test, base) in {
             "model_over_ngram": (dev, test, ng_dev, ng_test, ngram),
             "ngram_over_model": (ng_dev, ng_test, dev, test, model)}.items():
-        w = Weights_from(base["weights_lm"])
+        w = Weights.from_dict(base["weights_lm"])
         on_dev = with_prior(top_dev, base_dev, w)
         on_test = None if top_test is None or base_test is None else with_prior(top_test, base_test, w)
         rec = {"order": order, **figures(tune(on_dev, on_test, inputs.metric, inputs.seed), on_test, inputs.metric)}
@@ -578,12 +374,6 @@ def ngram_baseline(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None,
             both = rec
     assert both is not None
     return ngram, both, lm, (ng_dev, ng_test)
-
-
-def Weights_from(d: dict) -> Weights:  # noqa: N802 - reads as the type it builds
-    from electric.evaluation.nbest import Weights
-
-    return Weights.from_dict(d)
 
 
 def choose_served(inputs: Inputs, dev: ScoredLists, test: ScoredLists | None, ng: tuple, tuned: dict) -> dict:

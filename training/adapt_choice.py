@@ -17,13 +17,14 @@ user would build first.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from electric.evaluation.nbest import ScoredLists, Weights
+    from electric.evaluation.nbest import RerankResult, ScoredLists, Weights
 
 CANDIDATES = ("no_lm", "ngram", "model", "model_and_ngram")  # simplest first: the order the guard walks
 LABELS = {"no_lm": "without an LM", "ngram": "3-gram LM", "model": "adapted model", "model_and_ngram": "model + 3-gram",
@@ -38,8 +39,6 @@ def candidate_weights(tuned: Mapping[str, dict]) -> dict[str, Weights]:
     each a record of training.adapt.figures: its "weights_lm", "weights_no_lm" and guards). The n-gram's were tuned
     with its score as the LM (their lm is the n-gram's weight); the last was tuned over one LM's combination as its
     first pass (its "order"), so it is folded into one weights: each LM's weight, the bonuses added."""
-    import dataclasses
-
     from electric.evaluation.nbest import Weights
     from electric.evaluation.nbest.tuning import first_pass_weights
 
@@ -111,3 +110,51 @@ def step_sentence(step: dict, metric: str) -> str:
     verdict = "chosen" if step["significant"] else "not chosen"
     return (f"{LABELS[step['candidate']]} over {LABELS[step['over']]}: dev gain {step['gain']:+.2f} {metric.upper()} "
             f"points, 95% interval [{lo:+.2f}, {hi:+.2f}]: {verdict}")
+
+
+# ---- the tunings the candidates come from --------------------------------------------------------------------
+
+
+def tune(dev: ScoredLists, test: ScoredLists | None, metric: str, seed: int) -> RerankResult:
+    """`rerank_scored` with the weights tuned on `dev` by the guard (the LM summed over tokens, as the server's
+    default); figures on `test` (on dev again without one)."""
+    from electric.evaluation.nbest import RerankOptions, rerank_scored
+
+    return rerank_scored(test if test is not None else dev, RerankOptions(metric=metric, lm_score="sum", seed=seed),
+                         dev=dev)
+
+
+def figures(result: RerankResult, test: ScoredLists | None, metric: str) -> dict:
+    """One system's record: the weights applied and which (lm, no_lm, first_pass), the guard on dev, and on the
+    test lists (when there are) first, no-LM, after, oracle and what the LM changed against the no-LM choice."""
+    import numpy as np
+
+    from electric.evaluation.nbest import Evaluator, Weights, make_metric
+
+    tuning = result.report.tuning
+    out = {"applied": tuning["applied"], "weights": result.weights.to_dict(),
+           "weights_no_lm": tuning["weights_no_lm"], "weights_lm": tuning["weights_lm"],
+           "guard": _guard(tuning["guard"]), "guard_no_lm": _guard(tuning["guard_no_lm"]),
+           "dev": {k: tuning["dev"][k] for k in ("num_utterances", "first", "no_lm", "with_lm", "reranked",
+                                                  "oracle")}}
+    if test is not None:
+        ev = Evaluator(test.lists, make_metric(metric))
+        chosen = np.array([r.order[0] for r in test.rerank(result.weights)])
+        without = np.array([r.order[0] for r in test.rerank(Weights.from_dict(tuning["weights_no_lm"]))])
+        better, worse = ev.compare(without, chosen)
+        changed = sum(nb.hyps[a] != nb.hyps[b] for nb, a, b in zip(test.lists, without, chosen, strict=True))
+        out["test"] = {"num_utterances": len(test.lists), "first": ev.first(), "no_lm": ev.score_selection(without),
+                       "after": ev.score_selection(chosen), "oracle": ev.oracle(),
+                       "changed": changed, "better": better, "worse": worse, "same": changed - better - worse}
+    return out
+
+
+def _guard(g: dict) -> dict:
+    return {"gain": g["gain"], "ci": g["ci"], "confidence": g["confidence"], "significant": g["significant"]}
+
+
+def with_prior(scored: ScoredLists, first: ScoredLists, weights: Weights) -> ScoredLists:
+    """`scored` (one LM's scores of the lists) with the whole combination of another LM's `first` (the same lists,
+    its scores) under its `weights` as their first-pass score: what the second LM is tuned on top of."""
+    return dataclasses.replace(scored, lists=[dataclasses.replace(nb, first_pass_scores=[float(x) for x in tot])
+                                              for nb, tot in zip(scored.lists, first.totals(weights), strict=True)])
