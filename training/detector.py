@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -70,13 +70,13 @@ def label(lists: list, tokenizer: Any, max_length: int) -> Labelled:
 
 
 def batch(data: Labelled, rows: list[int], pad_id: int) -> tuple[torch.Tensor, ...]:
-    n = max(len(data.ids[r]) for r in rows)
-    ids = np.full((len(rows), n), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), n), dtype=np.int64)
-    lab = np.full((len(rows), n), -1.0, dtype=np.float32)
+    """(ids, attention mask, piece labels), each (B, T); the labels -1 where a piece is not scored."""
+    from electric.batching import pad_rows
+
+    ids, mask = pad_rows(cast(list, [data.ids[r] for r in rows]), pad_id)  # each row a (T,) array of ids
+    lab = np.full(ids.shape, -1.0, dtype=np.float32)
     for b, r in enumerate(rows):
-        k = len(data.ids[r])
-        ids[b, :k], mask[b, :k], lab[b, :k] = data.ids[r], 1, data.labels[r]
+        lab[b, : len(data.labels[r])] = data.labels[r]
     return torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(lab)
 
 

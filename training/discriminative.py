@@ -117,13 +117,10 @@ def encode_lists(lists: list, tokenizer: Any, max_length: int, metric: str) -> E
 
 def batch_tensors(enc: Encoded, texts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(ids, attention mask, candidates), each (B, T), of the distinct hypotheses `texts`."""
-    n = max(len(enc.ids[t]) for t in texts)
-    ids = np.full((len(texts), n), enc.pad_id, dtype=np.int64)
-    mask = np.zeros((len(texts), n), dtype=np.int64)
-    cand = np.zeros((len(texts), n), dtype=bool)
-    for b, t in enumerate(texts):
-        k = len(enc.ids[t])
-        ids[b, :k], mask[b, :k], cand[b, :k] = enc.ids[t], 1, enc.candidates[t]
+    from electric.batching import pad_rows, pad_values
+
+    ids, mask = pad_rows([enc.ids[t] for t in texts], enc.pad_id)
+    cand = pad_values([enc.candidates[t].astype(np.int64) for t in texts], 0).astype(bool)
     return torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(cand)
 
 
