@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,7 +73,7 @@ def batch(data: Labelled, rows: list[int], pad_id: int) -> tuple[torch.Tensor, .
     """(ids, attention mask, piece labels), each (B, T); the labels -1 where a piece is not scored."""
     from electric.batching import pad_rows
 
-    ids, mask = pad_rows(cast(list, [data.ids[r] for r in rows]), pad_id)  # each row a (T,) array of ids
+    ids, mask = pad_rows([data.ids[r] for r in rows], pad_id)  # type: ignore[misc]  # (T,) id arrays are rows
     lab = np.full(ids.shape, -1.0, dtype=np.float32)
     for b, r in enumerate(rows):
         lab[b, : len(data.labels[r])] = data.labels[r]
