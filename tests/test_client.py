@@ -70,10 +70,14 @@ def test_a_call_is_cut_into_balanced_requests_within_the_limits_in_order():
     assert [r.offset for r in reqs] == list(range(0, 50, 8))  # at most 8 inputs a request
     assert [t for r in reqs for t in r.payload["texts"]] == texts
     assert all(len(plans.json_bytes(r.payload)) <= LIMITS.max_body_bytes for r in reqs)
-    # a small call goes out as about `concurrency` requests (never fewer than 16 inputs each)
-    many = plans.detect(texts * 4, True, False).requests("http://x", Limits(**{**vars(LIMITS),
-                                                                             "max_inputs_per_request": 256}), 4)
+    # a call goes out as about `concurrency` requests, never of fewer than 64 inputs, shared evenly among them
+    roomy = Limits(**{**vars(LIMITS), "max_inputs_per_request": 256})
+    many = plans.detect(texts * 4, True, False).requests("http://x", roomy, 4)
     assert [len(r.payload["texts"]) for r in many] == [50] * 4
+    assert [len(r.payload["texts"]) for r in plans.detect(texts * 2, True, False).requests("http://x", roomy, 8)] \
+        == [50, 50]  # not 64 and 36
+    lines = plans.detect([f"line {i}" for i in range(1024)], True, False).requests("http://x", roomy, 64)
+    assert [len(r.payload["texts"]) for r in lines] == [64] * 16  # not 64 requests of 16
     # bytes cut too: 30 texts of 500 characters fill 4096 bytes after 7 or so
     long = [("x" * 499) + str(i % 10) for i in range(30)]
     reqs = plans.detect(long, True, False).requests("http://x", LIMITS, 1)
@@ -186,6 +190,29 @@ class Scripted(http.server.ThreadingHTTPServer):
 
 SCORED = {"model": "scorer", "results": [{"text": "a", "score": -1.0, "mean": -1.0, "num_tokens": 1,
                                           "method": "electric"}]}
+
+
+def test_the_client_keeps_its_threads_between_calls_and_ends_them_when_closed():
+    """Threads made for each call cost `electric score --server` more CPU than its requests did: one set of at most
+    `concurrency`, the same for every call, gone after close()."""
+    stand_in = Scripted([(200, {}, SCORED)] * 12)
+
+    def senders() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("electric-client")}
+
+    try:
+        c = Client(stand_in.url, concurrency=3)
+        texts = [f"text {i}" for i in range(4 * 8)]  # 4 requests a call (the stand-in takes 8 inputs a request)
+        assert len(c.score(texts)) == 4  # the stand-in answers one result a request
+        first = senders()
+        assert 1 <= len(first) <= 3
+        c.score(texts)
+        c.score(texts)
+        assert senders() == first and all(t.is_alive() for t in first)
+        c.close()
+        assert not senders() and len(stand_in.times) == 12
+    finally:
+        stand_in.shutdown()
 
 
 def test_a_busy_server_is_asked_again_after_its_retry_after():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -84,6 +85,8 @@ class Client(_Base):
         super().__init__(url, api_key, transport, timeout, concurrency, retry)
         self._transport: Transport = (HttpTransport if self.transport == "http" else GrpcTransport)(
             self.url, self._key, timeout, concurrency)
+        self._pool: ThreadPoolExecutor | None = None  # the threads that send, `concurrency` at most, made at need
+        self._pool_lock = threading.Lock()
 
     def info(self) -> ServerInfo:
         """The server's models, limits and default rerank weights (GET /info, Info/GetInfo)."""
@@ -117,6 +120,10 @@ class Client(_Base):
         return self._execute(lambda info: plans.classify(inputs, model, truncate))
 
     def close(self) -> None:
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         self._transport.close()
 
     def __enter__(self) -> Client:
@@ -135,18 +142,25 @@ class Client(_Base):
         requests = self._requests(plan, info)
         if len(requests) == 1:
             return plan.results([self._send(requests[0])])
-        # threads of this call only: none is left waiting after it (the requests in flight when it fails finish)
-        with ThreadPoolExecutor(min(self.concurrency, len(requests)), thread_name_prefix="electric-client") as pool:
-            futures = [pool.submit(self._send, r) for r in requests]
-            try:
-                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-                failed = next((f for f in futures if f in done and f.exception() is not None), None)
-                if failed is not None:
-                    raise _exception(failed)
-                return plan.results([f.result() for f in futures])
-            finally:
-                for f in futures:  # an error, or Ctrl-C: what is not sent yet is not sent
-                    f.cancel()
+        # the client's threads, kept between calls (making them for each call cost it more CPU than its requests);
+        # the calls of all threads share them: `concurrency` requests in flight in all
+        pool = self._threads()
+        futures = [pool.submit(self._send, r) for r in requests]
+        try:
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f in done and f.exception() is not None), None)
+            if failed is not None:
+                raise _exception(failed)
+            return plan.results([f.result() for f in futures])
+        finally:
+            for f in futures:  # an error, or Ctrl-C: what is not sent yet is not sent (what is in flight finishes)
+                f.cancel()
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="electric-client")
+            return self._pool
 
     def _send(self, request: plans.Request) -> dict[str, Any]:
         """One request, tried again while the server turns it away for now."""

@@ -3,8 +3,9 @@
 `/info` says the limits: at most `max_inputs_per_request` inputs (texts, pairs, or all the hypotheses of the n-best
 lists) and `max_body_bytes` bytes a request (HTTP body or gRPC message). A call's inputs are cut, in order, into
 requests of about equal size - as many as the client sends at once, so a call keeps the server as busy as the
-client may, and no more inputs than the limits allow - each naming where its inputs start in the call (`offset`),
-so that a refusal names the call's input. An input that cannot fit a request even alone is refused before anything
+client may, but none of fewer than MIN_PER_REQUEST inputs (a request's own cost, the client's and the server's, is
+then small beside its inputs') and none of more than the limits allow - each naming where its inputs start in the
+call (`offset`), so that a refusal names the call's input. An input that cannot fit a request even alone is refused before anything
 is sent (`RejectedInput` naming it). Transport-neutral: a request is the HTTP JSON body; gRPC converts it.
 """
 
@@ -21,7 +22,9 @@ from electric.client.info import Limits, ServerInfo
 from electric.results import Classification, Detection, RerankedList, TextScore
 
 CALLS = ("score", "detect", "rerank", "classify")
-MIN_PER_REQUEST = 16  # a call is not cut into requests of fewer inputs than this (unless the server's limit is lower)
+# a call is not cut into requests of fewer inputs than this (unless the server's limit is lower): at 16 a request,
+# HTTP cost `electric score --server` three times the CPU per text of 64 (benchmarks/bench_client.py)
+MIN_PER_REQUEST = 64
 REQUEST_OVERHEAD = 1024  # bytes a request keeps for what is not an input: field names, flags, weights
 STRING_OVERHEAD = 8  # bytes a string may take beyond its JSON text in a gRPC message (tag and length)
 
@@ -54,8 +57,11 @@ class Plan:
     def requests(self, where: str, limits: Limits, concurrency: int) -> list[Request]:
         """The call's inputs cut into requests within `limits`, about `concurrency` of them or more."""
         counts = [self.count(x) for x in self.items]
+        total = sum(counts)
         per_request = min(limits.max_inputs_per_request,
-                          max(MIN_PER_REQUEST, math.ceil(sum(counts) / max(1, concurrency))))
+                          max(MIN_PER_REQUEST, math.ceil(total / max(1, concurrency))))
+        if total:  # as few requests as that allows, the inputs shared evenly among them (100 texts: 50 and 50)
+            per_request = math.ceil(total / math.ceil(total / per_request))
         budget = limits.max_body_bytes - REQUEST_OVERHEAD
         out, start, n, size = [], 0, 0, 0
         for i, (item, k) in enumerate(zip(self.items, counts, strict=True)):
