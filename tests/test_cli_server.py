@@ -178,3 +178,40 @@ def server_metrics(server) -> str:
     import httpx
 
     return httpx.get(f"{server.url}/metrics").text
+
+
+def test_the_next_chunk_is_scored_while_this_one_is_written_and_errors_come_in_their_turn():
+    """`electric score --server` keeps the server busy between chunks (`one_ahead`): the next chunk's work has
+    begun before the caller is done with this one; results come in order, an error at its own chunk's turn, and a
+    caller that stops is not kept waiting."""
+    import threading
+
+    from electric.cli.common import one_ahead
+
+    started = [threading.Event() for _ in range(5)]
+
+    def work(i: int) -> int:
+        started[i].set()
+        if i == 3:
+            raise ValueError("chunk 3 is refused")
+        return 10 * i
+
+    seen = []
+    ahead = one_ahead(work, range(5))
+    for i, result in ahead:
+        if i + 1 < 5:
+            assert started[i + 1].wait(5), f"chunk {i + 1} had not begun while chunk {i} was used"
+        if i == 3:
+            with pytest.raises(ValueError, match="chunk 3 is refused"):
+                result()
+            break
+        seen.append(result())
+    ahead.close()
+    assert seen == [0, 10, 20]
+    slow = threading.Event()
+    stopped = one_ahead(lambda i: slow.wait(30), range(3))
+    next(stopped)
+    t0 = time.monotonic()
+    stopped.close()  # its next item's work still running: left to finish unread
+    assert time.monotonic() - t0 < 1
+    slow.set()

@@ -9,9 +9,10 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
+from typing import Any, TypeVar
 
 EXIT_USAGE = 2
 
@@ -156,6 +157,30 @@ def chunks(it: Iterable, size: int) -> Iterator[list]:
     it = iter(it)
     while chunk := list(islice(it, size)):
         yield chunk
+
+
+Item = TypeVar("Item")
+
+
+def one_ahead(work: Callable[[Item], Any], items: Iterable[Item]) -> Generator[tuple[Item, Callable[[], Any]]]:
+    """(item, its result's getter) for each of `items` in order, the next item's `work` running beside this one's
+    while the caller uses it: a --server has the next chunk's requests queued behind this chunk's, and the records of
+    one chunk are written while the next is scored. The getter returns `work(item)` or raises its error; an error,
+    or the caller stopping, leaves the next item's work to finish unread (it writes nothing)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(2, thread_name_prefix="electric-ahead")
+    try:
+        held = None
+        for item in items:
+            running = pool.submit(work, item)
+            if held is not None:
+                yield held
+            held = (item, running.result)
+        if held is not None:
+            yield held
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def write_json(path: str, obj) -> None:

@@ -26,6 +26,7 @@ from electric.cli.common import (
     check_output,
     chunks,
     model_options,
+    one_ahead,
     positive,
     progress_disable,
     run_command,
@@ -76,11 +77,20 @@ def cmd_score(args) -> int:
     n = 0
     blank: list[int] = []  # line numbers of blank lines (not scored)
     no_token: list[int] = []  # line numbers of lines the tokenizer keeps nothing of (not scored)
+
+    def records(chunk: list[str]) -> tuple[list[dict], list[int], list[int]]:
+        return score_records(scorer, chunk, args.method, args.per_token)
+
+    lines = chunks(iter_lines(fin, where), args.chunk_size)
+    # a --server scores the next chunk while this one is written; a local model has the cores to itself
+    scored = one_ahead(records, lines) if args.server is not None else \
+        ((chunk, lambda chunk=chunk: records(chunk)) for chunk in lines)
+    encode = json.JSONEncoder(ensure_ascii=False).encode
     try:
         with _score_output(args.out) as fout:
-            for chunk in chunks(iter_lines(fin, where), args.chunk_size):
+            for chunk, result in scored:
                 try:
-                    rows, chunk_blank, chunk_no_token = score_records(scorer, chunk, args.method, args.per_token)
+                    rows, chunk_blank, chunk_no_token = result()
                 except InputTooLongError as e:
                     raise InputError(f"{where}: line {n + e.index + 1} has {e.describe()}; pass --truncate"
                                      + (" or --sliding-window" if args.server is None else "")) from e
@@ -91,11 +101,12 @@ def cmd_score(args) -> int:
                     raise InputError(f"{where}: line {line} {e.reason} ({e.where})") from e
                 blank += [n + i + 1 for i in chunk_blank]
                 no_token += [n + i + 1 for i in chunk_no_token]
-                fout.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+                fout.write("".join(encode(r) + "\n" for r in rows))
                 fout.flush()
                 n += len(chunk)
                 bar.update(len(chunk))
     finally:
+        scored.close()
         bar.close()
         if fin is not sys.stdin and src != "-":
             fin.close()
