@@ -121,6 +121,19 @@ def test_serve_and_adapt_are_subcommands_added_by_the_server_and_training_packag
     assert "serve" in choices and "adapt" in choices
 
 
+def test_a_subcommand_builds_its_own_parser_alone():
+    """`electric score ...` imports score's options, not serve's settings or the rerank reports (each start pays
+    for what it imports); the whole parser still lists every command."""
+    from electric.cli import build_parser
+
+    for command in ("score", "serve"):
+        assert list(build_parser(command)._subparsers._group_actions[0].choices) == [command]
+    assert imported_by("from electric.cli import build_parser\nbuild_parser('score')",
+                       ("server", "electric.evaluation", "training")) == []
+    assert {"score", "rerank", "eval", "export", "serve", "adapt"} <= \
+        set(build_parser("scor")._subparsers._group_actions[0].choices)  # unknown: all, for argparse's message
+
+
 def test_the_server_core_imports_no_transport_library():
     assert imported_by("import server.engine, server.batcher, server.errors, server.pipelines, server.transport",
                        TRANSPORT_LIBRARIES) == []

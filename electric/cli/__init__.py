@@ -17,31 +17,40 @@ import argparse
 import importlib
 import os
 import sys
-from importlib.metadata import entry_points
 
 from electric import __version__
 
-# subcommand module -> what it provides; each defines add_parser(subparsers)
-SUBCOMMANDS = (
-    "electric.cli.score",     # score
-    "electric.cli.rerank",    # rerank
-    "electric.cli.evaluate",  # eval (blimp, and the tasks of electric.cli.evaluate.EVAL_TASKS: nbest, detect)
-    "electric.cli.export",    # export
-)
+# subcommand -> the module that provides it (add_parser(subparsers))
+SUBCOMMANDS = {
+    "score": "electric.cli.score",
+    "rerank": "electric.cli.rerank",
+    "eval": "electric.cli.evaluate",  # blimp, and the tasks of electric.cli.evaluate.EVAL_TASKS: nbest, detect
+    "export": "electric.cli.export",
+}
 PLUGINS = "electric.commands"  # entry point group: name -> add_parser(subparsers) of another package (serve)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `electric` parser with every subcommand; given a `command` it knows, with that one alone: `electric
+    score ...` imports what score's options need, not every command's (a third of the start's imports)."""
     ap = argparse.ArgumentParser(prog="electric", description=__doc__.split("\n")[0])
     ap.add_argument("--version", action="version", version=f"electric {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        importlib.import_module(name).add_parser(sub)
+    if command in SUBCOMMANDS:
+        importlib.import_module(SUBCOMMANDS[command]).add_parser(sub)
+        return ap
+    from importlib.metadata import entry_points
+
     # one parser per entry point, though metadata may list it twice: a checkout installed before the distribution
     # was renamed `electric-scoring` keeps the old `electric` metadata (its dist-info, or electric.egg-info in the
     # working directory) until `pip uninstall electric` or removing it
-    plugins = {(ep.name, ep.value): ep for ep in entry_points(group=PLUGINS)}.values()
-    for ep in sorted(plugins, key=lambda e: e.name):
+    plugins = sorted({(ep.name, ep.value): ep for ep in entry_points(group=PLUGINS)}.values(), key=lambda e: e.name)
+    if any(ep.name == command for ep in plugins):
+        plugins = [ep for ep in plugins if ep.name == command]
+    else:
+        for module in SUBCOMMANDS.values():
+            importlib.import_module(module).add_parser(sub)
+    for ep in plugins:
         try:
             add_parser = ep.load()
         except ModuleNotFoundError as e:
@@ -71,7 +80,8 @@ def quiet_progress_bars() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    ap = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = ap.parse_args(argv)
     if not getattr(args, "func", None):
         ap.print_help()
