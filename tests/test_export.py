@@ -148,6 +148,26 @@ def test_int8_graph_quantises_the_encoder_only(exported):
     assert len(kept) == 3  # head dense, head prediction, embedding projection stay fp32
 
 
+def test_static_int8_keeps_what_it_is_told_in_fp32_and_scales_weights_as_asked(exported, tmp_path):
+    """The knobs research/int8_detector compares: a layer kept fp32, one weight scale a matrix, histogram ranges."""
+    from electric.export.parity import parity_batches
+    from electric.tokenization import load_tokenizer
+
+    fp32 = exported[0] / "model.onnx"
+    tok = load_tokenizer(exported[0])
+    batches = parity_batches(tok, ["the cat sat on the mat .", "show me flights from boston to denver"] * 4, 128,
+                             False, [4, 4])
+    scales = lambda m: [len(i.dims) for i in m.graph.initializer if i.name.endswith("_scale")]  # noqa: E731
+    graph.quantize_int8_static(fp32, tmp_path / "kept.onnx", batches, keep_fp32=(*graph.KEEP_FP32, "/layer.1/"))
+    quantised, _ = static_int8_matmuls(onnx.load(str(tmp_path / "kept.onnx")).graph.node)
+    assert len(quantised) == 6 and not any("/layer.1/" in name for name in quantised)
+    per_channel = scales(onnx.load(str(exported[0] / "model.int8.onnx")))
+    graph.quantize_int8_static(fp32, tmp_path / "tensor.onnx", batches, per_channel=False, ranges="percentile")
+    assert 1 in per_channel and 1 not in scales(onnx.load(str(tmp_path / "tensor.onnx")))  # vectors, then scalars
+    with pytest.raises(ValueError, match="ranges must be one of"):
+        graph.quantize_int8_static(fp32, tmp_path / "x.onnx", batches, ranges="max")
+
+
 @pytest.mark.integration
 def test_dynamic_int8_graph_quantises_the_encoder_only(disc_dir, tmp_path, sentences_file):
     rc = cli(["export", "--model", str(disc_dir), "--out", str(tmp_path / "d"), "--quantize", "int8",

@@ -148,11 +148,17 @@ def weight_matmuls(graph, keep_fp32: Sequence[str] = KEEP_FP32) -> list[str]:
             and not any(k in module_path(n) for k in keep_fp32)]
 
 
+INT8_RANGES = ("minmax", "percentile", "entropy")  # how static int8 turns calibration activations into ranges
+
+
 def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np.ndarray]], *,
-                         keep_fp32: Sequence[str] = KEEP_FP32) -> None:
+                         keep_fp32: Sequence[str] = KEEP_FP32, per_channel: bool = True,
+                         ranges: str = "minmax") -> None:
     """Static int8 quantisation of the encoder's weight MatMuls (`weight_matmuls`), the default int8: a QDQ graph
-    with int8 weights per output channel and uint8 inputs (outputs stay fp32) whose ranges (min-max) are measured
-    here, once, by running `batches` (real text: dicts of (B, T) int64 inputs; extra keys are ignored) through `src`.
+    with int8 weights per output channel (`per_channel`; else one scale a matrix) and uint8 inputs (outputs stay
+    fp32) whose ranges (`ranges`: min-max, the default; or onnxruntime's 99.999th percentile or entropy of their
+    histograms) are measured here, once, by running `batches` (real text: dicts of (B, T) int64 inputs; extra keys
+    are ignored) through `src`.
 
     Fixed ranges make each row's output independent of its batch-mates: the same text scores the same alone and in
     any batch (tests/test_int8_determinism.py). Activations beyond the calibrated range are clipped to it."""
@@ -165,6 +171,10 @@ def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np
         quantize_static,
     )
 
+    if ranges not in INT8_RANGES:
+        raise ValueError(f"ranges must be one of {INT8_RANGES}, got {ranges!r}")
+    method = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+              "entropy": CalibrationMethod.Entropy}[ranges]
     graph = onnx.load(str(src), load_external_data=False).graph
     inputs = [i.name for i in graph.input]
     nodes = weight_matmuls(graph, keep_fp32)
@@ -180,10 +190,10 @@ def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np
 
     try:
         with _without_preprocess_advice():
-            quantize_static(str(src), str(dst), Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
+            quantize_static(str(src), str(dst), Batches(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                             op_types_to_quantize=["MatMul", "Gemm"], nodes_to_quantize=nodes,
-                            calibrate_method=CalibrationMethod.MinMax,
+                            calibrate_method=method,
                             # MatMul outputs stay fp32 (no Q after them): onnxruntime then fuses each DQ -> MatMul into
                             # MatMulIntegerToFloat, the int8 GEMM dynamic int8 uses; requantised outputs (QLinearMatMul)
                             # measured slower and further from fp32 (benchmarks/archive/runtime.md)
