@@ -155,8 +155,8 @@ def test_static_int8_keeps_what_it_is_told_in_fp32_and_scales_weights_as_asked(e
 
     fp32 = exported[0] / "model.onnx"
     tok = load_tokenizer(exported[0])
-    batches = parity_batches(tok, ["the cat sat on the mat .", "show me flights from boston to denver"] * 4, 128,
-                             False, [4, 4])
+    batches = parity_batches(tok, ["a short one"] * 3 + ["the committee will meet again next week to discuss the new "
+                                                          "budget proposal"] * 5, 128, False, [3, 5])  # two shapes
     scales = lambda m: [len(i.dims) for i in m.graph.initializer if i.name.endswith("_scale")]  # noqa: E731
     graph.quantize_int8_static(fp32, tmp_path / "kept.onnx", batches, keep_fp32=(*graph.KEEP_FP32, "/layer.1/"))
     quantised, _ = static_int8_matmuls(onnx.load(str(tmp_path / "kept.onnx")).graph.node)
@@ -411,6 +411,26 @@ def test_low_quantised_parity_fails_unless_forced(disc_dir, tmp_path, capsys, mo
     assert rc == 0 and "warning" in err
     p = json.loads((tmp_path / "o" / MANIFEST).read_text())["parity"]["int8"]
     assert p["passed"] is False and p["forced"] is True
+
+
+@pytest.mark.integration
+def test_a_static_int8_graph_that_misses_its_gate_is_made_again_with_the_ffn_outputs_in_fp32(disc_dir, tmp_path,
+                                                                                          capsys, monkeypatch):
+    real, calls = ex.variant_parity, []
+
+    def first_misses(*args):
+        st, provider = real(*args)
+        calls.append(st["spearman"])
+        return ({**st, "spearman": 0.5} if len(calls) == 1 else st), provider
+
+    monkeypatch.setattr(ex, "variant_parity", first_misses)
+    rc, err = run_cli(capsys, "--model", disc_dir, "--out", tmp_path / "o", "--quantize", "int8")
+    assert rc == 0 and len(calls) == 2 and "the FFN outputs fp32" in err, err
+    p = json.loads((tmp_path / "o" / MANIFEST).read_text())["parity"]["int8"]
+    assert p["passed"] and p["kept_fp32"] == "the FFN output MatMuls" and p["spearman_all_int8"] == 0.5
+    quantised, fp32 = static_int8_matmuls(onnx.load(str(tmp_path / "o" / "model.int8.onnx")).graph.node)
+    assert len(quantised) == 2 * 5 and sum("/output/dense/" in n and "attention" not in n for n in fp32) == 2
+    assert sorted(f.name for f in (tmp_path / "o").glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]
 
 
 @pytest.mark.integration

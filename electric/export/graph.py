@@ -148,7 +148,13 @@ def weight_matmuls(graph, keep_fp32: Sequence[str] = KEEP_FP32) -> list[str]:
             and not any(k in module_path(n) for k in keep_fp32)]
 
 
-INT8_RANGES = ("minmax", "percentile", "entropy")  # how static int8 turns calibration activations into ranges
+INT8_RANGES = ("minmax", "percentile", "entropy")
+
+
+def ffn_outputs(layers: int) -> tuple[str, ...]:
+    """The module paths of the encoder's FFN output MatMuls (layer.i.output.dense), as either exporter names them:
+    where a static int8 graph loses the most rank (research/int8_detector), kept fp32 when the first graph fails."""
+    return tuple(f"/layer{sep}{i}/output/dense/" for i in range(layers) for sep in (".", "/"))  # how static int8 turns calibration activations into ranges
 
 
 def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np.ndarray]], *,
@@ -181,9 +187,14 @@ def quantize_int8_static(src: Path, dst: Path, batches: Sequence[Mapping[str, np
     if not nodes:
         raise ExportError(f"static int8 of {src.name}: no weight MatMul to quantise")
 
+    feeds = [{k: np.asarray(b[k], dtype=np.int64) for k in inputs} for b in batches]
+    if ranges != "minmax":  # the histogram calibrators stack their batches: one shape for all, padded with 0s
+        rows, cols = (max(f[inputs[0]].shape[d] for f in feeds) for d in (0, 1))
+        feeds = [{k: np.pad(v, ((0, rows - v.shape[0]), (0, cols - v.shape[1]))) for k, v in f.items()} for f in feeds]
+
     class Batches(CalibrationDataReader):
         def __init__(self) -> None:
-            self.feeds = iter([{k: np.asarray(b[k], dtype=np.int64) for k in inputs} for b in batches])
+            self.feeds = iter(feeds)
 
         def get_next(self) -> dict | None:
             return next(self.feeds, None)
