@@ -266,7 +266,7 @@ def test_a_graph_whose_int8_fails_its_gate_is_exported_in_fp32_and_a_wrong_fp32_
     def export_model(src, dest, options, log):
         calls.append((src.name, dest.name, options.quantize))
         if src.name == "discriminator" and options.quantize == "int8":
-            raise ParityError("int8 sentence-score Spearman vs fp32 is 0.98 (< 0.99)")
+            raise ParityError("int8 sentence-score Spearman vs fp32 is 0.98 (< 0.99)", 0.98)
 
     monkeypatch.setattr(exporter, "export_model", export_model)
     work = adapt.Work(tmp_path / "m.partial")
@@ -275,7 +275,7 @@ def test_a_graph_whose_int8_fails_its_gate_is_exported_in_fp32_and_a_wrong_fp32_
     adapt.export(inputs, work)
     assert calls == [("generator", "model", "int8"), ("discriminator", "detector", "int8"),
                      ("discriminator", "detector", None)]
-    assert work.read("exported") == {"model": "int8", "detector": "fp32"}
+    assert work.read("exported") == {"model": "int8", "detector": "fp32", "int8_refused": {"detector": 0.98}}
 
     def wrong(src, dest, options, log):
         raise ParityError("fp32 ONNX logits differ from torch by 0.5 (> 0.001); the export is wrong, not saved")
@@ -356,3 +356,18 @@ def test_adapt_with_train_lists_trains_the_scorer_on_them_and_serves_the_chosen_
         r = httpx.post(f"{srv.url}/v1/rerank", json={"hypotheses": ["show me flights", "show me fights"],
                                                      "scores": [-1.0, -1.1]})
         assert r.status_code == 200 and r.json()["weights"] == report["results"]["choice"]["weights"]
+
+
+def test_the_card_says_by_how_much_an_int8_graph_missed_its_gate_and_what_fp32_costs():
+    assert adapt_card.refused_int8({}) == ""
+    said = adapt_card.refused_int8({"detector": 0.98736, "model": None})
+    assert "the detector's int8 graph ranked the parity sentences at Spearman 0.9874 against fp32" in said
+    assert "the model's int8 graph ranked the parity sentences at Spearman below 0.99" in said
+    assert "served fp32, about 2-3.4x the CPU time of int8 a request" in said
+
+
+def test_a_refused_int8_graph_carries_its_spearman(monkeypatch, tmp_path):
+    from electric.export.errors import ParityError
+
+    e = ParityError("int8 sentence-score Spearman vs fp32 is 0.9874 (< 0.99)", 0.9874)
+    assert e.spearman == 0.9874 and str(e).startswith("int8 sentence-score") and ParityError("x").spearman is None

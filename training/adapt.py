@@ -283,7 +283,8 @@ def export(inputs: Inputs, work: Work) -> None:
     if inputs.scorer == "cloze" or inputs.train:  # the scorer is not the Electric run's energy model
         detector = work.detector / "run" / "discriminator" if inputs.train else work.run / "discriminator"
         parts.append((detector, work.model / "detector"))
-    precisions = {}
+    precisions: dict = {}
+    refused: dict[str, float | None] = {}  # graph -> its int8 graph's Spearman against fp32, when below the gate
     for source, dest in parts:
         what = ("the cloze model" if scorer_part == "generator" else "the energy model") + (
             ", trained on the lists (the scorer)" if inputs.train else " (the scorer)")
@@ -302,10 +303,11 @@ def export(inputs: Inputs, work: Work) -> None:
                 # the int8 graph ranks texts too unlike fp32 (its gate): the fp32 graph, gated on its own, is served
                 log(f"{what}: its int8 graph failed its gate ({e}); exporting fp32 only")
                 precisions[dest.name] = "fp32"
+                refused[dest.name] = e.spearman
                 export_model(source, dest, fp32, log=quiet)
         except (CheckpointError, ExportError) as e:  # fp32 unlike torch: the export is wrong
             raise AdaptError(f"the export of {what} failed: {e}") from None
-    work.mark("exported", precisions)
+    work.mark("exported", {**precisions, **({"int8_refused": refused} if refused else {})})
 
 
 # ---- 5-6. score, tune, compare -------------------------------------------------------------------------------

@@ -84,6 +84,15 @@ def detector_line(d: dict) -> str:
             f"{test}")
 
 
+def refused_int8(refused: dict) -> str:
+    """What the card says of each graph served fp32 because its int8 graph failed the export's gate."""
+    said = [f"the {'detector' if name == 'detector' else 'model'}'s int8 graph ranked the parity sentences at Spearman "
+            + (f"{x:.4f}" if x is not None else "below 0.99") + " against fp32 (and missed 0.99 with its FFN outputs "
+            "in fp32 too)" for name, x in refused.items()]
+    return (f"; {'; '.join(said)}: served fp32, about 2-3.4x the CPU time of int8 a request on 2 cores "
+            "(docs/export.md)") if said else ""
+
+
 def model_card(report: dict) -> str:
     """MODEL/README.md: a metadata header, then what the model is, what it was made from and how, its health, the
     guard's decision and the test figures beside the n-gram LM's."""
@@ -94,7 +103,7 @@ def model_card(report: dict) -> str:
     recipe, ngram_name = report["recipe"], f"the {ngram['order']}-gram LM (baseline)"
     graphs = report.get("exported") or {"model": i["precision"]}
     exported = graphs["model"] + ("" if graphs.get("detector", graphs["model"]) == graphs["model"] else
-                                  f" (the detector {graphs['detector']}: its int8 graph failed its gate)")
+                                  f" (the detector {graphs['detector']})") + refused_int8(graphs.get("int8_refused", {}))
     header = ["---", "library_name: electric", f"base_model: {Path(i['checkpoint']['path']).name}",
               "pipeline_tag: text-ranking", "tags: [electric, reranking, n-best, onnx, domain-adaptation]",
               f"metrics: [{i['metric']}]", "---", ""]

@@ -8,4 +8,9 @@ class ExportError(RuntimeError):
 
 
 class ParityError(ExportError):
-    """The exported graph does not reproduce the checkpoint closely enough."""
+    """The exported graph does not reproduce the checkpoint closely enough (`spearman`: a variant's sentence-score
+    Spearman against fp32, when that is what fell short)."""
+
+    def __init__(self, message: str, spearman: float | None = None):
+        super().__init__(message)
+        self.spearman = spearman
