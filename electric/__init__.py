@@ -8,3 +8,17 @@ Layers (docs/architecture.md), each a subpackage: `modeling` (the networks), `pr
 __version__ = "0.1.0"
 # the name pip installs this project by (pyproject.toml's project.name; `electric` on PyPI is another project)
 DISTRIBUTION = "electric-scoring"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or tokenizer directory is missing, malformed or of the wrong kind (electric.checkpoint's)."""
+
+
+class MissingExtra(ImportError):
+    """A feature needs an optional dependency this installation lacks; the message names the pip extra."""
+
+
+def install_hint(extra: str) -> str:
+    """How to install the pip extra `extra`: from a checkout, or by the distribution's name (`DISTRIBUTION`, not
+    the import package's: `electric` on PyPI is another project)."""
+    return f"pip install -e '.[{extra}]' (from a checkout) or pip install '{DISTRIBUTION}[{extra}]'"

@@ -12,17 +12,18 @@ import os
 import re
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
-from electric import DISTRIBUTION
+# defined in the package, light for the command line to catch; electric.checkpoint's names all the same
+from electric import DISTRIBUTION, CheckpointError, MissingExtra, install_hint  # noqa: F401
+from electric.textio import atomic_file, atomic_path, atomic_write_text  # noqa: F401 - their home is textio
 
 # Nothing in this project may reach a model hub; set before transformers reads the environment.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,10 +44,6 @@ ARCHITECTURE_KINDS: dict[str, Kind] = {
     "ElectraForSequenceClassification": "classifier",
     "ElectraForTokenClassification": "tagger",
 }
-
-
-class CheckpointError(ValueError):
-    """A checkpoint or tokenizer directory is missing, malformed or of the wrong kind."""
 
 
 def model_kind(config: dict, where: str) -> Kind:
@@ -112,16 +109,6 @@ def require_local_dir(path: str | os.PathLike, what: str) -> Path:
             "of a local copy."
         )
     raise CheckpointError(f"{what} {str(path)!r} does not exist")
-
-
-class MissingExtra(ImportError):
-    """A feature needs an optional dependency this installation lacks; the message names the pip extra."""
-
-
-def install_hint(extra: str) -> str:
-    """How to install the pip extra `extra`: from a checkout, or by the distribution's name (`DISTRIBUTION`, not
-    the import package's: `electric` on PyPI is another project)."""
-    return f"pip install -e '.[{extra}]' (from a checkout) or pip install '{DISTRIBUTION}[{extra}]'"
 
 
 def require_extra(feature: str, modules: tuple[str, ...] = ("torch", "transformers"), extra: str = "torch") -> None:
@@ -238,45 +225,6 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
     tmp.rename(final)
     for stale in [old, *final.parent.glob(f".{glob.escape(final.name)}.tmp-*")]:
         shutil.rmtree(stale, ignore_errors=True)
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path` for any writer (a text file, Parquet, a copy) to fill; on success it is
-    renamed over `path` (os.replace), so a reader - or a run resumed after a kill - finds the old content or the
-    new, never a cut. An error removes the temporary file; a kill can leave a `.name.tmp-*`, removed by the next
-    write (one writer per file). The one atomic file write: `atomic_file` and `atomic_write_text` use it."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    with suppress(OSError):  # the rename itself on disk; not every file system syncs a directory
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
-        stale.unlink(missing_ok=True)
-
-
-@contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[IO[str]]:
-    """Yield a text file to write `path` whole or not at all (`atomic_path`), flushed to disk before the rename."""
-    with atomic_path(path) as tmp, open(tmp, "x", encoding="utf-8") as f:  # mode 0o666 less the umask
-        yield f
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to `path` whole or not at all (`atomic_file`)."""
-    with atomic_file(path) as f:
-        f.write(text)
 
 
 def training_health(model_dir: str | os.PathLike) -> dict | None:

@@ -1,4 +1,5 @@
-"""Reading a user's text file, with errors that name the file, the line and the byte.
+"""Reading a user's text file, with errors that name the file, the line and the byte; and writing a file whole or
+not at all (`atomic_path`, `atomic_file`, `atomic_write_text`; electric.checkpoint gives the same names).
 
 Python's own text mode reports a bad byte by its position in an internal buffer and never names the
 file; these functions read bytes and decode them themselves, so the message can say where the problem is.
@@ -7,8 +8,12 @@ file; these functions read bytes and decode them themselves, so the message can 
 from __future__ import annotations
 
 import codecs
+import glob
 import os
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import IO
 
 QUOTE_LIMIT = 200  # characters of a malformed line that an error message quotes
@@ -80,3 +85,44 @@ def check_text_file(path: str | os.PathLike) -> int:
     if os.path.isdir(p):
         raise TextFileError(f"{p}: is a directory, expected a text file")
     return sum(1 for _ in iter_lines(p))
+
+
+# ---- writing a file whole or not at all (light: `electric score` imports it at every start) ----
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path` for any writer (a text file, Parquet, a copy) to fill; on success it is
+    renamed over `path` (os.replace), so a reader - or a run resumed after a kill - finds the old content or the
+    new, never a cut. An error removes the temporary file; a kill can leave a `.name.tmp-*`, removed by the next
+    write (one writer per file). The one atomic file write: `atomic_file` and `atomic_write_text` use it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    with suppress(OSError):  # the rename itself on disk; not every file system syncs a directory
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        stale.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[IO[str]]:
+    """Yield a text file to write `path` whole or not at all (`atomic_path`), flushed to disk before the rename."""
+    with atomic_path(path) as tmp, open(tmp, "x", encoding="utf-8") as f:  # mode 0o666 less the umask
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write `text` to `path` whole or not at all (`atomic_file`)."""
+    with atomic_file(path) as f:
+        f.write(text)

@@ -25,7 +25,7 @@ class InputError(ValueError):
 def model_options(p: argparse.ArgumentParser, default_method: str = "electric") -> None:
     from electric.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS
     from electric.client.client import API_KEY_ENV, DEFAULT_CONCURRENCY
-    from electric.inference.scoring import METHODS
+    from electric.inference.methods import METHODS
 
     g = p.add_argument_group("model: a local --model, or a running --server")
     where = g.add_mutually_exclusive_group(required=True)
@@ -130,7 +130,7 @@ def positive(name: str, value: int) -> None:
 
 def run_command(fn, args) -> int:
     """Run a subcommand; input errors become one line on stderr and exit status 2."""
-    from electric.checkpoint import CheckpointError, MissingExtra
+    from electric import CheckpointError, MissingExtra
     from electric.client import ClientError
     from electric.evaluation.nbest import NBestError
     from electric.inference.encoding import InputTooLongError
@@ -185,7 +185,7 @@ def one_ahead(work: Callable[[Item], Any], items: Iterable[Item]) -> Generator[t
 
 def write_json(path: str, obj) -> None:
     """`obj` as indented JSON at `path` (its folder made), whole or not at all (`atomic_write_text`)."""
-    from electric.checkpoint import atomic_write_text
+    from electric.textio import atomic_write_text
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(obj, indent=1, ensure_ascii=False) + "\n")

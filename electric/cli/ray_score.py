@@ -33,7 +33,7 @@ def note_small_input(count: int, what: str) -> None:
 
 
 def add_ray_options(p: argparse.ArgumentParser, score: bool) -> None:
-    from electric.checkpoint import install_hint
+    from electric import install_hint
     from electric.cli.offline.files import INPUT_KINDS
 
     g = p.add_argument_group(f"offline scoring on Ray Data (the ray extra: {install_hint('ray')}; docs/scale.md)")

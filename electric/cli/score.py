@@ -38,7 +38,7 @@ from electric.cli.common import (
 def _score_output(out: str | None) -> contextlib.AbstractContextManager[IO[str]]:
     """Where `electric score` writes its lines as it goes: stdout; a FIFO or a device (/dev/stdout) in place; else a
     file complete or absent (`atomic_file`): a failed run leaves no empty or partial --out, and an earlier one whole."""
-    from electric.checkpoint import atomic_file
+    from electric.textio import atomic_file
 
     if out in (None, "-"):
         return contextlib.nullcontext(sys.stdout)
@@ -127,10 +127,10 @@ def cmd_score(args) -> int:
 
 
 def _scored_by(args, scorer) -> str:
-    from electric.inference.scoring import MaskedLMScorer
-
     if args.server is not None:
         return f"the server at {args.server}"
+    from electric.inference.scoring import MaskedLMScorer
+
     kind = "masked LM" if isinstance(scorer, MaskedLMScorer) else f"{scorer.backend.kind} model"
     return f"{kind} {scorer_dir(args)}"
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from electric.checkpoint import CheckpointError
-
 
 class InputTooLongError(ValueError):
     """A text has more tokens than the model accepts and neither truncation nor a sliding window was asked for."""
@@ -222,6 +220,10 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, *, truncate: bool =
     if max_length < 3:
         raise ValueError(f"max_length must be at least 3, got {max_length}")
     if not getattr(tokenizer, "is_fast", False):
+        from electric.checkpoint import (
+            CheckpointError,  # here: the checkpoint's pydantic models cost a start 0.1 s
+        )
+
         raise CheckpointError("scoring needs a fast tokenizer (tokenizer.json or vocab.txt loaded by load_tokenizer)")
     for i, t in enumerate(texts):
         if not isinstance(t, str):

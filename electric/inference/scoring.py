@@ -56,16 +56,15 @@ from electric.inference.masked_lm import (
     mlm_token_logprobs,
     read_config,
 )
+from electric.inference.methods import (  # noqa: F401 - scoring's names, defined where the CLI reads them cheaply
+    CLOZE_METHODS,
+    DISCRIMINATOR_METHODS,
+    METHODS,
+    METHODS_OF_KIND,
+    MLM_METHODS,
+)
 from electric.results import Detection, TextScore, TokenDetection, TokenScore, WordDetection
 from electric.words import word_groups
-
-DISCRIMINATOR_METHODS = ("electric", "electra")
-CLOZE_METHODS = ("cloze",)  # Electric's two-tower cloze model (RUN/generator of an Electric run): one pass
-MLM_METHODS = ("mlm-pll", "mlm-pll-word-l2r")
-METHODS = DISCRIMINATOR_METHODS + CLOZE_METHODS + MLM_METHODS
-METHODS_OF_KIND = {"discriminator": DISCRIMINATOR_METHODS, "cloze": CLOZE_METHODS}  # a backend's kind -> its methods
-
-
 
 # ---- 2. batching -------------------------------------------------------------------------------------
 

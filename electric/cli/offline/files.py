@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from electric.checkpoint import atomic_path
+from electric.textio import atomic_path
 
 OUT_FORMATS = {".parquet": "parquet", ".jsonl": "jsonl"}
 INPUT_KINDS = ("text", "jsonl", "parquet", "nbest", "nbest-jsonl")

@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from electric.checkpoint import atomic_write_text
 from electric.evaluation.nbest.lists import FORMATS, NBestError, NBestList
+from electric.textio import atomic_write_text
 
 
 def to_hyporadise(lists: Sequence[NBestList]) -> list[dict]:
