@@ -13,7 +13,8 @@ as `python -m training.pretrain` builds it - `training.pretrain_args.resolve_run
 forward, backward, clip, step) at the loop's learning rate and temperature. --warmup-steps steps first
 (compilation happens there), then --steps timed steps between two `torch.cuda.synchronize()` (on CUDA).
 tokens_per_s counts real (non-padding) tokens, as the loop's own tokens_per_s does; step_ms is the timed time over
---steps. Rows run in the order of --compile (off first by default), so a run cut short keeps the cheap rows.
+--steps; warmup_s is the --warmup-steps' time, compilation and CUDA graph capture included (what a compiled run pays
+before its pace: benchmarks/gpu_compile_choice.py weighs the two). Rows run in the order of --compile (off first by default), so a run cut short keeps the cheap rows.
 
 MFU = flops_per_token x tokens_per_s / device_peak: flops_per_token is the matmul FLOPs of one training token
 (forward + backward; benchmarks/_flops.py states the formula), the peak is measured in the same run: a bf16
@@ -26,10 +27,11 @@ when --compile includes on, with --grad-accum 4 (micro-batches of 64 x 512, as o
 batch and so the recipe unchanged). It is timed like the others and not profiled.
 
 --json PATH is rewritten whole (write, then rename) after every row, so a run killed by a time limit keeps the rows
-before it: {"gpu": device name (a CPU's description), "torch", "device", "precision", "peak_matmul", "rows":
-[{"objective", "preset", "compile", "tokens_per_s", "step_ms", "mfu", "batch_size", "seq_len", "flops_per_token",
-"device_peak_tflops"}], "failures": [{"objective", "preset", "compile", "reason"}]}. A row that fails (compile
-unavailable, out of memory, ...) prints `objective/compile: failed: reason` and the next row runs.
+before it: {"gpu": device name (a CPU's description), "torch", "device", "precision", "peak_matmul", "steps",
+"warmup_steps", "rows": [{"objective", "preset", "compile", "tokens_per_s", "step_ms", "warmup_s", "mfu",
+"batch_size", "seq_len", "flops_per_token", "device_peak_tflops"}], "failures": [{"objective", "preset", "compile",
+"reason"}]}. A row that fails (compile unavailable, out of memory, ...) prints `objective/compile: failed: reason`
+and the next row runs.
 
 --profile DIR: after a row's timed steps, 3 more steps under torch.profiler (CPU and CUDA activities where CUDA
 exists) write DIR/<objective>[_compiled|_cudagraphs].txt: the host syncs seen (`host_syncs`: cudaStreamSynchronize and its
@@ -57,6 +59,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _flops import flops_per_token  # noqa: E402
+from gpu_compile_choice import COMPILE_FLAGS  # noqa: E402
 
 from electric.allocator import keep_freed_memory  # noqa: E402
 from electric.checkpoint import atomic_write_text  # noqa: E402
@@ -77,9 +80,7 @@ BASE_ROW = ("electra", "base", ("--grad-accum", "4"))  # objective, preset, its 
 SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpyAsync",
                "aten::_local_scalar_dense", "aten::item", "aten::nonzero")
 DEVICE_TO_HOST = "Memcpy DtoH"  # the device's copy events: "Memcpy DtoH (Device -> Pinned)", "... -> Pageable)"
-# --compile's values: the training.pretrain flags of each, and its profile file's suffix
-COMPILE_FLAGS = {"off": ("--no-compile",), "on": ("--compile",),
-                 "cudagraphs": ("--compile", "--compile-mode", "reduce-overhead")}
+# --compile's values: the training.pretrain flags of each (COMPILE_FLAGS), and its profile file's suffix
 PROFILE_SUFFIX = {"off": "", "on": "_compiled", "cudagraphs": "_cudagraphs"}
 
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_description(),
         "torch": torch.__version__, "device": str(device), "precision": None, "peak_matmul": peak_what,
-        "rows": [], "failures": [],
+        "steps": args.steps, "warmup_steps": args.warmup_steps, "rows": [], "failures": [],
     }
     print(f"{report['gpu']}, torch {torch.__version__}: peak {peak_tflops:.3g} TFLOP/s ({peak_what})")
     write_report(args.json, report)
@@ -167,6 +168,7 @@ def measure_row(args: argparse.Namespace, objective: str, preset: str, compiled:
         parts = setup(run, tokenizer, d)
         step_model = step_module(parts.model, cfg, d)
         steps = Steps(parts, step_model, run)
+        warmup_start = time.perf_counter()
         steps.take(args.warmup_steps)
         synchronize(d.device)
         start = time.perf_counter()
@@ -176,7 +178,7 @@ def measure_row(args: argparse.Namespace, objective: str, preset: str, compiled:
         fpt = flops_per_token(cfg, parts.special.vocab_size, cfg.max_seq_length)
         tokens_per_s = tokens / elapsed
         row = {"objective": objective, "preset": preset, "compile": compiled, "tokens_per_s": round(tokens_per_s, 1),
-               "step_ms": round(1000 * elapsed / args.steps, 3),
+               "step_ms": round(1000 * elapsed / args.steps, 3), "warmup_s": round(start - warmup_start, 3),
                "mfu": round(fpt * tokens_per_s / (peak_tflops * 1e12), 6), "batch_size": cfg.batch_size,
                "seq_len": cfg.max_seq_length, "flops_per_token": round(fpt), "device_peak_tflops": round(peak_tflops, 3)}
         if profile_dir:

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The ready-made GPU run: pretraining throughput, Electric / ELECTRA / MLM pretrained for the same minutes each,
-# their evaluation, the best discriminator brought back, and serving on the GPU - one command on a bare machine.
+# The ready-made GPU run: pretraining throughput, Electric and the MLM baseline pretrained for the same minutes each
+# (ELECTRA too with --objectives), their evaluation, the best discriminator brought back, and serving on the GPU - one
+# command on a bare machine.
 #
 #   benchmarks/gpu_run.sh bundle                  # here, from the repository's root: writes gpu_bundle/
 #   benchmarks/gpu_run.sh run [--minutes M] ...   # there: every stage under its own time limit
+#   benchmarks/gpu_run.sh run --plan [...]        # anywhere: each stage's limit and their sum against the deadline
 #
 # The machine `run` needs, each limit one of the script's parameters:
 #   - one CUDA GPU, PyTorch built for it, and CPython 3.12 on x86-64 Linux with transformers, tokenizers,
@@ -26,13 +28,17 @@
 #
 # run installs the wheels into /tmp/site (PYTHONPATH), unpacks the data into WORK (default /tmp/gpu_run), then runs
 # the stages in this order, each under `timeout` (a time limit, capped by what is left of --deadline-s):
-#   throughput   benchmarks/bench_gpu_throughput.py, 30 timed steps per objective (compile off, then compiled with
-#                CUDA graphs: --throughput-compile off on cudagraphs for all three)
+#   throughput   benchmarks/bench_gpu_throughput.py, 30 timed steps a row: each of --throughput-objectives
+#                (electric mlm electra) compile off, then each compiled with CUDA graphs (--throughput-compile off
+#                cudagraphs), so a stage cut short keeps the cheap rows; a row also records its warm-up seconds
 #   pretrain     python -m training.pretrain --objective X --preset P --time-budget M, for each of --objectives
+#                (electric mlm), compiled as benchmarks/gpu_compile_choice.py chooses from the throughput rows: the
+#                mode that reads the most tokens in M minutes once its compile time is paid (--pretrain-compile auto;
+#                off, on or cudagraphs force one)
 #   health       tokens and unigram-noise AUC of each run        \
 #   blimp        BLiMP-12, one pass per method, then MLM PLL       | benchmarks/gpu_pretrain_report.py, into
 #   rerank       guarded reranking of ATIS, WSJ, LibriSpeech       | OUT/gpu_pretrain.json
-#   glue         SST-2 and CoLA dev after fine-tuning             /
+#   glue         SST-2 and CoLA dev after fine-tuning, with --glue /
 #   bring-back   the best discriminator in bf16, in pieces of <= --piece-mib MiB, with its sha256 and command
 #   serve        benchmarks/bench_gpu_serve.py: the torch server on the GPU, every route once, req/s and p50/p99
 #                at concurrency 1, 16, 64, beside the CPU int8 server on the same model
@@ -46,13 +52,14 @@
 # Restore the model: cat best.tar.* > best.tar; check it against gpu_pretrain.json's bring_back.tar_sha256
 # (sha256sum), then tar xf best.tar: a transformers ElectraForPreTraining folder with its tokenizer.
 #
-# Time: the stages' defaults end within --deadline-s 570: setup ~30 s, throughput <= 180 s (compile and CUDA graphs
-# take most of it), 3 x 0.5 min of pretraining + their start and save, ~150 s of evaluation, bring-back, serve. Half
-# a minute per objective is ~45M tokens at the target pace: enough to check the chain, not the quality targets; a
-# longer comparison is another run of about 9 minutes, e.g. "benchmarks/gpu_run.sh run --minutes 2.5 --skip
-# throughput serve".
+# Time: the stages' limits by default add up to 550 s of --deadline-s 570 (`run --plan` prints them): setup ~30 s,
+# throughput <= 90 s (the six rows' compilation takes most of it: the compiled rows it has no time for are lost, the
+# rest kept), 2 x 1.5 min of pretraining + 25 s each for its start and save (+ 30 s to tokenise the corpus, once),
+# 105 s of evaluation, bring-back, serve. A stage that ends early leaves its time unused. A longer comparison is
+# another run of about 9 minutes into the same --out, e.g. "benchmarks/gpu_run.sh run --minutes 2.75 --skip
+# throughput serve" (its compile choice from the first run's throughput rows; `--plan` says whether limits fit).
 #   here:   benchmarks/gpu_run.sh bundle
-#   there:  benchmarks/gpu_run.sh run --out OUT      (or: benchmarks/gpu_run.sh run --minutes 1.5 --skip serve)
+#   there:  benchmarks/gpu_run.sh run --out OUT      (or: benchmarks/gpu_run.sh run --minutes 1 --glue)
 # then copy OUT's JSONs to benchmarks/results/. On a CPU (the test does this at tiny sizes):
 #   benchmarks/gpu_run.sh run --device cpu --preset debug --minutes 0.05 --out /tmp/out ...
 
@@ -163,11 +170,31 @@ bundle() {
 # ---- run -----------------------------------------------------------------------------------------------------
 
 run() {
-    local bundle=gpu_bundle out=${OUT:-runs/gpu_run/out} work=/tmp/gpu_run device=cuda preset=small minutes=0.5
-    local objectives=(electric electra mlm) skip=() deadline=570 site=/tmp/site obj
-    local t_throughput=180 t_slack=30 t_tokenize=45 t_health=30 t_blimp=40 t_rerank=40 t_glue=50 t_bring=25 t_serve=50
-    local steps=30 warmup=10 blimp_limit="" lists="" glue_examples=4000 glue_epochs=2 glue_eval="" serve_seconds=5
-    local pretrain_flags=() num_proc=0 compile=(off cudagraphs) serve_flags=() piece_mib=15
+    local bundle=gpu_bundle out=${OUT:-runs/gpu_run/out} work=/tmp/gpu_run device=cuda preset=small minutes=1.5
+    local objectives=(electric mlm) throughput_objectives=(electric mlm electra) skip=() deadline=570 site=/tmp/site obj
+    local t_setup=30 t_throughput=90 t_slack=25 t_tokenize=30 t_health=20 t_blimp=45 t_rerank=40 t_glue=60 t_bring=20
+    local t_serve=45 steps=30 warmup=10 blimp_limit="" lists="" glue=0 glue_examples=4000 glue_epochs=2 glue_eval=""
+    local serve_seconds=5 pretrain_flags=() num_proc=0 compile=(off cudagraphs) pretrain_compile=auto serve_flags=()
+    local piece_mib=15 plan_only=0
+    skipped() { [[ " ${skip[*]} " == *" $1 "* ]]; }
+    plan() {  # each stage's time limit, and their sum against the deadline; 1 when the sum is over it
+        local line="setup ~${t_setup}" total=$t_setup name limit first=1
+        add() { skipped "${1%%:*}" && return; line+=", $1 $2"; total=$(awk "BEGIN{print $total + $2}"); }
+        add throughput "$t_throughput"
+        for name in "${objectives[@]}"; do
+            limit=$(awk "BEGIN{print int($minutes * 60 + $t_slack + ($first ? $t_tokenize : 0))}"); first=0
+            add "pretrain:$name-$preset" "$limit"
+        done
+        add health "$t_health"; add blimp "$t_blimp"; add rerank "$t_rerank"; add glue "$t_glue"
+        add bring-back "$t_bring"; add serve "$t_serve"
+        echo "plan (s): $line; in all $total of the ${deadline} s deadline"
+        if awk "BEGIN{exit !($total > $deadline)}"; then
+            echo "warning: the stages' limits add up to more than --deadline-s $deadline: the last ones get what is" \
+                "left, or nothing"
+            return 1
+        fi
+        return 0
+    }
     while (($#)); do
         case $1 in
             --bundle) bundle=$2; shift 2 ;;
@@ -177,6 +204,8 @@ run() {
             --preset) preset=$2; shift 2 ;;
             --minutes) num "$1" "$2"; minutes=$2; shift 2 ;;
             --objectives) objectives=(); shift; while (($#)) && [[ $1 != --* ]]; do objectives+=("$1"); shift; done ;;
+            --throughput-objectives) throughput_objectives=(); shift
+                while (($#)) && [[ $1 != --* ]]; do throughput_objectives+=("$1"); shift; done ;;
             --skip) shift; while (($#)) && [[ $1 != --* ]]; do skip+=("$1"); shift; done ;;
             --deadline-s) num "$1" "$2"; deadline=$2; shift 2 ;;
             --throughput-s) num "$1" "$2"; t_throughput=$2; shift 2 ;;
@@ -185,6 +214,7 @@ run() {
             --health-s) num "$1" "$2"; t_health=$2; shift 2 ;;
             --blimp-s) num "$1" "$2"; t_blimp=$2; shift 2 ;;
             --rerank-s) num "$1" "$2"; t_rerank=$2; shift 2 ;;
+            --glue) glue=1; shift ;;
             --glue-s) num "$1" "$2"; t_glue=$2; shift 2 ;;
             --bring-back-s) num "$1" "$2"; t_bring=$2; shift 2 ;;
             --piece-mib) num "$1" "$2"; piece_mib=$2; shift 2 ;;
@@ -199,6 +229,9 @@ run() {
             --serve-seconds) serve_seconds=$2; shift 2 ;;
             --num-proc) num_proc=$2; shift 2 ;;
             --throughput-compile) compile=(); shift; while (($#)) && [[ $1 != --* ]]; do compile+=("$1"); shift; done ;;
+            --pretrain-compile) [[ $2 =~ ^(auto|off|on|cudagraphs)$ ]] \
+                || die "--pretrain-compile expects auto, off, on or cudagraphs, got '$2'"; pretrain_compile=$2; shift 2 ;;
+            --plan) plan_only=1; shift ;;
             --no-int8) serve_flags+=(--no-int8); shift ;;
             --site) site=$2; shift 2 ;;
             --pretrain-flags) read -r -a pretrain_flags <<<"$2"; shift 2 ;;
@@ -206,11 +239,15 @@ run() {
             *) die "run: unknown option $1 (see --help)" ;;
         esac
     done
+    ((${#objectives[@]})) || die "--objectives needs at least one objective"
+    ((glue)) || skip+=(glue)
+    if ((plan_only)); then plan; return; fi
     mkdir -p "$out" "$work" || die "cannot create $out or $work"
     out=$(cd "$out" && pwd); work=$(cd "$work" && pwd)
     exec > >(tee -a "$out/gpu_run.log") 2>&1
     export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
     echo "gpu_run $(date -u +%FT%TZ): device $device, preset $preset, $minutes min each of ${objectives[*]}; out $out"
+    plan
 
     # setup: the wheels, the data. Without these nothing after can run: a failure here ends the run.
     if compgen -G "$bundle/wheels/*.whl" >/dev/null; then
@@ -251,7 +288,8 @@ PY
     stage() {  # stage NAME LIMIT_S COMMAND...: run it under a time limit; one line when it fails
         local name=$1 limit rc t0=$SECONDS left
         limit=$(awk "BEGIN{print int($2)}"); shift 2
-        if [[ " ${skip[*]} " == *" ${name%%:*} "* ]]; then echo "STAGE $name: skipped (--skip)"; return 0; fi
+        if skipped "${name%%:*}"; then echo "STAGE $name: skipped ($([[ $name == glue ]] && ((!glue)) \
+            && echo "without --glue" || echo "--skip"))"; return 0; fi
         left=$(awk "BEGIN{print int($deadline) - $SECONDS}")
         if ((left < 5)); then echo "STAGE $name FAILED: no time left before the deadline (${deadline}s)"
             failed=$((failed + 1)); return 1; fi
@@ -265,26 +303,30 @@ PY
         failed=$((failed + 1)); return 1
     }
 
-    # 1. throughput of the objectives pretrained below (the first corpus file is enough for 40 steps a row)
-    local first known=()
+    # 1. throughput of each objective (the first corpus file is enough for 40 steps a row): every objective compile
+    # off first, then compiled, so a stage cut short keeps the cheap rows
+    local first
     first=$(ls "$data"/corpus/enwiki/* | head -1)
-    for obj in "${objectives[@]}"; do [[ $obj =~ ^(mlm|electra|electric)$ ]] && known+=("$obj"); done
     stage throughput "$t_throughput" $PY benchmarks/bench_gpu_throughput.py --data "$first" --tokenizer "$tok" \
-        --objectives "${known[@]}" \
+        --objectives "${throughput_objectives[@]}" \
         --preset "$preset" --steps "$steps" --warmup-steps "$warmup" --device "$device" --num-proc "$num_proc" \
         --compile "${compile[@]}" --cache-dir "$work/cache" --json "$out/gpu_throughput.json" --profile "$work/profile"
     if compgen -G "$work/profile/*.txt" >/dev/null; then
         for f in "$work"/profile/*.txt; do echo "==== $(basename "$f")"; cat "$f"; done >"$out/gpu_profile.txt"
     fi
 
-    # 2. pretraining, one objective after the other, each with the whole GPU for --minutes
-    local runs=() name cmd limit
+    # 2. pretraining, one objective after the other, each with the whole GPU for --minutes, its step compiled where
+    # the throughput rows say compiling pays within those minutes (--pretrain-compile auto)
+    local runs=() name cmd limit compile_flags
     mkdir -p "$work/runs"
     for obj in "${objectives[@]}"; do
         name=$obj-$preset
+        read -r -a compile_flags < <($PY benchmarks/gpu_compile_choice.py --json "$out/gpu_throughput.json" \
+            --objective "$obj" --minutes "$minutes" --mode "$pretrain_compile")
         cmd=($PY -m training.pretrain --objective "$obj" --preset "$preset" --data "$data/corpus/enwiki"
              --tokenizer "$tok" --time-budget "$minutes" --device "$device" --num-proc "$num_proc"
-             --cache-dir "$work/cache" --overwrite --out "$work/runs/$name" "${pretrain_flags[@]}")
+             --cache-dir "$work/cache" --overwrite --out "$work/runs/$name" "${compile_flags[@]}"
+             "${pretrain_flags[@]}")
         printf '%q ' python "${cmd[@]:1}" | sed 's/ $//' >"$work/runs/$name.cmd"
         limit=$(awk "BEGIN{print $minutes * 60 + $t_slack + (${#runs[@]} == 0 ? $t_tokenize : 0)}")
         stage "pretrain:$name" "$limit" "${cmd[@]}"

@@ -16,7 +16,7 @@ flops = load_script("benchmarks/_flops.py")
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ROW_KEYS = {"objective", "preset", "compile", "tokens_per_s", "step_ms", "mfu", "batch_size", "seq_len",
+ROW_KEYS = {"objective", "preset", "compile", "tokens_per_s", "step_ms", "warmup_s", "mfu", "batch_size", "seq_len",
             "flops_per_token", "device_peak_tflops"}
 
 
@@ -43,7 +43,7 @@ def test_every_objective_gives_a_row_of_the_issues_schema(report, tokenizer_dir)
     for row in r["rows"]:
         assert set(row) == ROW_KEYS
         assert (row["preset"], row["compile"], row["batch_size"], row["seq_len"]) == ("debug", "off", 8, 64)
-        assert row["tokens_per_s"] > 0 and row["step_ms"] > 0 and row["device_peak_tflops"] > 0
+        assert row["tokens_per_s"] > 0 and row["step_ms"] > 0 and row["warmup_s"] > 0 and row["device_peak_tflops"] > 0
         # MFU is the formula's FLOPs at the measured speed over the measured peak
         assert row["mfu"] == pytest.approx(
             row["flops_per_token"] * row["tokens_per_s"] / (row["device_peak_tflops"] * 1e12), rel=0.01)

@@ -45,7 +45,7 @@ def test_bundle_and_run_on_the_cpu(wiki_sample, tokenizer_dir, shared_data, tmp_
              "--preset", "debug", "--minutes", "0.03", "--objectives", "electric", "nonsense", "--num-proc", "1",
              "--steps", "1", "--warmup-steps", "1", "--throughput-compile", "off", "--blimp-limit", "2",
              "--lists", "6", "--glue-examples", "16", "--glue-epochs", "1", "--glue-eval-examples", "16",
-             "--serve-seconds", "0.2", "--no-int8")
+             "--serve-seconds", "0.2", "--no-int8", "--throughput-objectives", "electric", "--glue")
     log = (out / "gpu_run.log").read_text()
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     failed = [line for line in log.splitlines() if line.startswith("STAGE") and "FAILED" in line]
@@ -59,6 +59,8 @@ def test_bundle_and_run_on_the_cpu(wiki_sample, tokenizer_dir, shared_data, tmp_
     r = report["runs"]["electric-debug"]
     assert r["objective"] == "electric" and r["tokens"] > 0 and 0 <= r["unigram_noise_auc"] <= 1
     assert r["command"].startswith("python -m training.pretrain --objective electric --preset debug")
+    assert "--no-compile" in r["command"].split()  # the choice, with only compile-off rows to go by
+    assert "pretrain:electric-debug" in log and "-> compile off" in log  # the plan's line and the choice's reason
     assert set(r["blimp12"]) == {"electric", "cloze"}
     assert all({"accuracy", "seconds"} <= set(m) and m["pairs"] == 24 for m in r["blimp12"].values())
     assert set(r["rerank_wer"]) == {"atis", "wsj", "librispeech"}
@@ -107,3 +109,50 @@ def test_the_best_discriminator_by_blimp_then_by_auc(tmp_path):
     assert name == "electra-small" and "unigram-noise AUC" in why
     figures["runs"]["electric-small"]["unigram_noise_auc"] = 0.95
     assert report.best_run(figures, runs)[0] == "electric-small"
+
+
+def test_the_default_plan_fits_the_deadline_and_pretrains_electric_and_mlm_alike():
+    plan = sh("run", "--plan")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    line = plan.stdout.strip()
+    limits = dict(part.rsplit(" ", 1) for part in line.split(": ", 1)[1].split(";")[0].split(", "))
+    assert limits.pop("setup") == "~30"
+    stages = {name: float(v) for name, v in limits.items()}
+    assert "glue" not in stages  # GLUE only with --glue
+    assert stages["pretrain:electric-small"] - 30 == stages["pretrain:mlm-small"]  # the same minutes; one tokenising
+    assert 30 + sum(stages.values()) <= 570 and line.endswith("of the 570 s deadline")
+    over = sh("run", "--plan", "--glue", "--minutes", "2")
+    assert over.returncode == 1 and "glue 60" in over.stdout and "more than --deadline-s 570" in over.stdout
+
+
+def test_the_run_refuses_a_compile_mode_it_does_not_know():
+    bad = sh("run", "--pretrain-compile", "fast")
+    assert bad.returncode == 2 and "--pretrain-compile expects auto, off, on or cudagraphs, got 'fast'" in bad.stderr
+
+
+def row(objective, mode, tokens_per_s, warmup_s, step_ms=50.0):
+    return {"objective": objective, "compile": mode, "tokens_per_s": tokens_per_s, "warmup_s": warmup_s,
+            "step_ms": step_ms}
+
+
+def test_compiling_is_chosen_only_when_it_pays_within_the_minutes(tmp_path):
+    choice = load_script("benchmarks/gpu_compile_choice.py")
+    # off: 1M tokens/s from the start; CUDA graphs: 2M tokens/s after 60 s of compiling (10 warm-up steps of 50 ms)
+    report = {"warmup_steps": 10, "rows": [row("electric", "off", 1e6, 0.5), row("electric", "cudagraphs", 2e6, 60.5)]}
+    assert choice.choose(report, "electric", 1.5)[0] == "off"  # 90M tokens against 60M
+    mode, why = choice.choose(report, "electric", 5)  # 300M against 480M
+    assert mode == "cudagraphs" and "-> compile cudagraphs" in why
+    report["rows"][1]["tokens_per_s"] = 1.04e6 * 300 / 240  # 4% more tokens in 5 minutes: not worth the risk
+    assert choice.choose(report, "electric", 5)[0] == "off"
+    assert choice.choose(report, "mlm", 5)[0] == "off"  # no rows for it
+    assert choice.choose({"rows": [row("mlm", "on", 1e6, 1)]}, "mlm", 5)[0] == "off"  # nothing to weigh against
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"warmup_steps": 10, "rows": [row("mlm", "off", 1e6, 0.5), row("mlm", "on", 3e6, 20)]}))
+    ran = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_compile_choice.py"), "--json", str(path),
+                          "--objective", "mlm", "--minutes", "1"], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout == "--compile\n" and "-> compile on" in ran.stderr
+    missing = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_compile_choice.py"), "--json",
+                              str(tmp_path / "none.json"), "--objective", "mlm", "--minutes", "1"],
+                             capture_output=True, text=True)
+    assert missing.returncode == 0 and missing.stdout == "--no-compile\n" and "no throughput figures" in missing.stderr
