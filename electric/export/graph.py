@@ -104,13 +104,15 @@ def export_onnx(model, path: Path, *, opset: int = DEFAULT_OPSET, exporter: str 
             raise ValueError(f"exporter {exporter!r}: expected 'legacy' or 'dynamo'")
 
 
-def optimize_transformer(src: Path, dst: Path, config: dict) -> None:
-    """onnxruntime's BERT optimizer (fused Attention, SkipLayerNorm, BiasGelu). Measured, not the default."""
+def optimize_transformer(src: Path, dst: Path, config: dict) -> dict[str, int]:
+    """onnxruntime's BERT optimizer (fused Attention, SkipLayerNorm, BiasGelu). Measured, not the default.
+    Returns how many of each fused operator it made (its own statistics: {"Attention": 2, ...})."""
     from onnxruntime.transformers.optimizer import optimize_model
 
     model = optimize_model(str(src), model_type="bert", num_heads=config["num_attention_heads"],
                            hidden_size=config["hidden_size"], opt_level=1)
     model.save_model_to_file(str(dst))
+    return {op: int(n) for op, n in model.get_fused_operator_statistics().items()}
 
 
 class _NoPreprocessAdvice(logging.Filter):
@@ -344,10 +346,17 @@ def quantize_int8_fused(src: Path, dst: Path, config: dict) -> None:
     fused fp32 graph is not kept. Raises ExportError."""
     fused = dst.with_name(dst.stem + ".fused.onnx")
     try:
-        optimize_transformer(src, fused, config)
-    except Exception as e:  # noqa: BLE001 - any optimizer failure is one clear error
-        raise ExportError(f"the fused int8 graph failed at fusion: {type(e).__name__}: {e}") from e
-    try:
+        try:
+            made = optimize_transformer(src, fused, config)
+        except Exception as e:  # noqa: BLE001 - any optimizer failure is one clear error
+            raise ExportError(f"the fused int8 graph failed at fusion: {type(e).__name__}: {e}") from e
+        if not made.get("Attention"):  # onnxruntime 1.30 and older do not know this graph's attention pattern
+            import onnxruntime
+
+            raise ExportError(
+                f"the fused int8 graph: onnxruntime {onnxruntime.__version__}'s transformer optimizer fused no "
+                f"attention in {src.name} (onnxruntime 1.31 and later do): upgrade onnxruntime, or export without "
+                "--int8-graph fused")
         quantize_int8_dynamic(fused, dst, op_types=("MatMul", "Gemm", "Attention"))
     finally:
         fused.unlink(missing_ok=True)
