@@ -49,7 +49,7 @@ def choose(report: dict[str, Any], objective: str, minutes: float) -> tuple[str,
     best = max(figures, key=lambda mode: figures[mode][0])
     said = "; ".join(f"{mode} {by_mode[mode]['tokens_per_s'] / 1e6:.3g}M tokens/s after {c:.0f} s: "
                      f"{t / 1e6:.4g}M tokens" for mode, (t, c) in figures.items())
-    if best == "off" or figures[best][0] < (1 + MIN_GAIN) * base:
+    if figures[best][0] < (1 + MIN_GAIN) * base:
         best = "off"
     return best, f"{objective}, {minutes:g} min: {said} -> compile {best}"
 

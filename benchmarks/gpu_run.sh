@@ -177,13 +177,13 @@ run() {
     local serve_seconds=5 pretrain_flags=() num_proc=0 compile=(off cudagraphs) pretrain_compile=auto serve_flags=()
     local piece_mib=15 plan_only=0
     skipped() { [[ " ${skip[*]} " == *" $1 "* ]]; }
+    pretrain_limit() { awk "BEGIN{print int($minutes * 60 + $t_slack + ($1 ? $t_tokenize : 0))}"; }  # 1: tokenises
     plan() {  # each stage's time limit, and their sum against the deadline; 1 when the sum is over it
-        local line="setup ~${t_setup}" total=$t_setup name limit first=1
+        local line="setup ~${t_setup}" total=$t_setup name first=1
         add() { skipped "${1%%:*}" && return; line+=", $1 $2"; total=$(awk "BEGIN{print $total + $2}"); }
         add throughput "$t_throughput"
         for name in "${objectives[@]}"; do
-            limit=$(awk "BEGIN{print int($minutes * 60 + $t_slack + ($first ? $t_tokenize : 0))}"); first=0
-            add "pretrain:$name-$preset" "$limit"
+            add "pretrain:$name-$preset" "$(pretrain_limit $first)"; first=0
         done
         add health "$t_health"; add blimp "$t_blimp"; add rerank "$t_rerank"; add glue "$t_glue"
         add bring-back "$t_bring"; add serve "$t_serve"
@@ -328,7 +328,7 @@ PY
              --cache-dir "$work/cache" --overwrite --out "$work/runs/$name" "${compile_flags[@]}"
              "${pretrain_flags[@]}")
         printf '%q ' python "${cmd[@]:1}" | sed 's/ $//' >"$work/runs/$name.cmd"
-        limit=$(awk "BEGIN{print $minutes * 60 + $t_slack + (${#runs[@]} == 0 ? $t_tokenize : 0)}")
+        limit=$(pretrain_limit $((${#runs[@]} == 0)))
         stage "pretrain:$name" "$limit" "${cmd[@]}"
         [[ -f $work/runs/$name/config.json ]] && runs+=("$name=$work/runs/$name")
     done
